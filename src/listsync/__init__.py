@@ -1,0 +1,43 @@
+"""Apache Airflow provider for the Signal Ingestion and List Write service."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+try:
+    __version__ = version("airflow-provider-listsync")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0.0.0"
+
+
+def get_provider_info() -> dict[str, Any]:
+    """Describe the provider to Airflow (the ``apache_airflow_provider`` entry point)."""
+    return {
+        "package-name": "airflow-provider-listsync",
+        "name": "ListSync",
+        "description": "Sync CRM and warehouse extracts into account-based Lists and backfill signal events.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "ListSync",
+                "external-doc-url": "https://github.com/listsync/airflow-provider-listsync",
+                "tags": ["service"],
+            }
+        ],
+        "hooks": [{"integration-name": "ListSync", "python-modules": ["listsync.hooks.listsync"]}],
+        "operators": [
+            {
+                "integration-name": "ListSync",
+                "python-modules": [
+                    "listsync.operators.signals",
+                    "listsync.operators.people",
+                    "listsync.operators.rows",
+                ],
+            }
+        ],
+        "triggers": [{"integration-name": "ListSync", "python-modules": ["listsync.triggers.rate_limit"]}],
+        "connection-types": [
+            {"hook-class-name": "listsync.hooks.listsync.ListSyncHook", "connection-type": "listsync"}
+        ],
+    }

@@ -1,0 +1,1 @@
+"""Subcommands of the ``listsync`` command line, one module each (see ``listsync.cli``)."""
