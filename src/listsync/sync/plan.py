@@ -1,0 +1,218 @@
+"""What the sync plans share: the plan file, delete safety, progress logging and the summary.
+
+A planner (``people.plan_people_sync``, ``rows.plan_rows_upsert``) turns an extract and a List
+into a plan; before the plan is applied, the same few steps run for every job:
+
+- :func:`write_plan_file` writes the plan as JSON lines, one object per planned action, so a dry
+  run can be reviewed and a real run audited;
+- :func:`check_delete_safety` refuses deletes that look like a broken extract rather than a real
+  change (an empty extract, or more deletes than ``max_delete_fraction`` of the List);
+- :class:`ProgressLogger` logs progress while the plan is applied, at least every 10 %;
+- :func:`build_summary` assembles the JSON summary an operator returns to XCom and the command
+  line prints.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+__all__ = [
+    "MAX_FAILURE_REASONS",
+    "OpenableFile",
+    "ProgressLogger",
+    "UnsafeDeleteError",
+    "build_summary",
+    "check_delete_safety",
+    "write_plan_file",
+]
+
+#: The summary keeps this many distinct failure reasons (the most frequent), so that an XCom
+#: stays small when thousands of people fail for thousands of slightly different reasons.
+MAX_FAILURE_REASONS = 20
+
+
+class OpenableFile(Protocol):
+    """Anything with ``open(mode)``, such as ``pathlib.Path`` or Airflow's ``ObjectStoragePath``."""
+
+    def open(self, mode: str = ...) -> IO[Any]: ...  # pragma: no cover - protocol
+
+
+class UnsafeDeleteError(ValueError):
+    """Planned deletes were refused because they look like a broken extract.
+
+    Nothing was written when this is raised. ``planned_deletes``, ``current_total`` and
+    ``source_rows`` carry the numbers the message states.
+    """
+
+    def __init__(self, message: str, *, planned_deletes: int, current_total: int, source_rows: int) -> None:
+        super().__init__(message)
+        self.planned_deletes = planned_deletes
+        self.current_total = current_total
+        self.source_rows = source_rows
+
+
+def write_plan_file(
+    entries: Iterable[Mapping[str, Any]],
+    path: str | Path | OpenableFile | None = None,
+    *,
+    prefix: str = "listsync-plan-",
+) -> str:
+    """Write plan entries as JSON lines and return where they went.
+
+    Each entry is one planned action, e.g. ``{"action": "patch", "account_domain": ...,
+    "identity": ..., "changes": {"title": {"before": "CTO", "after": "CEO"}}}``; values must be
+    JSON-serialisable. Keys keep their order, so a plan file diffs well between runs.
+
+    :param entries: the planned actions, in the order they will be applied.
+    :param path: a local path, an object with ``open(mode)`` (e.g. ``ObjectStoragePath``), or
+        None for a new file in the system temporary directory.
+    :param prefix: the file name prefix used when ``path`` is None.
+    :return: the path written, as a string (for the summary).
+    """
+    if path is None:
+        # delete=False: the file is the product; the summary tells the caller where it is.
+        with tempfile.NamedTemporaryFile(
+            "w", prefix=prefix, suffix=".jsonl", delete=False, encoding="utf-8"
+        ) as handle:
+            _write_lines(entries, handle)
+            return handle.name
+    if isinstance(path, str | Path):
+        local = Path(path)
+        local.parent.mkdir(parents=True, exist_ok=True)
+        with local.open("w", encoding="utf-8") as handle:
+            _write_lines(entries, handle)
+        return str(local)
+    with path.open("w") as handle:
+        _write_lines(entries, handle)
+    return str(path)
+
+
+def _write_lines(entries: Iterable[Mapping[str, Any]], handle: IO[Any]) -> None:
+    for entry in entries:
+        handle.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
+
+
+def check_delete_safety(
+    *,
+    planned_deletes: int,
+    current_total: int,
+    source_rows: int,
+    max_delete_fraction: float,
+    noun: str = "people",
+    fraction_parameter: str = "max_delete_fraction",
+) -> None:
+    """Refuse deletes that look like a broken extract; return quietly when they are safe.
+
+    Two rules, checked only when something would be deleted:
+
+    - the extract produced no valid row (empty file, failed query, every row rejected): a sync
+      would then delete everything in scope, which is never what a nightly job meant to do;
+    - the deletes exceed ``max_delete_fraction`` of what the List holds now.
+
+    :param planned_deletes: how many items the plan deletes.
+    :param current_total: how many items the List holds now (the denominator of the fraction).
+    :param source_rows: how many valid rows the extract produced (after rejects).
+    :param max_delete_fraction: the largest allowed ``planned_deletes / current_total``, 0 to 1.
+    :param noun: what is deleted, for the message ("people", "rows").
+    :param fraction_parameter: the name under which the caller exposes ``max_delete_fraction``,
+        so the message names the setting the user can change.
+    :raises ValueError: ``max_delete_fraction`` is not between 0 and 1.
+    :raises UnsafeDeleteError: a rule refused the deletes; the message gives the numbers.
+    """
+    if not 0.0 <= max_delete_fraction <= 1.0 or math.isnan(max_delete_fraction):
+        raise ValueError(f"{fraction_parameter} must be between 0 and 1, got {max_delete_fraction!r}")
+    if planned_deletes <= 0:
+        return
+    numbers = {"planned_deletes": planned_deletes, "current_total": current_total, "source_rows": source_rows}
+    if source_rows == 0:
+        raise UnsafeDeleteError(
+            f"Refusing to delete {planned_deletes} of {current_total} {noun}: the extract produced no "
+            f"valid rows, which usually means a broken source rather than an empty CRM. Check the "
+            f"source and the rejects file; nothing was written.",
+            **numbers,
+        )
+    fraction = planned_deletes / current_total if current_total else 1.0
+    if fraction > max_delete_fraction:
+        needed = math.ceil(fraction * 1000) / 1000
+        raise UnsafeDeleteError(
+            f"Refusing to delete {planned_deletes} of {current_total} {noun} ({fraction:.1%}), more than "
+            f"{fraction_parameter}={max_delete_fraction} allows; nothing was written. If these deletes "
+            f"are intended, set {fraction_parameter} to at least {needed}.",
+            **numbers,
+        )
+
+
+class ProgressLogger:
+    """Log how much of a plan has been applied, each time another tenth is done.
+
+    Call :meth:`advance` after each chunk is written; one line is logged whenever progress
+    crosses a multiple of ``step`` (10 % by default), so a long run shows it is alive and a short
+    one does not flood the log. Several steps crossed at once give one line.
+    """
+
+    def __init__(
+        self, total: int, *, what: str = "plan", logger: logging.Logger | None = None, step: float = 0.1
+    ) -> None:
+        """
+        :param total: the number of items the plan holds.
+        :param what: what is being applied, for the log line.
+        :param logger: where to log (default: this module's logger).
+        :param step: the fraction of ``total`` between two log lines, 0 < step <= 1.
+        """
+        if not 0.0 < step <= 1.0:
+            raise ValueError(f"step must be in (0, 1], got {step!r}")
+        self.total = total
+        self.done = 0
+        self._what = what
+        self._log = logger or logging.getLogger(__name__)
+        self._step = step
+        self._next_mark = 1
+
+    def advance(self, count: int, **counts: int) -> None:
+        """Record ``count`` more items applied; ``counts`` (e.g. ``failed=2``) join the log line."""
+        self.done += count
+        if self.total <= 0:
+            return
+        fraction = self.done / self.total
+        reached = math.floor(fraction / self._step + 1e-9)
+        if reached >= self._next_mark:
+            self._next_mark = reached + 1
+            details = "".join(f", {name} {value}" for name, value in counts.items())
+            self._log.info(
+                "%s: %d of %d applied (%.0f%%)%s", self._what, self.done, self.total, fraction * 100, details
+            )
+
+
+def build_summary(
+    counts: Mapping[str, int],
+    *,
+    requests: Mapping[str, int],
+    failure_reasons: Iterable[str] = (),
+    **fields: Any,
+) -> dict[str, Any]:
+    """Assemble the JSON summary of a sync, the value an operator returns to XCom.
+
+    :param counts: the accounting of the job, in the order to show (e.g. ``read``, ``rejected``,
+        ``duplicates``, ``added``, ``updated``, ``deleted``, ``unchanged``, ``failed``).
+    :param requests: write requests sent, by kind (e.g. ``{"add": 3, "patch": 1, "delete": 0}``);
+        a ``total`` is added.
+    :param failure_reasons: one reason per failed item; the summary counts them by reason and
+        keeps the :data:`MAX_FAILURE_REASONS` most frequent.
+    :param fields: further JSON-serialisable values (table id, mode, normalisation version,
+        plan and rejects paths...), placed after the counts.
+    :return: a dict that ``json.dumps`` accepts as is.
+    """
+    by_reason = Counter(failure_reasons)
+    summary: dict[str, Any] = {**fields, **counts}
+    summary["requests"] = {**requests, "total": sum(requests.values())}
+    summary["failure_reasons"] = dict(by_reason.most_common(MAX_FAILURE_REASONS))
+    # Fail here, in the job, rather than later when Airflow serialises the XCom.
+    json.dumps(summary)
+    return summary
