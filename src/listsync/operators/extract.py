@@ -1,0 +1,95 @@
+"""Where an operator's extract comes from: a file (``source``) or a query (``sql`` + ``sql_conn_id``).
+
+The three operators take the same three parameters and hand them here; this module turns them
+into what ``listsync.sync.sources.read_extract`` reads:
+
+- ``source``: a local path (``/data/contacts.csv``) or a URI that Airflow's object storage
+  understands (``s3://aws_default@bucket/contacts.parquet``, ``file:///data/contacts.csv``),
+  opened as an ``ObjectStoragePath``;
+- ``sql`` with ``sql_conn_id``: the query runs on the SQLAlchemy engine of that Airflow
+  connection's hook (any hook with ``get_sqlalchemy_engine()``: postgres, sqlite, mysql...).
+
+Exactly one of ``source`` and ``sql`` must be given; :func:`check_extract_arguments` says so
+early (an operator calls it from ``__init__``, which does no I/O).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from airflow.sdk import ObjectStoragePath
+    from sqlalchemy.engine import Engine
+
+__all__ = ["check_extract_arguments", "open_source", "read_operator_extract", "sql_engine"]
+
+
+def check_extract_arguments(source: str | None, sql: str | None, sql_conn_id: str | None) -> None:
+    """Check that the extract is named exactly once.
+
+    :raises ValueError: neither or both of ``source`` and ``sql`` are given, or ``sql`` lacks
+        ``sql_conn_id`` (or ``sql_conn_id`` comes without ``sql``).
+    """
+    if (source is None) == (sql is None):
+        raise ValueError(
+            "Give exactly one extract: source= (a file path or URI) or sql= (a query, with sql_conn_id=); "
+            f"got {'both' if source is not None else 'neither'}"
+        )
+    if sql is not None and not sql_conn_id:
+        raise ValueError("sql= needs sql_conn_id=, the Airflow connection to run the query on")
+    if sql is None and sql_conn_id is not None:
+        raise ValueError("sql_conn_id= is only used with sql=; a file source= needs no connection")
+
+
+def open_source(source: str) -> Path | ObjectStoragePath:
+    """The file named by ``source``: a local ``Path``, or an ``ObjectStoragePath`` for a URI.
+
+    A URI may carry the Airflow connection of its store, ``s3://my_aws_conn@bucket/key``.
+    """
+    if "://" not in source:
+        return Path(source)
+    from airflow.sdk import ObjectStoragePath
+
+    return ObjectStoragePath(source)
+
+
+def sql_engine(sql_conn_id: str) -> Engine:
+    """The SQLAlchemy engine of the Airflow connection ``sql_conn_id``.
+
+    :raises ValueError: the connection's hook cannot give a SQLAlchemy engine (e.g. an HTTP
+        connection was named by mistake).
+    """
+    from airflow.sdk import BaseHook
+
+    hook = BaseHook.get_hook(sql_conn_id)
+    get_engine = getattr(hook, "get_sqlalchemy_engine", None)
+    if get_engine is None:
+        raise ValueError(
+            f"Connection {sql_conn_id!r} has hook {type(hook).__name__}, which gives no SQLAlchemy engine; "
+            "name a database connection (postgres, sqlite, mysql...) in sql_conn_id"
+        )
+    engine: Engine = get_engine()
+    return engine
+
+
+def read_operator_extract(
+    *, source: str | None, sql: str | None, sql_conn_id: str | None, **read_options: Any
+) -> Iterator[pd.DataFrame]:
+    """Read the extract an operator was given, in chunks.
+
+    :param source: a local path or an object-storage URI, or None when ``sql`` is given.
+    :param sql: a query, or None when ``source`` is given.
+    :param sql_conn_id: the Airflow connection the query runs on.
+    :param read_options: passed on to ``read_extract`` (chunk size, CSV delimiter...).
+    :return: the extract's DataFrames, one chunk at a time.
+    """
+    from listsync.sync.sources import read_extract
+
+    check_extract_arguments(source, sql, sql_conn_id)
+    if source is not None:
+        return read_extract(open_source(source), **read_options)
+    assert sql is not None and sql_conn_id is not None  # check_extract_arguments guarantees it
+    return read_extract(sql=sql, engine=sql_engine(sql_conn_id), **read_options)

@@ -1,0 +1,66 @@
+"""The operators' extract parameters: source or sql + sql_conn_id."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from listsync.operators.extract import check_extract_arguments, open_source, sql_engine
+
+
+@pytest.mark.parametrize(
+    ("source", "sql", "sql_conn_id", "message"),
+    [
+        (None, None, None, "got neither"),
+        ("a.csv", "select 1", "db", "got both"),
+        (None, "select 1", None, "sql= needs sql_conn_id="),
+        (None, "select 1", "", "sql= needs sql_conn_id="),
+        ("a.csv", None, "db", "sql_conn_id= is only used with sql="),
+    ],
+)
+def test_the_extract_must_be_named_exactly_once(
+    source: str | None, sql: str | None, sql_conn_id: str | None, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        check_extract_arguments(source, sql, sql_conn_id)
+
+
+@pytest.mark.parametrize(("source", "sql", "sql_conn_id"), [("a.csv", None, None), (None, "select 1", "db")])
+def test_one_extract_is_accepted(source: str | None, sql: str | None, sql_conn_id: str | None) -> None:
+    check_extract_arguments(source, sql, sql_conn_id)
+
+
+def test_a_plain_path_stays_local(tmp_path: Path) -> None:
+    assert open_source(str(tmp_path / "a.csv")) == tmp_path / "a.csv"
+
+
+def test_a_uri_opens_through_object_storage(tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_text("email\nann@acme.com\n")
+
+    opened = open_source(f"file://{tmp_path / 'a.csv'}")
+
+    assert type(opened).__name__ == "ObjectStoragePath"
+    with opened.open("r") as handle:
+        assert handle.read() == "email\nann@acme.com\n"
+
+
+def test_sql_engine_comes_from_the_airflow_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    database = tmp_path / "crm.db"
+    monkeypatch.setenv("AIRFLOW_CONN_CRM_DB", json.dumps({"conn_type": "sqlite", "host": str(database)}))
+
+    engine = sql_engine("crm_db")
+    try:
+        assert engine.url.database == str(database)
+    finally:
+        engine.dispose()
+
+
+def test_a_connection_without_sqlalchemy_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_NOT_A_DB", json.dumps({"conn_type": "fs", "extra": {"path": "/"}}))
+
+    with pytest.raises(ValueError, match=r"'not_a_db' has hook .* no SQLAlchemy engine"):
+        sql_engine("not_a_db")
