@@ -1,0 +1,387 @@
+"""The targetable-people sync: diff an extract against a List, then write only the changes.
+
+The flow, which :func:`sync_people` runs end to end::
+
+    people = prepare_people(frames, column_map, rejects)        # normalised, validated, deduplicated
+    plan = plan_people_sync(people, client.iter_targetable_people(table_id), mode=...)
+    write_plan_file(plan.entries(), plan_path)                  # what will happen, for review
+    check_delete_safety(...)                                    # a broken extract never wipes a List
+    result = apply_people_plan(plan, client, table_id=...)      # chunked adds, patches, deletes
+
+**Identity.** A person is keyed by account domain + :func:`~listsync.client.models.person_identity`
+(e-mail when present, else profile URL, then phone, then first and last name: the order the
+service uses for deletes). The List side is normalised the same way as the extract (domains as
+bare hosts, e-mails lower-cased, profile URLs canonical), so a List written by other tools still
+matches. An extract person whose e-mail or profile URL matches a List person of the same account
+is that person even when their primary identities differ (the List copy lacks the e-mail, say):
+the service merges such people on add (A16), so planning them as add + delete would be wrong.
+
+**The plan.** Adds: extract people not in the List. Patches: only the fields that differ, found
+by the List person's own identity (``match``, A17). A ``None`` in the extract leaves the List's
+value alone unless ``overwrite_with_null``; a field the extract does not carry (an unmapped
+column) is never touched. Deletes, only with ``mode="mirror"``: List people not in the extract,
+within the accounts the extract names (``delete_scope="accounts_in_source"``) or in the whole
+List (``"list"``). List people without any identity, and List people sharing one identity on
+one account, are counted and left alone: a write by identity could not tell them apart.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from listsync.client.models import person_identity, person_match
+from listsync.sync.normalize import NormalizationError, normalize_domain, normalize_profile_url
+
+__all__ = [
+    "PERSON_FIELDS",
+    "DeleteScope",
+    "PeoplePlan",
+    "PlannedAdd",
+    "PlannedDelete",
+    "PlannedPatch",
+    "SyncMode",
+    "plan_people_sync",
+]
+
+log = logging.getLogger(__name__)
+
+SyncMode = Literal["upsert", "mirror"]
+DeleteScope = Literal["accounts_in_source", "list"]
+SYNC_MODES: tuple[str, ...] = ("upsert", "mirror")
+DELETE_SCOPES: tuple[str, ...] = ("accounts_in_source", "list")
+
+#: The person fields of the spec (§2.1) that a sync compares and writes.
+PERSON_FIELDS: tuple[str, ...] = (
+    "first_name",
+    "last_name",
+    "bio",
+    "title",
+    "email",
+    "phone_number",
+    "network_profile_url",
+    "avatar_url",
+    "connection_paths",
+    "target",
+    "personas",
+    "persona_rationale",
+)
+
+#: What a source person or a List person may be: a mapping with ``account_domain`` and person
+#: fields, or a model with those attributes (``ListedPerson``, ``Person``).
+PersonRecord = Mapping[str, Any] | BaseModel
+
+
+@dataclass(frozen=True)
+class PlannedAdd:
+    """A person to add to an account row; ``person`` holds the fields to send (no ``None``)."""
+
+    account_domain: str
+    identity: str
+    person: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PlannedPatch:
+    """Changed fields of a List person: ``changes`` maps field → ``(before, after)``.
+
+    ``match`` is the List person's identity (A17): their e-mail when they have one.
+    """
+
+    account_domain: str
+    identity: str
+    match: dict[str, Any]
+    changes: dict[str, tuple[Any, Any]]
+
+    @property
+    def patch(self) -> dict[str, Any]:
+        """The fields to send, with their new values (``None`` only under ``overwrite_with_null``)."""
+        return {name: after for name, (_before, after) in self.changes.items()}
+
+
+@dataclass(frozen=True)
+class PlannedDelete:
+    """A List person to remove, found by their identity (§4.6)."""
+
+    account_domain: str
+    identity: str
+    match: dict[str, Any]
+
+
+@dataclass
+class PeoplePlan:
+    """What a people sync will write, and the counts a summary needs.
+
+    :ivar source_people: people the extract holds (after rejects and duplicates).
+    :ivar current_people: people the List holds now.
+    :ivar unchanged: extract people already in the List as they are.
+    :ivar list_unidentified: List people with no identity, left alone.
+    :ivar list_duplicates: List people sharing an e-mail, profile URL or identity with another on
+        the same account, left alone: a write by that key could not say which of them it means.
+    :ivar conflicts: extract people not written because their identity is one of those shared
+        by several List people (remove the duplicates from the List to sync them).
+    """
+
+    adds: list[PlannedAdd] = field(default_factory=list)
+    patches: list[PlannedPatch] = field(default_factory=list)
+    deletes: list[PlannedDelete] = field(default_factory=list)
+    unchanged: int = 0
+    source_people: int = 0
+    current_people: int = 0
+    list_unidentified: int = 0
+    list_duplicates: int = 0
+    conflicts: int = 0
+
+    @property
+    def size(self) -> int:
+        """The number of writes the plan holds (people to add, patch and delete)."""
+        return len(self.adds) + len(self.patches) + len(self.deletes)
+
+    def entries(self) -> Iterator[dict[str, Any]]:
+        """The plan as plan-file entries (see ``listsync.sync.plan.write_plan_file``)."""
+        for add in self.adds:
+            yield {
+                "action": "add",
+                "account_domain": add.account_domain,
+                "identity": add.identity,
+                "changes": {name: {"before": None, "after": value} for name, value in add.person.items()},
+            }
+        for patch in self.patches:
+            yield {
+                "action": "patch",
+                "account_domain": patch.account_domain,
+                "identity": patch.identity,
+                "match": patch.match,
+                "changes": {
+                    name: {"before": before, "after": after}
+                    for name, (before, after) in patch.changes.items()
+                },
+            }
+        for delete in self.deletes:
+            yield {
+                "action": "delete",
+                "account_domain": delete.account_domain,
+                "identity": delete.identity,
+                "match": delete.match,
+            }
+
+
+@dataclass
+class _ListPerson:
+    account_domain: str
+    identity: str
+    fields: dict[str, Any]  # as the List holds them: matches and comparisons use these
+    claimed: bool = False  # matched by an extract person already
+    duplicated: bool = False  # another List person on the account has the same identity
+
+
+def plan_people_sync(
+    source: Iterable[PersonRecord],
+    current: Iterable[PersonRecord],
+    *,
+    mode: SyncMode = "upsert",
+    delete_scope: DeleteScope = "accounts_in_source",
+    overwrite_with_null: bool = False,
+) -> PeoplePlan:
+    """Diff the extract's people against the List's, by account domain and identity.
+
+    Pure: no I/O, so a plan can be built and inspected in a test or a dry run.
+
+    :param source: the extract's people, already normalised and deduplicated (each with an
+        ``account_domain`` and person fields; a field absent from a record is not in the extract).
+    :param current: the List's people as read back (``ListedPerson`` or mappings of the same shape).
+    :param mode: ``"upsert"`` adds and patches; ``"mirror"`` also deletes.
+    :param delete_scope: in mirror mode, delete only within the extract's accounts
+        (``"accounts_in_source"``) or anywhere in the List (``"list"``).
+    :param overwrite_with_null: a ``None`` in the extract erases the List's value.
+    :raises ValueError: an unknown ``mode`` or ``delete_scope``, or a source person without
+        an account domain or identity (``prepare_people`` never gives one).
+    """
+    if mode not in SYNC_MODES:
+        raise ValueError(f"mode must be one of {', '.join(SYNC_MODES)}; got {mode!r}")
+    if delete_scope not in DELETE_SCOPES:
+        raise ValueError(f"delete_scope must be one of {', '.join(DELETE_SCOPES)}; got {delete_scope!r}")
+
+    plan = PeoplePlan()
+    index, listed = _index_list(current, plan)
+    source_domains: set[str] = set()
+    for record in source:
+        plan.source_people += 1
+        fields = _fields(record)
+        domain = _source_domain(record)
+        identity = person_identity(fields)
+        if identity is None:
+            raise ValueError(f"source person on {domain} has no identity (email, profile URL, phone or name)")
+        source_domains.add(domain)
+        match = _find(index.get(domain), identity, fields)
+        if match is not None and match.duplicated:
+            plan.conflicts += 1
+            continue
+        if match is None:
+            person = {name: value for name, value in fields.items() if value is not None}
+            plan.adds.append(PlannedAdd(domain, identity, person))
+            continue
+        match.claimed = True
+        changes = _changes(fields, match.fields, overwrite_with_null)
+        if changes:
+            plan.patches.append(PlannedPatch(domain, match.identity, _match_of(match.fields), changes))
+        else:
+            plan.unchanged += 1
+
+    if mode == "mirror":
+        plan.deletes = [
+            PlannedDelete(person.account_domain, person.identity, _match_of(person.fields))
+            for person in listed
+            if not (person.claimed or person.duplicated)
+            and (delete_scope == "list" or person.account_domain in source_domains)
+        ]
+    return plan
+
+
+def _index_list(
+    current: Iterable[PersonRecord], plan: PeoplePlan
+) -> tuple[dict[str, dict[str, _ListPerson]], list[_ListPerson]]:
+    """Index the List's people per account under every key an extract person may match them by."""
+    index: dict[str, dict[str, _ListPerson]] = {}
+    listed: list[_ListPerson] = []
+    for record in current:
+        plan.current_people += 1
+        fields = _fields(record)
+        domain = _list_domain(_account_domain(record))
+        normalised = _normalised_list_fields(fields)
+        identity = person_identity(normalised)
+        if identity is None:
+            plan.list_unidentified += 1
+            continue
+        people = index.setdefault(domain, {})
+        keys = list(_keys(identity, normalised))
+        clashes = [other for key in keys if (other := people.get(key)) is not None]
+        person = _ListPerson(domain, identity, fields, duplicated=bool(clashes))
+        listed.append(person)
+        for key in keys:
+            people.setdefault(key, person)
+        for other in clashes:
+            # A write by a shared e-mail, profile URL or identity would reach every copy, and
+            # which copy the service picks is unknown: none of them is patched or deleted.
+            other.duplicated = True
+    plan.list_duplicates = sum(person.duplicated for person in listed)
+    return index, listed
+
+
+def _normalised_list_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """The identity fields of a List person normalised like the extract's (e-mail case aside:
+    identities lower-case it anyway)."""
+    url = fields.get("network_profile_url")
+    if not (isinstance(url, str) and url):
+        return fields
+    return {**fields, "network_profile_url": _list_profile_url(url)}
+
+
+def _keys(identity: str, fields: Mapping[str, Any]) -> Iterator[str]:
+    """The keys a person can be found by: their identity, then e-mail and profile URL (A16)."""
+    yield identity
+    email = fields.get("email")
+    if isinstance(email, str) and email.strip():
+        yield f"email:{email.strip().lower()}"
+    url = fields.get("network_profile_url")
+    if isinstance(url, str) and url.strip():
+        yield f"url:{url.strip()}"
+
+
+def _find(
+    people: dict[str, _ListPerson] | None, identity: str, fields: Mapping[str, Any]
+) -> _ListPerson | None:
+    if not people:
+        return None
+    for key in _keys(identity, fields):
+        person = people.get(key)
+        if person is not None and (person.duplicated or not person.claimed):
+            return person
+    return None
+
+
+def _changes(
+    desired: Mapping[str, Any], current: Mapping[str, Any], overwrite_with_null: bool
+) -> dict[str, tuple[Any, Any]]:
+    changes: dict[str, tuple[Any, Any]] = {}
+    for name, value in desired.items():
+        before = current.get(name)
+        if value is None:
+            if overwrite_with_null and before is not None:
+                changes[name] = (before, None)
+        elif _canonical(value) != _canonical(before):
+            changes[name] = (before, value)
+    return changes
+
+
+def _canonical(value: Any) -> Any:
+    """Compare values as their JSON would: model or dict, key order and ``None`` members aside."""
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if isinstance(value, Mapping):
+        return json.dumps({k: v for k, v in value.items() if v is not None}, sort_keys=True, default=str)
+    if isinstance(value, list | tuple):
+        return tuple(_canonical(item) for item in value)
+    return value
+
+
+def _match_of(fields: Mapping[str, Any]) -> dict[str, Any]:
+    return person_match(fields).to_wire()
+
+
+def _fields(record: PersonRecord) -> dict[str, Any]:
+    """The person fields a record carries; absent fields stay absent (they are not in the extract)."""
+    if isinstance(record, BaseModel):
+        data = {name: getattr(record, name) for name in PERSON_FIELDS if name in record.model_fields_set}
+    else:
+        data = {name: record[name] for name in PERSON_FIELDS if name in record}
+    paths = data.get("connection_paths")
+    if paths:
+        data["connection_paths"] = [_wire(path) for path in paths]
+    return data
+
+
+def _wire(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return value
+
+
+def _account_domain(record: PersonRecord) -> str | None:
+    if isinstance(record, BaseModel):
+        value = getattr(record, "account_domain", None)
+    else:
+        value = record.get("account_domain", record.get("accountDomain"))
+    return value if isinstance(value, str) and value else None
+
+
+def _source_domain(record: PersonRecord) -> str:
+    domain = _account_domain(record)
+    if domain is None:
+        raise ValueError("source person has no account_domain; map a column to account_domain")
+    return domain
+
+
+def _list_domain(value: str | None) -> str:
+    """A List person's account domain, normalised like the extract's."""
+    if value is None:
+        return ""
+    try:
+        return normalize_domain(value)
+    except NormalizationError:
+        # A domain our rules reject can still be matched exactly; keep it rather than lose the person.
+        return value.strip().lower()
+
+
+def _list_profile_url(value: str) -> str:
+    try:
+        return normalize_profile_url(value)
+    except NormalizationError:
+        return value.strip()

@@ -1,0 +1,225 @@
+"""plan_people_sync: the diff of an extract against a List, from hand-built inputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from listsync.client.models import ConnectionPath, ListedPerson
+from listsync.sync.people import PeoplePlan, plan_people_sync
+
+
+def src(domain: str = "acme.com", **fields: Any) -> dict[str, Any]:
+    return {"account_domain": domain, **fields}
+
+
+def listed(domain: str = "acme.com", **fields: Any) -> ListedPerson:
+    return ListedPerson.model_validate({"accountDomain": domain, "rowId": "row_1", **fields})
+
+
+ANN: dict[str, Any] = {"first_name": "Ann", "last_name": "Lee", "email": "ann@acme.com", "title": "CTO"}
+BOB: dict[str, Any] = {"first_name": "Bob", "last_name": "Ray", "email": "bob@acme.com"}
+
+
+def test_new_people_are_added_with_their_non_null_fields() -> None:
+    plan = plan_people_sync([src(**ANN, bio=None)], [])
+
+    assert [(a.account_domain, a.identity, a.person) for a in plan.adds] == [
+        ("acme.com", "email:ann@acme.com", ANN)
+    ]
+    assert (plan.patches, plan.deletes, plan.unchanged, plan.source_people) == ([], [], 0, 1)
+
+
+def test_identical_people_are_unchanged() -> None:
+    plan = plan_people_sync([src(**ANN)], [listed(**ANN, bio="kept: not in the extract")])
+
+    assert plan.size == 0
+    assert plan.unchanged == 1
+
+
+def test_a_patch_holds_only_changed_fields_and_matches_by_the_list_email() -> None:
+    plan = plan_people_sync([src(**{**ANN, "title": "CEO", "last_name": "Lee"})], [listed(**ANN)])
+
+    [patch] = plan.patches
+    assert patch.match == {"email": "ann@acme.com"}
+    assert patch.changes == {"title": ("CTO", "CEO")}
+    assert patch.patch == {"title": "CEO"}
+
+
+def test_a_null_in_the_extract_keeps_the_list_value() -> None:
+    plan = plan_people_sync([src(**{**ANN, "title": None})], [listed(**ANN)])
+
+    assert plan.patches == []
+    assert plan.unchanged == 1
+
+
+def test_overwrite_with_null_erases_the_list_value() -> None:
+    plan = plan_people_sync(
+        [src(**{**ANN, "title": None, "bio": None})], [listed(**ANN)], overwrite_with_null=True
+    )
+
+    [patch] = plan.patches
+    # bio is None on both sides: nothing to erase.
+    assert patch.changes == {"title": ("CTO", None)}
+
+
+def test_fields_the_extract_does_not_carry_are_never_touched() -> None:
+    plan = plan_people_sync(
+        [src(email="ann@acme.com", first_name="Ann")], [listed(**ANN)], overwrite_with_null=True
+    )
+
+    assert plan.size == 0
+
+
+def test_the_list_side_is_normalised_for_matching() -> None:
+    plan = plan_people_sync(
+        [src(**ANN), src(first_name="Cy", network_profile_url="https://www.example.com/in/cy")],
+        [
+            listed("HTTPS://WWW.Acme.COM/", **{**ANN, "email": "Ann@ACME.com"}),
+            listed("acme.com", first_name="Cy", network_profile_url="http://WWW.Example.com/in/cy/?trk=1"),
+        ],
+    )
+
+    assert (plan.adds, plan.unchanged) == ([], 0)
+    # Both are found; the List converges to the extract's normal form, each found by the List's spelling.
+    assert [(p.match, p.changes) for p in plan.patches] == [
+        ({"email": "Ann@ACME.com"}, {"email": ("Ann@ACME.com", "ann@acme.com")}),
+        (
+            {"network_profile_url": "http://WWW.Example.com/in/cy/?trk=1"},
+            {"network_profile_url": ("http://WWW.Example.com/in/cy/?trk=1", "https://www.example.com/in/cy")},
+        ),
+    ]
+
+
+def test_an_extract_email_finds_a_list_person_known_by_profile_url() -> None:
+    url = "https://www.example.com/in/ann"
+    plan = plan_people_sync(
+        [src(**ANN, network_profile_url=url)],
+        [listed(first_name="Ann", last_name="Lee", title="CTO", network_profile_url=url)],
+        mode="mirror",
+    )
+
+    assert (plan.adds, plan.deletes) == ([], [])
+    [patch] = plan.patches
+    assert patch.match == {"network_profile_url": url}
+    assert patch.patch == {"email": "ann@acme.com"}
+
+
+def test_people_on_other_accounts_do_not_match() -> None:
+    plan = plan_people_sync([src("other.com", **ANN)], [listed("acme.com", **ANN)], mode="mirror")
+
+    assert [a.account_domain for a in plan.adds] == ["other.com"]
+    assert plan.deletes == []  # acme.com is not in the extract
+
+
+def test_upsert_never_deletes() -> None:
+    plan = plan_people_sync([src(**ANN)], [listed(**ANN), listed(**BOB)])
+
+    assert plan.deletes == []
+
+
+def test_mirror_deletes_within_accounts_in_source_by_identity() -> None:
+    current = [listed(**ANN), listed(**BOB), listed("beta.io", first_name="Zed", last_name="Orr")]
+
+    plan = plan_people_sync([src(**ANN)], current, mode="mirror")
+
+    assert [(d.account_domain, d.identity, d.match) for d in plan.deletes] == [
+        ("acme.com", "email:bob@acme.com", {"email": "bob@acme.com"})
+    ]
+
+
+def test_mirror_with_list_scope_deletes_everywhere() -> None:
+    current = [
+        listed(**ANN),
+        listed("beta.io", first_name="Zed", last_name="Orr"),
+        listed("beta.io", first_name="Yan", phone_number="+14155550100"),
+    ]
+
+    plan = plan_people_sync([src(**ANN)], current, mode="mirror", delete_scope="list")
+
+    assert [(d.identity, d.match) for d in plan.deletes] == [
+        ("name:Zed Orr", {"first_name": "Zed", "last_name": "Orr"}),
+        ("phone:+14155550100", {"phone_number": "+14155550100"}),
+    ]
+
+
+def test_list_duplicates_are_left_alone_and_block_their_extract_person() -> None:
+    current = [listed(**ANN), listed(**{**ANN, "email": "ANN@acme.com", "title": "VP"}), listed(**BOB)]
+
+    plan = plan_people_sync([src(**{**ANN, "title": "CEO"})], current, mode="mirror")
+
+    assert plan.list_duplicates == 2
+    assert plan.conflicts == 1
+    assert plan.adds == [] and plan.patches == []
+    assert [d.identity for d in plan.deletes] == ["email:bob@acme.com"]
+
+
+def test_list_people_without_identity_are_counted_not_deleted() -> None:
+    plan = plan_people_sync([src(**ANN)], [listed(**ANN), listed(first_name="Solo")], mode="mirror")
+
+    assert plan.list_unidentified == 1
+    assert plan.current_people == 2
+    assert plan.deletes == []
+
+
+def test_models_and_connection_paths_compare_as_json() -> None:
+    path = {"userId": "usr_1", "source": "network", "degree": "1st"}
+
+    plan = plan_people_sync(
+        [src(**ANN, connection_paths=[ConnectionPath.model_validate(path)], personas=["champion"])],
+        [listed(**ANN, connection_paths=[{**path, "context": None}], personas=["champion"])],
+    )
+
+    assert plan.unchanged == 1, plan.patches
+
+
+def test_plan_entries_describe_every_action() -> None:
+    plan = plan_people_sync(
+        [src(**{**ANN, "title": "CEO"}), src(**BOB)],
+        [listed(**ANN), listed(first_name="Cy", last_name="Doe")],
+        mode="mirror",
+    )
+
+    assert list(plan.entries()) == [
+        {
+            "action": "add",
+            "account_domain": "acme.com",
+            "identity": "email:bob@acme.com",
+            "changes": {name: {"before": None, "after": value} for name, value in BOB.items()},
+        },
+        {
+            "action": "patch",
+            "account_domain": "acme.com",
+            "identity": "email:ann@acme.com",
+            "match": {"email": "ann@acme.com"},
+            "changes": {"title": {"before": "CTO", "after": "CEO"}},
+        },
+        {
+            "action": "delete",
+            "account_domain": "acme.com",
+            "identity": "name:Cy Doe",
+            "match": {"first_name": "Cy", "last_name": "Doe"},
+        },
+    ]
+
+
+def test_every_source_person_is_accounted_for() -> None:
+    source = [src(**ANN), src(**{**BOB, "title": "x"}), src(email="new@acme.com", first_name="N")]
+    plan: PeoplePlan = plan_people_sync(source, [listed(**ANN), listed(**BOB)])
+
+    assert plan.source_people == len(plan.adds) + len(plan.patches) + plan.unchanged + plan.conflicts == 3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"mode": "sync"}, "mode must be one of upsert, mirror"), ({"delete_scope": "all"}, "delete_scope")],
+)
+def test_unknown_options_are_clear_errors(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        plan_people_sync([], [], **kwargs)
+
+
+def test_a_source_person_without_domain_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="map a column to account_domain"):
+        plan_people_sync([{"email": "a@b.com", "first_name": "A"}], [])
