@@ -1,0 +1,626 @@
+"""``ListSyncClient``: the service's API in Python, one method per endpoint.
+
+Methods are named after the API's operations (spec §4, plus GET rows and GET /v1/lists from the
+public docs), take models or plain mappings (validated before sending) and return models. Every
+request carries ``Authorization: Bearer <key>`` and a user agent naming this package and its
+version. Retries follow :mod:`listsync.client.retry`; errors follow :mod:`listsync.client.errors`.
+
+Responses are read tolerantly (docs/assumptions.md): any 2xx is success, ``data`` may be an
+object or a list, and List writes may return an empty body.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from listsync.client import writers
+from listsync.client.errors import (
+    OutcomeUnknownError,
+    TransportError,
+    UnexpectedResponseError,
+    error_from_response,
+)
+from listsync.client.events import IngestReport, send_events
+from listsync.client.models import (
+    AccountDeletes,
+    AccountPatches,
+    AccountPeople,
+    AddPeopleRequest,
+    AddRowsRequest,
+    BatchIngestResult,
+    CellUpdate,
+    DeletePeopleRequest,
+    DeleteRowsRequest,
+    EventAck,
+    EventBatchRequest,
+    ListedPerson,
+    ListInfo,
+    PeoplePage,
+    Row,
+    RowAdd,
+    RowsPage,
+    SignalEvent,
+    UpdateCellsRequest,
+    UpdatePeopleRequest,
+    WireModel,
+    WriteResult,
+    validate_event,
+    validate_record,
+)
+from listsync.client.ratelimit import RateLimitInfo
+from listsync.client.retry import Attempts, Repeat, RetryPolicy, call_with_retries
+from listsync.client.writers import AccountKeyed, Keyed, WriteReport
+
+ItemT = TypeVar("ItemT")
+ResponseT = TypeVar("ResponseT", bound=BaseModel)
+
+# Failures that happen before the request is written: nothing reached the service.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
+
+
+def user_agent() -> str:
+    """``airflow-provider-listsync/<version>``, sent with every request."""
+    from listsync import __version__
+
+    return f"airflow-provider-listsync/{__version__}"
+
+
+class ListSyncClient:
+    """Client of the Signal Ingestion and List Write service.
+
+    :param base_url: the service's base address, e.g. ``https://api.example.com``.
+    :param api_key: the secret key; sent as a bearer token and never shown in a repr, a log line
+        or an exception.
+    :param user_id: the ``userId`` sent with List requests (body of writes, query of reads).
+    :param transport: an httpx transport (tests pass ``httpx.MockTransport`` or an ASGI transport).
+    :param timeout: seconds per request.
+    :param clock: returns epoch seconds; used for rate-limit resets and retry waits.
+    :param sleep: waits a number of seconds; tests pass a fake that advances ``clock``.
+    :param retry_policy: limits of retrying (:class:`RetryPolicy`).
+    :param rand: source of jitter in [0, 1); inject a constant for deterministic tests.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        user_id: str | None = None,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        timeout: float = 30.0,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        retry_policy: RetryPolicy | None = None,
+        rand: Callable[[], float] | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.user_id = user_id
+        self.clock = clock
+        self.sleep = sleep
+        self.retry_policy = retry_policy or RetryPolicy()
+        self._rand = rand
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            transport=transport,
+            timeout=timeout,
+            headers={
+                "Authorization": f"Bearer {api_key}",
+                "User-Agent": user_agent(),
+                "Accept": "application/json",
+            },
+        )
+
+    def __repr__(self) -> str:
+        return f"ListSyncClient(base_url={self.base_url!r}, user_id={self.user_id!r})"
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> ListSyncClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- signal events (§4.1, §4.2) -------------------------------------------------------------
+
+    def ingest_event(self, event: SignalEvent | Mapping[str, Any]) -> EventAck:
+        """POST /v1/events: ingest one event; returns its acknowledgement (status ``pending``).
+
+        The event is re-sent when its fate is unknown (at-least-once, see :mod:`.retry`).
+        """
+        body = validate_event(event).to_wire()
+        response = self._request("POST", "/v1/events", json_body=body, repeat=Repeat.AT_LEAST_ONCE)
+        data = _data(response)
+        if not isinstance(data, Mapping):
+            raise _unexpected(response, "the acknowledgement object is missing")
+        return _parse(EventAck, data, response)
+
+    def ingest_batch(
+        self,
+        events: Sequence[SignalEvent | Mapping[str, Any]],
+        *,
+        retry_rate_limited: bool = True,
+        attempts: Attempts | None = None,
+    ) -> BatchIngestResult:
+        """POST /v1/events/batch: ingest 1 to 100 events, which may name different signals.
+
+        Events the service refused for their signal's rate limit are in ``rate_limited`` (send
+        them again after the reset); a batch re-sent after an unknown outcome has
+        ``possibly_duplicated`` set. For pacing many events use :meth:`send_events`.
+
+        :param retry_rate_limited: ``False`` raises :class:`RateLimitedError` on a 429 instead of
+            waiting (for callers that pace themselves).
+        :param attempts: filled in with what retrying did (attempts, seconds waited, 429s).
+        """
+        request = validate_record(EventBatchRequest, {"events": list(events)}, record="event batch")
+        record = attempts if attempts is not None else Attempts()
+        response = self._request(
+            "POST",
+            "/v1/events/batch",
+            json_body=request.to_wire(),
+            repeat=Repeat.AT_LEAST_ONCE,
+            retry_rate_limited=retry_rate_limited,
+            attempts=record,
+        )
+        body = _json(response)
+        envelope = body if isinstance(body, Mapping) else {"data": body}
+        acks = _items(envelope.get("data"), "events", "acks", "data")
+        rate_limited = envelope.get("rate_limited")
+        if rate_limited is None and isinstance(envelope.get("data"), Mapping):
+            rate_limited = envelope["data"].get("rate_limited")
+        info = RateLimitInfo.from_headers(response.headers)
+        return _parse(
+            BatchIngestResult,
+            {
+                "success": envelope.get("success", True),
+                "data": acks,
+                "rate_limited": rate_limited or [],
+                "possibly_duplicated": record.after_unknown_outcome,
+                "rate_limit_limit": info.limit if info else None,
+                "rate_limit_remaining": info.remaining if info else None,
+                "rate_limit_reset_at": info.reset_at if info else None,
+            },
+            response,
+        )
+
+    # -- targetable people (§4.3-4.6) -----------------------------------------------------------
+
+    def get_targetable_people(
+        self,
+        table_id: str,
+        *,
+        target: bool | None = None,
+        personas: Sequence[str] | None = None,
+        contactable: bool | None = None,
+        search: str | None = None,
+        account_domain: str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> PeoplePage:
+        """GET /v1/lists/{tableId}/targetable-people: one page of people (filters of §4.3, A12).
+
+        ``personas`` matches people having any of the keys. A response whose ``data`` is a bare
+        list is read as a page without paging fields.
+        """
+        params = {
+            "target": _bool_param(target),
+            "personas": ",".join(personas) if personas else None,
+            "contactable": _bool_param(contactable),
+            "search": search,
+            "accountDomain": account_domain,
+            "limit": limit,
+            "offset": offset,
+        }
+        response = self._request("GET", _list_path(table_id, "targetable-people"), params=params)
+        data = _data(response)
+        if isinstance(data, Mapping):
+            page = dict(data)
+            page["people"] = _items(data, "people", "items", "data")
+        else:
+            page = {"people": _items(data)}
+        return _parse(PeoplePage, page, response)
+
+    def iter_targetable_people(
+        self,
+        table_id: str,
+        *,
+        page_size: int = 100,
+        target: bool | None = None,
+        personas: Sequence[str] | None = None,
+        contactable: bool | None = None,
+        search: str | None = None,
+        account_domain: str | None = None,
+    ) -> Iterator[ListedPerson]:
+        """Every person matching the filters, page after page (see :meth:`get_targetable_people`).
+
+        Stops on ``hasMore: false``, a short or empty page; raises
+        :class:`UnexpectedResponseError` if the service returns the same page twice.
+        """
+
+        def fetch(offset: int) -> tuple[list[ListedPerson], bool | None]:
+            page = self.get_targetable_people(
+                table_id,
+                target=target,
+                personas=personas,
+                contactable=contactable,
+                search=search,
+                account_domain=account_domain,
+                limit=page_size,
+                offset=offset,
+            )
+            return page.people, page.has_more
+
+        return iter_offset_pages(fetch, page_size)
+
+    def add_people(
+        self,
+        table_id: str,
+        accounts: Sequence[AccountPeople | Mapping[str, Any]],
+        *,
+        duplicate_strategy: str | None = None,
+    ) -> WriteResult:
+        """POST /v1/lists/{tableId}/targetable-people: add people to account rows found by domain.
+
+        A person matching an existing one (email or profile URL) updates it by default, so a
+        repeat is harmless and the request is retried. An unknown domain raises
+        :class:`AccountsNotFoundError` and nothing is applied (A14).
+        """
+        request = validate_record(
+            AddPeopleRequest,
+            {"userId": self.user_id, "accounts": list(accounts), "duplicateStrategy": duplicate_strategy},
+            record="people add",
+        )
+        return self._write("POST", _list_path(table_id, "targetable-people"), request, Repeat.SAFE)
+
+    def update_people(
+        self, table_id: str, accounts: Sequence[AccountPatches | Mapping[str, Any]]
+    ) -> WriteResult:
+        """PATCH /v1/lists/{tableId}/targetable-people: change fields of matched people.
+
+        People not found are listed in ``not_found`` (A18). Idempotent, so retried.
+        """
+        request = validate_record(
+            UpdatePeopleRequest, {"userId": self.user_id, "accounts": list(accounts)}, record="people patch"
+        )
+        return self._write("PATCH", _list_path(table_id, "targetable-people"), request, Repeat.SAFE)
+
+    def delete_people(
+        self, table_id: str, accounts: Sequence[AccountDeletes | Mapping[str, Any]]
+    ) -> WriteResult:
+        """DELETE /v1/lists/{tableId}/targetable-people (JSON body): remove matched people.
+
+        People already gone are listed in ``not_found``, not an error (A19). Idempotent, so retried.
+        """
+        request = validate_record(
+            DeletePeopleRequest, {"userId": self.user_id, "accounts": list(accounts)}, record="people delete"
+        )
+        return self._write("DELETE", _list_path(table_id, "targetable-people"), request, Repeat.SAFE)
+
+    # -- rows and cells (§4.7-4.9, GET rows) ----------------------------------------------------
+
+    def add_rows(self, table_id: str, rows: Sequence[RowAdd | Mapping[str, Any]]) -> WriteResult:
+        """POST /v1/lists/{tableId}/rows: add rows; ``row_ids`` holds their ids when returned.
+
+        Not idempotent, so never repeated blindly: a timeout after sending raises
+        :class:`OutcomeUnknownError` and a 5xx raises :class:`ServerError`; re-read before
+        re-sending. Only failures that prove nothing was applied (no connection, 429) are retried.
+        """
+        request = validate_record(
+            AddRowsRequest, {"userId": self.user_id, "rows": list(rows)}, record="rows add"
+        )
+        return self._write("POST", _list_path(table_id, "rows"), request, Repeat.AT_MOST_ONCE)
+
+    def update_cells(self, table_id: str, updates: Sequence[CellUpdate | Mapping[str, Any]]) -> WriteResult:
+        """PATCH /v1/lists/{tableId}/cells: set cell values in batch. Idempotent, so retried."""
+        request = validate_record(
+            UpdateCellsRequest, {"userId": self.user_id, "updates": list(updates)}, record="cells update"
+        )
+        return self._write("PATCH", _list_path(table_id, "cells"), request, Repeat.SAFE)
+
+    def delete_rows(self, table_id: str, row_ids: Sequence[str]) -> WriteResult:
+        """DELETE /v1/lists/{tableId}/rows (JSON body): delete rows by id.
+
+        Rows already gone are listed in ``not_found``, or answered 404 and treated alike (A19).
+        """
+        request = validate_record(
+            DeleteRowsRequest, {"userId": self.user_id, "rowIds": list(row_ids)}, record="rows delete"
+        )
+        return self._write("DELETE", _list_path(table_id, "rows"), request, Repeat.SAFE)
+
+    def get_rows(
+        self,
+        table_id: str,
+        *,
+        row_ids: Sequence[str] | None = None,
+        index: int | None = None,
+        column_id: str | None = None,
+        operator: str | None = None,
+        query: str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> RowsPage:
+        """GET /v1/lists/{tableId}/rows: rows by id, by position, or filtered on one column.
+
+        Modes (public docs): ``row_ids``; ``index``; or ``column_id`` + ``operator`` (``eq``,
+        ``contains``, ``is_not_empty``, ...) + ``query`` with ``limit``/``offset``.
+        """
+        params = {
+            "rowIds": ",".join(row_ids) if row_ids else None,
+            "index": index,
+            "columnId": column_id,
+            "operator": operator,
+            "query": query,
+            "limit": limit,
+            "offset": offset,
+        }
+        response = self._request("GET", _list_path(table_id, "rows"), params=params)
+        data = _data(response)
+        page = dict(data) if isinstance(data, Mapping) else {}
+        page["rows"] = _items(data, "rows", "items", "data")
+        return _parse(RowsPage, page, response)
+
+    def iter_rows(
+        self,
+        table_id: str,
+        *,
+        column_id: str | None = None,
+        operator: str | None = None,
+        query: str | None = None,
+        page_size: int = 100,
+    ) -> Iterator[Row]:
+        """Every row matching the filter (all rows without one, A22), page after page.
+
+        Stops on ``truncated: false`` or a short page; raises :class:`UnexpectedResponseError`
+        if the service returns the same page twice.
+        """
+
+        def fetch(offset: int) -> tuple[list[Row], bool | None]:
+            page = self.get_rows(
+                table_id, column_id=column_id, operator=operator, query=query, limit=page_size, offset=offset
+            )
+            return page.rows, page.truncated
+
+        return iter_offset_pages(fetch, page_size)
+
+    def list_lists(self) -> list[ListInfo]:
+        """GET /v1/lists: the Lists the key can use (also the connection test)."""
+        response = self._request("GET", "/v1/lists")
+        return [
+            _parse(ListInfo, item, response) for item in _items(_data(response), "lists", "items", "data")
+        ]
+
+    # -- engines built on the endpoints ---------------------------------------------------------
+
+    def send_events(
+        self,
+        events: Iterable[SignalEvent | Mapping[str, Any]],
+        signal_types: Mapping[str, str] | None = None,
+        *,
+        batch_size: int = 100,
+        checkpoint: Mapping[str, Any] | None = None,
+        on_checkpoint: Callable[[dict[str, Any]], None] | None = None,
+        max_wait: float | None = None,
+    ) -> IngestReport:
+        """Ingest any number of events at the pace the service allows; see :func:`.events.send_events`."""
+        return send_events(
+            self,
+            events,
+            signal_types,
+            batch_size=batch_size,
+            checkpoint=checkpoint,
+            on_checkpoint=on_checkpoint,
+            max_wait=max_wait,
+        )
+
+    def write_people_adds(
+        self,
+        table_id: str,
+        items: Iterable[AccountKeyed],
+        *,
+        chunk_size: int = writers.PEOPLE_PER_REQUEST,
+        max_accounts: int = writers.ACCOUNTS_PER_REQUEST,
+        duplicate_strategy: str | None = None,
+    ) -> WriteReport:
+        """Add people in chunks grouped by account; see :func:`.writers.write_people_adds`."""
+        return writers.write_people_adds(
+            self,
+            table_id,
+            items,
+            chunk_size=chunk_size,
+            max_accounts=max_accounts,
+            duplicate_strategy=duplicate_strategy,
+        )
+
+    def write_people_patches(
+        self,
+        table_id: str,
+        items: Iterable[AccountKeyed],
+        *,
+        chunk_size: int = writers.PEOPLE_PER_REQUEST,
+        max_accounts: int = writers.ACCOUNTS_PER_REQUEST,
+    ) -> WriteReport:
+        """Update people in chunks grouped by account; see :func:`.writers.write_people_patches`."""
+        return writers.write_people_patches(
+            self, table_id, items, chunk_size=chunk_size, max_accounts=max_accounts
+        )
+
+    def write_people_deletes(
+        self,
+        table_id: str,
+        items: Iterable[AccountKeyed],
+        *,
+        chunk_size: int = writers.PEOPLE_PER_REQUEST,
+        max_accounts: int = writers.ACCOUNTS_PER_REQUEST,
+    ) -> WriteReport:
+        """Remove people in chunks grouped by account; see :func:`.writers.write_people_deletes`."""
+        return writers.write_people_deletes(
+            self, table_id, items, chunk_size=chunk_size, max_accounts=max_accounts
+        )
+
+    def write_row_adds(
+        self, table_id: str, items: Iterable[Keyed], *, chunk_size: int = writers.ROWS_PER_REQUEST
+    ) -> WriteReport:
+        """Add rows in chunks, never re-sending blindly; see :func:`.writers.write_row_adds`."""
+        return writers.write_row_adds(self, table_id, items, chunk_size=chunk_size)
+
+    def write_cell_updates(
+        self, table_id: str, items: Iterable[Keyed], *, chunk_size: int = writers.CELL_UPDATES_PER_REQUEST
+    ) -> WriteReport:
+        """Update cells in chunks; see :func:`.writers.write_cell_updates`."""
+        return writers.write_cell_updates(self, table_id, items, chunk_size=chunk_size)
+
+    def write_row_deletes(
+        self, table_id: str, items: Iterable[Keyed], *, chunk_size: int = writers.ROW_DELETES_PER_REQUEST
+    ) -> WriteReport:
+        """Delete rows in chunks; see :func:`.writers.write_row_deletes`."""
+        return writers.write_row_deletes(self, table_id, items, chunk_size=chunk_size)
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _write(self, method: str, path: str, request: WireModel, repeat: Repeat) -> WriteResult:
+        response = self._request(method, path, json_body=request.to_wire(), repeat=repeat)
+        return _write_result(response)
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        params: Mapping[str, Any] | None = None,
+        repeat: Repeat = Repeat.SAFE,
+        retry_rate_limited: bool = True,
+        attempts: Attempts | None = None,
+    ) -> httpx.Response:
+        query = {key: value for key, value in (params or {}).items() if value is not None}
+        if method == "GET" and self.user_id is not None:
+            query.setdefault("userId", self.user_id)
+
+        def send() -> httpx.Response:
+            try:
+                response = self._http.request(method, path, params=query or None, json=json_body)
+            except _NOT_SENT as exc:
+                raise TransportError(f"{method} {path}: could not reach the service: {exc}") from None
+            except httpx.TransportError as exc:
+                raise OutcomeUnknownError(
+                    f"{method} {path}: no answer ({type(exc).__name__}): {exc}"
+                ) from None
+            if response.status_code >= 400:
+                raise error_from_response(response, now=self.clock())
+            return response
+
+        extra = {"rand": self._rand} if self._rand is not None else {}
+        return call_with_retries(
+            send,
+            repeat=repeat,
+            policy=self.retry_policy,
+            clock=self.clock,
+            sleep=self.sleep,
+            attempts=attempts,
+            retry_rate_limited=retry_rate_limited,
+            **extra,
+        )
+
+
+def iter_offset_pages(
+    fetch: Callable[[int], tuple[list[ItemT], bool | None]], page_size: int
+) -> Iterator[ItemT]:
+    """Yield the items of offset-paged results until the service signals the end.
+
+    ``fetch(offset)`` returns a page's items and its "more" flag (``None`` when unknown). Paging
+    stops on a ``False`` flag, an empty page, or (flag unknown) a page shorter than ``page_size``.
+    A page identical to the previous one means the service ignored ``offset``: that raises
+    :class:`UnexpectedResponseError` rather than looping forever.
+    """
+    offset = 0
+    previous: list[ItemT] | None = None
+    while True:
+        items, more = fetch(offset)
+        if items and items == previous:
+            raise UnexpectedResponseError(
+                200, "GET", "", f"the page at offset {offset} repeats the previous one"
+            )
+        yield from items
+        if not items or more is False or (more is None and len(items) < page_size):
+            return
+        previous = items
+        offset += len(items)
+
+
+def _list_path(table_id: str, resource: str) -> str:
+    if not table_id or "/" in table_id:
+        raise ValueError(f"invalid tableId: {table_id!r}")
+    return f"/v1/lists/{table_id}/{resource}"
+
+
+def _bool_param(value: bool | None) -> str | None:
+    return None if value is None else str(value).lower()
+
+
+def _unexpected(response: httpx.Response, detail: str) -> UnexpectedResponseError:
+    return UnexpectedResponseError(
+        response.status_code, response.request.method, response.request.url.path, detail
+    )
+
+
+def _json(response: httpx.Response) -> Any:
+    """The decoded body; ``None`` for an empty one."""
+    if not response.content.strip():
+        return None
+    try:
+        return response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise _unexpected(response, "the body is not JSON") from None
+
+
+def _data(response: httpx.Response) -> Any:
+    """The ``data`` of the success envelope; a body without the envelope is taken as the data."""
+    body = _json(response)
+    if isinstance(body, Mapping) and ("data" in body or "success" in body):
+        if body.get("success") is False:
+            raise _unexpected(response, f"success is false: {body.get('error', '')}")
+        return body.get("data")
+    return body
+
+
+def _items(data: Any, *keys: str) -> list[Any]:
+    """A list of items from ``data`` given as a list or as an object holding one under ``keys``."""
+    if data is None:
+        return []
+    if isinstance(data, list):
+        return data
+    if isinstance(data, Mapping):
+        for key in keys:
+            value = data.get(key)
+            if isinstance(value, list):
+                return value
+    return []
+
+
+def _parse(model: type[ResponseT], data: Any, response: httpx.Response) -> ResponseT:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise _unexpected(response, f"cannot read {model.__name__}: {exc.errors()[0]['msg']}") from None
+
+
+def _write_result(response: httpx.Response) -> WriteResult:
+    data = _data(response)
+    result: dict[str, Any] = {"status_code": response.status_code}
+    if isinstance(data, Mapping):
+        result.update({key: value for key, value in data.items() if key != "rows"})
+    rows = _items(data, "rows")
+    result["row_ids"] = [
+        row["id"] for row in rows if isinstance(row, Mapping) and isinstance(row.get("id"), str)
+    ]
+    if isinstance(data, Mapping) and isinstance(data.get("rowIds"), list):
+        result["row_ids"] = [str(row_id) for row_id in data["rowIds"]]
+    return _parse(WriteResult, result, response)
