@@ -1,0 +1,573 @@
+"""Normalisation rules: one function per rule, and a column-at-a-time runner.
+
+Every rule takes one raw value and returns the normalised value, or raises
+:class:`NormalizationError` (a ``ValueError``) whose message says what is wrong in words a
+person fixing the extract can act on. A missing value (``None`` or blank text) is not the
+rules' business: :func:`normalize_column` passes it through as ``None`` and the caller decides
+whether the field is required.
+
+Rules change what "unchanged" means for a sync (a new rule makes every row look edited), so
+they carry a version, :data:`NORMALIZATION_VERSION`, which summaries report. Change the
+version whenever a rule's output changes for some input.
+
+:func:`normalize_column` applies a rule to a whole pandas Series. For domains and e-mail
+addresses it runs a vectorised fast path (pandas string methods on Arrow strings) that decides
+the common ASCII shapes and leaves the rest to the scalar rule; every other rule runs once per
+distinct value in the column. Both give exactly what the scalar rule gives for each value.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timezone, tzinfo
+from decimal import Decimal
+from functools import lru_cache
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import idna
+import pandas as pd
+import phonenumbers
+
+NORMALIZATION_VERSION = "1"
+
+__all__ = [
+    "NORMALIZATION_VERSION",
+    "ColumnResult",
+    "NormalizationError",
+    "check_region",
+    "is_missing",
+    "normalize_column",
+    "normalize_domain",
+    "normalize_email",
+    "normalize_personas",
+    "normalize_phone",
+    "normalize_profile_url",
+    "normalize_text",
+    "normalize_timestamp",
+    "parse_bool",
+    "parse_connection_paths",
+    "parse_json",
+    "resolve_timezone",
+    "to_json_value",
+]
+
+
+class NormalizationError(ValueError):
+    """A value cannot be normalised; the message says why and what would be accepted."""
+
+
+def is_missing(value: Any) -> bool:
+    """True for ``None``, NaN/NaT/NA and text that is empty after trimming."""
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return not value.strip()
+    if isinstance(value, (list, dict, tuple)):
+        return False
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):  # array-like values are never "missing" as a whole
+        return False
+
+
+def _text(value: Any, what: str) -> str:
+    """The trimmed text of ``value``; numbers from typed sources are accepted as their digits."""
+    if isinstance(value, str):
+        text = value.strip()
+    elif isinstance(value, int) and not isinstance(value, bool):
+        text = str(value)
+    else:
+        raise NormalizationError(f"{what} must be text, got {type(value).__name__} {value!r}")
+    if not text:
+        raise NormalizationError(f"{what} is empty")
+    return text
+
+
+def normalize_text(value: Any) -> str:
+    """Free text (names, titles, bios): trimmed; numbers from typed sources become their digits."""
+    if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
+        return str(value)
+    return _text(value, "value")
+
+
+# --- domains -------------------------------------------------------------------------------
+
+# One LDH label: letters, digits and inner hyphens, at most 63 characters.
+_LABEL = r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)"
+# A host of at least two labels whose last label (the TLD) is not all digits (that is an IP).
+_HOST = rf"(?:{_LABEL}\.)+(?:[a-z0-9-]*[a-z][a-z0-9-]*)"
+_HOST_RE = re.compile(_HOST)
+_SCHEME_RE = re.compile(r"^[a-z][a-z0-9+.-]*://")
+_MAX_DOMAIN_LENGTH = 253
+
+
+def _check_host(host: str, original: str) -> str:
+    if len(host) > _MAX_DOMAIN_LENGTH:
+        raise NormalizationError(f"domain {original!r} is longer than {_MAX_DOMAIN_LENGTH} characters")
+    if re.fullmatch(r"[0-9.]+", host) or host.startswith("["):
+        raise NormalizationError(f"domain {original!r} is an IP address, not a domain name")
+    if "." not in host:
+        raise NormalizationError(f"domain {original!r} has no dot; expected a name such as example.com")
+    if not _HOST_RE.fullmatch(host):
+        raise NormalizationError(
+            f"domain {original!r} is not a valid host name (letters, digits, hyphens and dots; "
+            "labels of 1 to 63 characters, not starting or ending with a hyphen)"
+        )
+    return host
+
+
+def normalize_domain(value: Any) -> str:
+    """An account domain as a bare, lower-case host in ASCII (punycode for international names).
+
+    Drops a scheme, user info, ``www.``, a port, a path, query or fragment and trailing dots:
+    ``" HTTPS://www.Example.COM:443/about "`` → ``"example.com"``, ``"bücher.de"`` →
+    ``"xn--bcher-kva.de"``. Rejects IP addresses, single labels and e-mail addresses.
+    """
+    original = _text(value, "domain")
+    text = original.lower()
+    had_scheme = bool(_SCHEME_RE.match(text))
+    text = _SCHEME_RE.sub("", text)
+    text = text.removeprefix("//")
+    text = re.split(r"[/?#]", text, maxsplit=1)[0]
+    if "@" in text:
+        if not had_scheme:
+            raise NormalizationError(
+                f"domain {original!r} looks like an e-mail address; map the domain, not the address"
+            )
+        text = text.rsplit("@", 1)[1]
+    if re.search(r":\d*$", text):
+        text = text.rsplit(":", 1)[0]
+    text = text.rstrip(".").removeprefix("www.")
+    if not text:
+        raise NormalizationError(f"domain {original!r} has no host name")
+    if any(char.isspace() for char in text):
+        raise NormalizationError(f"domain {original!r} contains spaces")
+    if not text.isascii():
+        try:
+            text = idna.encode(text, uts46=True).decode("ascii")
+        except idna.IDNAError as exc:
+            raise NormalizationError(f"domain {original!r} is not a valid international name: {exc}") from exc
+    return _check_host(text, original)
+
+
+def _fast_domains(text: pd.Series) -> pd.Series:
+    """Vectorised :func:`normalize_domain` for plain ASCII values; NA where it cannot decide."""
+    host = (
+        text.str.strip()
+        .str.lower()
+        .str.replace(r"^[a-z][a-z0-9+.-]*://", "", regex=True)
+        .str.replace(r"[/?#].*$", "", regex=True)
+        .str.replace(r":\d*$", "", regex=True)
+        .str.replace(r"\.+$", "", regex=True)
+        .str.replace(r"^www\.", "", regex=True)
+    )
+    # Anything with user info, odd characters or an unusual shape goes to the scalar rule.
+    decided = host.str.fullmatch(_HOST) & (host.str.len() <= _MAX_DOMAIN_LENGTH) & ~text.str.contains("@")
+    return host.where(decided.fillna(False))
+
+
+# --- e-mail --------------------------------------------------------------------------------
+
+# RFC 5322 dot-atom local part (unquoted), ASCII. Quoted local parts are not accepted.
+_ATEXT = r"[a-z0-9!#$%&'*+/=?^_`{|}~-]"
+_LOCAL = rf"{_ATEXT}+(?:\.{_ATEXT}+)*"
+_LOCAL_RE = re.compile(_LOCAL)
+_MAX_LOCAL_LENGTH = 64
+_MAX_EMAIL_LENGTH = 254
+
+
+def normalize_email(value: Any) -> str:
+    """An e-mail address trimmed and lower-cased for matching, its syntax checked (no DNS).
+
+    The local part must be an unquoted dot-atom of at most 64 characters (international
+    letters allowed); the domain follows :func:`normalize_domain`'s host rules and is written in
+    punycode: ``" Jane.Doe@Bücher.DE "`` → ``"jane.doe@xn--bcher-kva.de"``.
+    """
+    original = _text(value, "email")
+    text = original.lower()
+    if text.startswith("mailto:"):
+        text = text.removeprefix("mailto:")
+    if text.count("@") != 1:
+        raise NormalizationError(f"email {original!r} must contain exactly one @")
+    local, domain = text.split("@")
+    if not local:
+        raise NormalizationError(f"email {original!r} has nothing before the @")
+    if any(char.isspace() for char in text):
+        raise NormalizationError(f"email {original!r} contains spaces")
+    if len(local.encode()) > _MAX_LOCAL_LENGTH:
+        raise NormalizationError(f"email {original!r} has a local part longer than {_MAX_LOCAL_LENGTH} bytes")
+    ascii_local = "".join("a" if not char.isascii() and char.isalnum() else char for char in local)
+    if not _LOCAL_RE.fullmatch(ascii_local):
+        raise NormalizationError(
+            f"email {original!r} has an invalid part before the @ (dots may not lead, trail or repeat; "
+            "quotes, commas, brackets and spaces are not allowed)"
+        )
+    if not domain:
+        raise NormalizationError(f"email {original!r} has nothing after the @")
+    try:
+        host = _check_host(
+            domain if domain.isascii() else idna.encode(domain, uts46=True).decode("ascii"), original
+        )
+    except idna.IDNAError as exc:
+        raise NormalizationError(f"email {original!r} has an invalid domain: {exc}") from exc
+    except NormalizationError as exc:
+        raise NormalizationError(f"email {original!r} has an invalid domain: {exc}") from exc
+    address = f"{local}@{host}"
+    if len(address) > _MAX_EMAIL_LENGTH:
+        raise NormalizationError(f"email {original!r} is longer than {_MAX_EMAIL_LENGTH} characters")
+    return address
+
+
+def _fast_emails(text: pd.Series) -> pd.Series:
+    """Vectorised :func:`normalize_email` for plain ASCII addresses; NA where it cannot decide."""
+    address = text.str.strip().str.lower()
+    local = address.str.extract(r"^([^@]*)@", expand=False)
+    decided = (
+        address.str.fullmatch(rf"{_LOCAL}@{_HOST}")
+        & (local.str.len() <= _MAX_LOCAL_LENGTH)
+        & (address.str.len() <= _MAX_EMAIL_LENGTH)
+    )
+    return address.where(decided.fillna(False))
+
+
+# --- phone ---------------------------------------------------------------------------------
+
+
+def check_region(default_region: str) -> str:
+    """``default_region`` upper-cased, or a ``ValueError`` naming it if phonenumbers does not know it."""
+    region = default_region.upper()
+    if region not in phonenumbers.SUPPORTED_REGIONS:
+        raise ValueError(
+            f"default_region {default_region!r} is not a region phonenumbers knows; "
+            "use a two-letter ISO 3166 code such as 'US' or 'GB'"
+        )
+    return region
+
+
+@lru_cache(maxsize=65_536)
+def _e164(text: str, region: str) -> str:
+    # Parsing is the expensive part of phone normalisation, and extracts repeat numbers
+    # (switchboards, shared lines), so results are cached per (text, region).
+    try:
+        number = phonenumbers.parse(text, region)
+    except phonenumbers.NumberParseException as exc:
+        raise NormalizationError(f"phone number {text!r} cannot be read: {exc._msg}") from exc
+    if number.extension:
+        raise NormalizationError(
+            f"phone number {text!r} has an extension ({number.extension}), which E.164 cannot carry"
+        )
+    if not phonenumbers.is_possible_number(number):
+        raise NormalizationError(
+            f"phone number {text!r} has the wrong number of digits for country code +{number.country_code}"
+        )
+    return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+
+
+def normalize_phone(value: Any, default_region: str = "US") -> str:
+    """A phone number in E.164 (``+`` then up to 15 digits), read with ``phonenumbers``.
+
+    Numbers written without ``+`` are read as numbers of ``default_region`` (ISO 3166 code).
+    Rejects numbers that cannot be parsed, have the wrong length for their country
+    (``phonenumbers.is_possible_number``) or carry an extension.
+    """
+    return _e164(_text(value, "phone number"), check_region(default_region))
+
+
+# --- URLs ----------------------------------------------------------------------------------
+
+
+def normalize_profile_url(value: Any) -> str:
+    """A profile URL in canonical form: https, lower-case host; no port, query, fragment, trailing slash.
+
+    ``"http://WWW.Example.com/in/Jane/?trk=x"`` → ``"https://www.example.com/in/Jane"``; a
+    missing scheme means https. The path keeps its case (profile slugs may be case-sensitive).
+    """
+    original = _text(value, "profile URL")
+    text = original if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", original) else f"https://{original}"
+    parts = urlsplit(text)
+    if parts.scheme.lower() not in ("http", "https"):
+        raise NormalizationError(f"profile URL {original!r} must use http or https, not {parts.scheme}")
+    if not parts.hostname:
+        raise NormalizationError(f"profile URL {original!r} has no host")
+    host = parts.hostname.rstrip(".")
+    if not host.isascii():
+        try:
+            host = idna.encode(host, uts46=True).decode("ascii")
+        except idna.IDNAError as exc:
+            raise NormalizationError(f"profile URL {original!r} has an invalid host: {exc}") from exc
+    try:
+        _check_host(host, host)
+    except NormalizationError as exc:
+        raise NormalizationError(f"profile URL {original!r} has an invalid host: {exc}") from exc
+    path = parts.path.rstrip("/")
+    if not path:
+        raise NormalizationError(f"profile URL {original!r} has no path, so it names no profile")
+    if any(char.isspace() for char in path):
+        raise NormalizationError(f"profile URL {original!r} contains spaces")
+    return urlunsplit(("https", host, path, "", ""))
+
+
+# --- personas, booleans, connection paths --------------------------------------------------
+
+_PERSONA_RE = re.compile(r"[a-z0-9_]+")
+
+
+def normalize_personas(value: Any) -> list[str]:
+    """Persona keys as a list: from a list, a JSON array or a comma-separated string.
+
+    Keys are trimmed, lower-cased, inner spaces and hyphens become ``_`` (``"Economic Buyer"``
+    → ``"economic_buyer"``), empty items are dropped and repeats removed, order kept. Keys the
+    spec does not name are kept (no complete list is published).
+    """
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                items: Any = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise NormalizationError(
+                    f"personas {value!r} look like JSON but do not parse: {exc}"
+                ) from exc
+        else:
+            items = text.split(",")
+    elif isinstance(value, (list, tuple)):
+        items = value
+    else:
+        raise NormalizationError(f"personas must be a comma-separated string or a list, got {value!r}")
+    if not isinstance(items, list | tuple) or not all(isinstance(item, str) for item in items):
+        raise NormalizationError(f"personas {value!r} must be a list of strings")
+    keys: list[str] = []
+    for item in items:
+        key = re.sub(r"[\s-]+", "_", item.strip().lower())
+        if not key:
+            continue
+        if not _PERSONA_RE.fullmatch(key):
+            raise NormalizationError(
+                f"persona {item!r} may contain only letters, digits, spaces, hyphens and underscores"
+            )
+        if key not in keys:
+            keys.append(key)
+    return keys
+
+
+_TRUE = frozenset({"true", "t", "yes", "y", "1", "on"})
+_FALSE = frozenset({"false", "f", "no", "n", "0", "off"})
+
+
+def parse_bool(value: Any) -> bool:
+    """A boolean from a bool, the integers 0/1, or true/false, yes/no, y/n, t/f, 1/0, on/off (any case)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+    raise NormalizationError(f"{value!r} is not a boolean; use true/false, yes/no, y/n, 1/0 or on/off")
+
+
+def parse_connection_paths(value: Any) -> list[dict[str, Any]]:
+    """Connection paths from a JSON array (text, or a list from a JSON/jsonb column).
+
+    Each element must be an object; its string values are trimmed, and ``source`` and
+    ``degree`` lower-cased (``"Network"`` → ``"network"``, ``"1ST"`` → ``"1st"``). The fields
+    themselves are checked by the client's ``ConnectionPath`` model.
+    """
+    items: Any = value
+    if isinstance(value, str):
+        try:
+            items = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise NormalizationError(f"connection paths are not valid JSON: {exc}") from exc
+    if not isinstance(items, list):
+        raise NormalizationError(
+            f"connection paths must be a JSON array of objects, got {type(items).__name__}"
+        )
+    paths = []
+    for position, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise NormalizationError(f"connection path {position} must be an object, got {item!r}")
+        path = {key: text.strip() if isinstance(text, str) else text for key, text in item.items()}
+        for key in ("source", "degree"):
+            if isinstance(path.get(key), str):
+                path[key] = path[key].lower()
+        paths.append(path)
+    return paths
+
+
+# --- timestamps ----------------------------------------------------------------------------
+
+
+def resolve_timezone(name: str | tzinfo) -> tzinfo:
+    """A tzinfo from an IANA name (``"UTC"``, ``"Europe/Paris"``) or a tzinfo; ``ValueError`` if unknown."""
+    if isinstance(name, tzinfo):
+        return name
+    if name.upper() == "UTC":
+        return timezone.utc
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"naive_timezone {name!r} is not an IANA time zone name such as 'UTC'") from exc
+
+
+def normalize_timestamp(value: Any, naive_timezone: str | tzinfo = "UTC") -> datetime:
+    """A timezone-aware datetime from a datetime, a date or an ISO 8601 string.
+
+    Values without an offset are taken to be in ``naive_timezone``; a date means midnight there.
+    Numbers (epoch seconds or milliseconds are ambiguous) and other formats such as
+    ``01/02/2024`` (day or month first?) are rejected.
+    """
+    zone = resolve_timezone(naive_timezone)
+    if isinstance(value, pd.Timestamp):
+        value = value.to_pydatetime()
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, date):
+        parsed = datetime.combine(value, time())
+    elif isinstance(value, str):
+        text = value.strip()
+        if not text:
+            raise NormalizationError("timestamp is empty")
+        # datetime.fromisoformat accepts "Z" only from Python 3.11.
+        iso = text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text
+        try:
+            parsed = datetime.fromisoformat(iso)
+        except ValueError as exc:
+            raise NormalizationError(
+                f"timestamp {value!r} is not ISO 8601 (e.g. 2024-05-01T10:00:00Z or 2024-05-01)"
+            ) from exc
+    else:
+        raise NormalizationError(
+            f"timestamp {value!r} must be an ISO 8601 string or a date/time, not {type(value).__name__}"
+        )
+    if parsed.tzinfo is None or parsed.utcoffset() is None:
+        parsed = parsed.replace(tzinfo=zone)
+    return parsed
+
+
+# --- JSON-safe values ----------------------------------------------------------------------
+
+
+def to_json_value(value: Any) -> Any:
+    """``value`` as something ``json.dumps`` writes faithfully.
+
+    ``None``/NaN/NaT → ``None``; integral Decimals → int, others → float; datetimes and dates
+    → ISO 8601 strings; numpy scalars → Python scalars; dicts, lists and tuples recursively;
+    bytes → ``NormalizationError``; infinite floats → ``NormalizationError``; other objects →
+    ``str(value)``.
+    """
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        if math.isinf(value):
+            raise NormalizationError(f"{value!r} is not a finite number")
+        return value
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            if value.is_nan():
+                return None
+            raise NormalizationError(f"{value!r} is not a finite number")
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, (datetime, date, time)):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(key): to_json_value(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json_value(item) for item in value]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raise NormalizationError("binary values cannot be sent as JSON")
+    if is_missing(value):
+        return None
+    if hasattr(value, "item"):  # numpy scalar
+        return to_json_value(value.item())
+    if hasattr(value, "tolist"):  # numpy array, e.g. a Parquet list read by pandas
+        return to_json_value(value.tolist())
+    return str(value)
+
+
+# --- whole columns -------------------------------------------------------------------------
+
+
+@dataclass
+class ColumnResult:
+    """One column after a rule: ``values[i]`` is the normalised value of position ``i`` (``None``
+    when missing or rejected) and ``errors`` maps positions to the reason they were rejected."""
+
+    values: list[Any]
+    errors: dict[int, str] = field(default_factory=dict)
+
+
+_FAST_PATHS: dict[Callable[..., Any], Callable[[pd.Series], pd.Series]] = {
+    normalize_domain: _fast_domains,
+    normalize_email: _fast_emails,
+}
+
+
+def normalize_column(series: pd.Series, rule: Callable[[Any], Any]) -> ColumnResult:
+    """Apply ``rule`` to every value of ``series`` (by position), missing values giving ``None``.
+
+    Use ``functools.partial`` for rules with options, e.g.
+    ``normalize_column(s, partial(normalize_phone, default_region="GB"))``. The result is the
+    same as calling the rule on each value; domains and e-mails take a vectorised fast path and
+    other rules run once per distinct value.
+    """
+    raw = series.tolist()
+    values: list[Any] = [None] * len(raw)
+    errors: dict[int, str] = {}
+    pending = [position for position, value in enumerate(raw) if not is_missing(value)]
+    fast = _FAST_PATHS.get(rule)
+    if fast is not None and pending and pd.api.types.infer_dtype(series, skipna=True) == "string":
+        decided = fast(series.astype("str")).tolist()
+        undecided = []
+        for position in pending:
+            result = decided[position]
+            if isinstance(result, str):
+                values[position] = result
+            else:
+                undecided.append(position)
+        pending = undecided
+    outcomes: dict[Any, tuple[bool, Any]] = {}
+    for position in pending:
+        value = raw[position]
+        try:
+            key: Any = (type(value), value)
+            hash(key)
+        except TypeError:  # lists and dicts from JSON columns are not cached
+            key = None
+        outcome = outcomes.get(key) if key is not None else None
+        if outcome is None:
+            try:
+                outcome = (True, rule(value))
+            except NormalizationError as exc:
+                outcome = (False, str(exc))
+            if key is not None:
+                outcomes[key] = outcome
+        ok, result = outcome
+        if ok:
+            values[position] = result
+        else:
+            errors[position] = result
+    return ColumnResult(values, errors)
+
+
+def parse_json(value: Any) -> Any:
+    """A JSON value from JSON text, or a dict/list (JSON, jsonb, Parquet columns) made JSON-safe."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise NormalizationError(f"{value[:40]!r} is not valid JSON: {exc}") from exc
+    return to_json_value(value)
