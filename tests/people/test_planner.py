@@ -6,12 +6,22 @@ from typing import Any
 
 import pytest
 
-from listsync.client.models import ConnectionPath, ListedPerson
+from listsync.client.models import ConnectionPath, ListedPerson, Person, person_identity
 from listsync.sync.people import PeoplePlan, plan_people_sync
 
 
-def src(domain: str = "acme.com", **fields: Any) -> dict[str, Any]:
-    return {"account_domain": domain, **fields}
+def src(domain: str = "acme.com", **fields: Any) -> tuple[str, dict[str, Any]]:
+    return domain, fields
+
+
+def source(*people: tuple[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """The shape prepare_people gives: account domain -> identity -> person."""
+    grouped: dict[str, dict[str, dict[str, Any]]] = {}
+    for domain, person in people:
+        identity = person_identity(person)
+        assert identity is not None
+        grouped.setdefault(domain, {})[identity] = person
+    return grouped
 
 
 def listed(domain: str = "acme.com", **fields: Any) -> ListedPerson:
@@ -23,7 +33,7 @@ BOB: dict[str, Any] = {"first_name": "Bob", "last_name": "Ray", "email": "bob@ac
 
 
 def test_new_people_are_added_with_their_non_null_fields() -> None:
-    plan = plan_people_sync([src(**ANN, bio=None)], [])
+    plan = plan_people_sync(source(src(**ANN, bio=None)), [])
 
     assert [(a.account_domain, a.identity, a.person) for a in plan.adds] == [
         ("acme.com", "email:ann@acme.com", ANN)
@@ -32,14 +42,14 @@ def test_new_people_are_added_with_their_non_null_fields() -> None:
 
 
 def test_identical_people_are_unchanged() -> None:
-    plan = plan_people_sync([src(**ANN)], [listed(**ANN, bio="kept: not in the extract")])
+    plan = plan_people_sync(source(src(**ANN)), [listed(**ANN, bio="kept: not in the extract")])
 
     assert plan.size == 0
     assert plan.unchanged == 1
 
 
 def test_a_patch_holds_only_changed_fields_and_matches_by_the_list_email() -> None:
-    plan = plan_people_sync([src(**{**ANN, "title": "CEO", "last_name": "Lee"})], [listed(**ANN)])
+    plan = plan_people_sync(source(src(**{**ANN, "title": "CEO", "last_name": "Lee"})), [listed(**ANN)])
 
     [patch] = plan.patches
     assert patch.match == {"email": "ann@acme.com"}
@@ -48,7 +58,7 @@ def test_a_patch_holds_only_changed_fields_and_matches_by_the_list_email() -> No
 
 
 def test_a_null_in_the_extract_keeps_the_list_value() -> None:
-    plan = plan_people_sync([src(**{**ANN, "title": None})], [listed(**ANN)])
+    plan = plan_people_sync(source(src(**{**ANN, "title": None})), [listed(**ANN)])
 
     assert plan.patches == []
     assert plan.unchanged == 1
@@ -56,7 +66,7 @@ def test_a_null_in_the_extract_keeps_the_list_value() -> None:
 
 def test_overwrite_with_null_erases_the_list_value() -> None:
     plan = plan_people_sync(
-        [src(**{**ANN, "title": None, "bio": None})], [listed(**ANN)], overwrite_with_null=True
+        source(src(**{**ANN, "title": None, "bio": None})), [listed(**ANN)], overwrite_with_null=True
     )
 
     [patch] = plan.patches
@@ -66,7 +76,7 @@ def test_overwrite_with_null_erases_the_list_value() -> None:
 
 def test_fields_the_extract_does_not_carry_are_never_touched() -> None:
     plan = plan_people_sync(
-        [src(email="ann@acme.com", first_name="Ann")], [listed(**ANN)], overwrite_with_null=True
+        source(src(email="ann@acme.com", first_name="Ann")), [listed(**ANN)], overwrite_with_null=True
     )
 
     assert plan.size == 0
@@ -74,7 +84,7 @@ def test_fields_the_extract_does_not_carry_are_never_touched() -> None:
 
 def test_the_list_side_is_normalised_for_matching() -> None:
     plan = plan_people_sync(
-        [src(**ANN), src(first_name="Cy", network_profile_url="https://www.example.com/in/cy")],
+        source(src(**ANN), src(first_name="Cy", network_profile_url="https://www.example.com/in/cy")),
         [
             listed("HTTPS://WWW.Acme.COM/", **{**ANN, "email": "Ann@ACME.com"}),
             listed("acme.com", first_name="Cy", network_profile_url="http://WWW.Example.com/in/cy/?trk=1"),
@@ -95,7 +105,7 @@ def test_the_list_side_is_normalised_for_matching() -> None:
 def test_an_extract_email_finds_a_list_person_known_by_profile_url() -> None:
     url = "https://www.example.com/in/ann"
     plan = plan_people_sync(
-        [src(**ANN, network_profile_url=url)],
+        source(src(**ANN, network_profile_url=url)),
         [listed(first_name="Ann", last_name="Lee", title="CTO", network_profile_url=url)],
         mode="mirror",
     )
@@ -107,14 +117,14 @@ def test_an_extract_email_finds_a_list_person_known_by_profile_url() -> None:
 
 
 def test_people_on_other_accounts_do_not_match() -> None:
-    plan = plan_people_sync([src("other.com", **ANN)], [listed("acme.com", **ANN)], mode="mirror")
+    plan = plan_people_sync(source(src("other.com", **ANN)), [listed("acme.com", **ANN)], mode="mirror")
 
     assert [a.account_domain for a in plan.adds] == ["other.com"]
     assert plan.deletes == []  # acme.com is not in the extract
 
 
 def test_upsert_never_deletes() -> None:
-    plan = plan_people_sync([src(**ANN)], [listed(**ANN), listed(**BOB)])
+    plan = plan_people_sync(source(src(**ANN)), [listed(**ANN), listed(**BOB)])
 
     assert plan.deletes == []
 
@@ -122,7 +132,7 @@ def test_upsert_never_deletes() -> None:
 def test_mirror_deletes_within_accounts_in_source_by_identity() -> None:
     current = [listed(**ANN), listed(**BOB), listed("beta.io", first_name="Zed", last_name="Orr")]
 
-    plan = plan_people_sync([src(**ANN)], current, mode="mirror")
+    plan = plan_people_sync(source(src(**ANN)), current, mode="mirror")
 
     assert [(d.account_domain, d.identity, d.match) for d in plan.deletes] == [
         ("acme.com", "email:bob@acme.com", {"email": "bob@acme.com"})
@@ -136,7 +146,7 @@ def test_mirror_with_list_scope_deletes_everywhere() -> None:
         listed("beta.io", first_name="Yan", phone_number="+14155550100"),
     ]
 
-    plan = plan_people_sync([src(**ANN)], current, mode="mirror", delete_scope="list")
+    plan = plan_people_sync(source(src(**ANN)), current, mode="mirror", delete_scope="list")
 
     assert [(d.identity, d.match) for d in plan.deletes] == [
         ("name:Zed Orr", {"first_name": "Zed", "last_name": "Orr"}),
@@ -147,7 +157,7 @@ def test_mirror_with_list_scope_deletes_everywhere() -> None:
 def test_list_duplicates_are_left_alone_and_block_their_extract_person() -> None:
     current = [listed(**ANN), listed(**{**ANN, "email": "ANN@acme.com", "title": "VP"}), listed(**BOB)]
 
-    plan = plan_people_sync([src(**{**ANN, "title": "CEO"})], current, mode="mirror")
+    plan = plan_people_sync(source(src(**{**ANN, "title": "CEO"})), current, mode="mirror")
 
     assert plan.list_duplicates == 2
     assert plan.conflicts == 1
@@ -156,7 +166,7 @@ def test_list_duplicates_are_left_alone_and_block_their_extract_person() -> None
 
 
 def test_list_people_without_identity_are_counted_not_deleted() -> None:
-    plan = plan_people_sync([src(**ANN)], [listed(**ANN), listed(first_name="Solo")], mode="mirror")
+    plan = plan_people_sync(source(src(**ANN)), [listed(**ANN), listed(first_name="Solo")], mode="mirror")
 
     assert plan.list_unidentified == 1
     assert plan.current_people == 2
@@ -165,18 +175,23 @@ def test_list_people_without_identity_are_counted_not_deleted() -> None:
 
 def test_models_and_connection_paths_compare_as_json() -> None:
     path = {"userId": "usr_1", "source": "network", "degree": "1st"}
+    person = Person.model_validate({**ANN, "connection_paths": [path], "personas": ["champion"]})
+    current = [listed(**ANN, connection_paths=[{**path, "context": None}], personas=["champion"])]
 
-    plan = plan_people_sync(
-        [src(**ANN, connection_paths=[ConnectionPath.model_validate(path)], personas=["champion"])],
-        [listed(**ANN, connection_paths=[{**path, "context": None}], personas=["champion"])],
+    same = plan_people_sync({"acme.com": {"email:ann@acme.com": person}}, current)
+    moved = person.model_copy(
+        update={"connection_paths": [ConnectionPath.model_validate({**path, "degree": "2nd"})]}
     )
+    changed = plan_people_sync({"acme.com": {"email:ann@acme.com": moved}}, current)
 
-    assert plan.unchanged == 1, plan.patches
+    assert same.unchanged == 1, same.patches
+    [patch] = changed.patches
+    assert patch.patch == {"connection_paths": [{**path, "degree": "2nd"}]}
 
 
 def test_plan_entries_describe_every_action() -> None:
     plan = plan_people_sync(
-        [src(**{**ANN, "title": "CEO"}), src(**BOB)],
+        source(src(**{**ANN, "title": "CEO"}), src(**BOB)),
         [listed(**ANN), listed(first_name="Cy", last_name="Doe")],
         mode="mirror",
     )
@@ -205,8 +220,8 @@ def test_plan_entries_describe_every_action() -> None:
 
 
 def test_every_source_person_is_accounted_for() -> None:
-    source = [src(**ANN), src(**{**BOB, "title": "x"}), src(email="new@acme.com", first_name="N")]
-    plan: PeoplePlan = plan_people_sync(source, [listed(**ANN), listed(**BOB)])
+    people = source(src(**ANN), src(**{**BOB, "title": "x"}), src(email="new@acme.com", first_name="N"))
+    plan: PeoplePlan = plan_people_sync(people, [listed(**ANN), listed(**BOB)])
 
     assert plan.source_people == len(plan.adds) + len(plan.patches) + plan.unchanged + plan.conflicts == 3
 
@@ -217,9 +232,17 @@ def test_every_source_person_is_accounted_for() -> None:
 )
 def test_unknown_options_are_clear_errors(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        plan_people_sync([], [], **kwargs)
+        plan_people_sync({}, [], **kwargs)
 
 
-def test_a_source_person_without_domain_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match="map a column to account_domain"):
-        plan_people_sync([{"email": "a@b.com", "first_name": "A"}], [])
+def test_mapped_fields_missing_from_a_person_are_nulls() -> None:
+    # prepare_people leaves missing values out of the Person; the column map says they were there.
+    people = source(src(email="ann@acme.com", first_name="Ann"))
+
+    kept = plan_people_sync(people, [listed(**ANN)], fields=["email", "first_name", "title"])
+    erased = plan_people_sync(
+        people, [listed(**ANN)], fields=["email", "first_name", "title"], overwrite_with_null=True
+    )
+
+    assert kept.unchanged == 1
+    assert [p.changes for p in erased.patches] == [{"title": ("CTO", None)}]

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -37,9 +37,9 @@ from pydantic import BaseModel
 
 from listsync.client.models import person_identity, person_match
 from listsync.sync.normalize import NormalizationError, normalize_domain, normalize_profile_url
+from listsync.sync.prepare import PERSON_FIELDS
 
 __all__ = [
-    "PERSON_FIELDS",
     "DeleteScope",
     "PeoplePlan",
     "PlannedAdd",
@@ -55,22 +55,6 @@ SyncMode = Literal["upsert", "mirror"]
 DeleteScope = Literal["accounts_in_source", "list"]
 SYNC_MODES: tuple[str, ...] = ("upsert", "mirror")
 DELETE_SCOPES: tuple[str, ...] = ("accounts_in_source", "list")
-
-#: The person fields of the spec (§2.1) that a sync compares and writes.
-PERSON_FIELDS: tuple[str, ...] = (
-    "first_name",
-    "last_name",
-    "bio",
-    "title",
-    "email",
-    "phone_number",
-    "network_profile_url",
-    "avatar_url",
-    "connection_paths",
-    "target",
-    "personas",
-    "persona_rationale",
-)
 
 #: What a source person or a List person may be: a mapping with ``account_domain`` and person
 #: fields, or a model with those attributes (``ListedPerson``, ``Person``).
@@ -181,9 +165,10 @@ class _ListPerson:
 
 
 def plan_people_sync(
-    source: Iterable[PersonRecord],
+    source: Mapping[str, Mapping[str, PersonRecord]],
     current: Iterable[PersonRecord],
     *,
+    fields: Collection[str] | None = None,
     mode: SyncMode = "upsert",
     delete_scope: DeleteScope = "accounts_in_source",
     overwrite_with_null: bool = False,
@@ -192,53 +177,57 @@ def plan_people_sync(
 
     Pure: no I/O, so a plan can be built and inspected in a test or a dry run.
 
-    :param source: the extract's people, already normalised and deduplicated (each with an
-        ``account_domain`` and person fields; a field absent from a record is not in the extract).
-    :param current: the List's people as read back (``ListedPerson`` or mappings of the same shape).
+    :param source: the extract's people as ``prepare_people`` gives them
+        (``PreparedPeople.people``): account domain → identity → person (a ``Person`` or a
+        mapping of person fields), normalised and deduplicated.
+    :param current: the List's people as read back (``ListedPerson`` or mappings of the same
+        shape, with ``account_domain``).
+    :param fields: the person fields the extract carries (the targets of its column map); a
+        field listed here but absent from a person is a null in the extract. None: the fields
+        each person holds.
     :param mode: ``"upsert"`` adds and patches; ``"mirror"`` also deletes.
     :param delete_scope: in mirror mode, delete only within the extract's accounts
         (``"accounts_in_source"``) or anywhere in the List (``"list"``).
-    :param overwrite_with_null: a ``None`` in the extract erases the List's value.
-    :raises ValueError: an unknown ``mode`` or ``delete_scope``, or a source person without
-        an account domain or identity (``prepare_people`` never gives one).
+    :param overwrite_with_null: a null in the extract erases the List's value.
+    :raises ValueError: an unknown ``mode`` or ``delete_scope``.
     """
     if mode not in SYNC_MODES:
         raise ValueError(f"mode must be one of {', '.join(SYNC_MODES)}; got {mode!r}")
     if delete_scope not in DELETE_SCOPES:
         raise ValueError(f"delete_scope must be one of {', '.join(DELETE_SCOPES)}; got {delete_scope!r}")
+    carried = [name for name in PERSON_FIELDS if name in fields] if fields is not None else None
 
     plan = PeoplePlan()
     index, listed = _index_list(current, plan)
-    source_domains: set[str] = set()
-    for record in source:
-        plan.source_people += 1
-        fields = _fields(record)
-        domain = _source_domain(record)
-        identity = person_identity(fields)
-        if identity is None:
-            raise ValueError(f"source person on {domain} has no identity (email, profile URL, phone or name)")
-        source_domains.add(domain)
-        match = _find(index.get(domain), identity, fields)
-        if match is not None and match.duplicated:
-            plan.conflicts += 1
-            continue
-        if match is None:
-            person = {name: value for name, value in fields.items() if value is not None}
-            plan.adds.append(PlannedAdd(domain, identity, person))
-            continue
-        match.claimed = True
-        changes = _changes(fields, match.fields, overwrite_with_null)
-        if changes:
-            plan.patches.append(PlannedPatch(domain, match.identity, _match_of(match.fields), changes))
-        else:
-            plan.unchanged += 1
+    for domain, people in source.items():
+        accounts_people = index.get(domain)
+        for identity, record in people.items():
+            plan.source_people += 1
+            desired = _fields(record)
+            if carried is not None:
+                desired = {name: desired.get(name) for name in carried}
+            match = _find(accounts_people, identity, desired)
+            if match is None:
+                person = {name: value for name, value in desired.items() if value is not None}
+                plan.adds.append(PlannedAdd(domain, identity, person))
+            elif match.duplicated:
+                plan.conflicts += 1
+            else:
+                match.claimed = True
+                changes = _changes(desired, match.fields, overwrite_with_null)
+                if changes:
+                    plan.patches.append(
+                        PlannedPatch(domain, match.identity, _match_of(match.fields), changes)
+                    )
+                else:
+                    plan.unchanged += 1
 
     if mode == "mirror":
         plan.deletes = [
             PlannedDelete(person.account_domain, person.identity, _match_of(person.fields))
             for person in listed
             if not (person.claimed or person.duplicated)
-            and (delete_scope == "list" or person.account_domain in source_domains)
+            and (delete_scope == "list" or person.account_domain in source)
         ]
     return plan
 
@@ -360,13 +349,6 @@ def _account_domain(record: PersonRecord) -> str | None:
     else:
         value = record.get("account_domain", record.get("accountDomain"))
     return value if isinstance(value, str) and value else None
-
-
-def _source_domain(record: PersonRecord) -> str:
-    domain = _account_domain(record)
-    if domain is None:
-        raise ValueError("source person has no account_domain; map a column to account_domain")
-    return domain
 
 
 def _list_domain(value: str | None) -> str:
