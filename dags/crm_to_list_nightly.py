@@ -1,0 +1,120 @@
+"""Nightly CRM-to-List sync: account rows from the warehouse, then the people of those accounts.
+
+Every night at 02:00 UTC:
+
+1. ``upsert_account_rows``: the warehouse's ``crm_accounts`` become rows of the List
+   ``tbl_accounts``, keyed by domain; new accounts are added, changed cells patched.
+2. ``sync_targetable_people``: the ``crm_contacts`` of those accounts become the accounts'
+   targetable people, in mirror mode within the accounts of the extract: a contact who left the
+   CRM leaves the List, people of other accounts are never touched. It runs after the rows, so
+   the accounts it writes to exist.
+3. ``report``: one summary of both, returned to XCom and written beside the plan and rejects files.
+
+Connections: ``listsync_warehouse`` (any SQL database Airflow has a hook for: SQLite by default,
+PostgreSQL in the compose stack) and ``listsync_default`` (the service). The plan and rejects
+files go under the Airflow Variable ``listsync_output_dir``, else ``$LISTSYNC_OUTPUT_DIR``, else
+``$AIRFLOW_HOME/listsync``, one folder per run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import Asset, dag, task
+from listsync.operators.people import SyncTargetablePeopleOperator
+from listsync.operators.rows import UpsertRowsOperator
+
+log = logging.getLogger(__name__)
+
+TABLE_ID = "tbl_accounts"
+WAREHOUSE_CONN_ID = "listsync_warehouse"
+ACCOUNTS_LIST = Asset(uri=f"listsync://{TABLE_ID}", name=f"listsync_{TABLE_ID}")
+
+DEFAULT_OUTPUT_DIR = os.environ.get("LISTSYNC_OUTPUT_DIR") or os.path.join(
+    os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow")), "listsync"
+)
+# Rendered when the task runs, so changing the Variable needs no redeploy.
+OUTPUT_DIR = f"{{{{ var.value.get('listsync_output_dir', {DEFAULT_OUTPUT_DIR!r}) }}}}"
+RUN_DIR = OUTPUT_DIR + "/crm_to_list_nightly/{{ ts_nodash }}"
+
+# Warehouse column -> List column id. The key column, domain, is normalised as a domain, so
+# "https://www.Acme.com/" and "ACME.COM." are the same account.
+ACCOUNT_COLUMNS = {
+    "website": "domain",
+    "company_name": "name",
+    "annual_revenue": "arr",
+    "plan": "plan",
+    "account_owner": "owner",
+    "health_score": "health_score",
+    "metadata": "metadata",
+    "renewal_date": "renewal_date",
+}
+
+# Warehouse column -> person field (spec §2.1); account_domain names the account row.
+CONTACT_COLUMNS = {
+    "account_website": "account_domain",
+    "first_name": "first_name",
+    "last_name": "last_name",
+    "email": "email",
+    "phone": "phone_number",
+    "job_title": "title",
+    "linkedin_url": "network_profile_url",
+    "personas": "personas",
+}
+
+
+@dag(
+    dag_id="crm_to_list_nightly",
+    schedule="0 2 * * *",
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"retries": 2, "retry_delay": timedelta(minutes=2)},
+    tags=["listsync", "example"],
+    doc_md=__doc__,
+)
+def crm_to_list_nightly() -> None:
+    rows = UpsertRowsOperator(
+        task_id="upsert_account_rows",
+        table_id=TABLE_ID,
+        key_column="domain",
+        column_map=ACCOUNT_COLUMNS,
+        sql="SELECT * FROM crm_accounts",
+        sql_conn_id=WAREHOUSE_CONN_ID,
+        plan_path=f"{RUN_DIR}/accounts.plan.jsonl",
+        rejects_path=f"{RUN_DIR}/accounts.rejects.jsonl",
+        outlets=[ACCOUNTS_LIST],
+    )
+    people = SyncTargetablePeopleOperator(
+        task_id="sync_targetable_people",
+        table_id=TABLE_ID,
+        sql="SELECT * FROM crm_contacts",
+        sql_conn_id=WAREHOUSE_CONN_ID,
+        column_map=CONTACT_COLUMNS,
+        mode="mirror",
+        delete_scope="accounts_in_source",
+        plan_path=f"{RUN_DIR}/people.plan.jsonl",
+        rejects_path=f"{RUN_DIR}/people.rejects.jsonl",
+        outlets=[ACCOUNTS_LIST],
+    )
+    rows >> people
+
+    @task
+    def report(rows_summary: dict[str, Any], people_summary: dict[str, Any], run_dir: str) -> dict[str, Any]:
+        """Combine both summaries, log them, and keep a copy with the run's plan and rejects files."""
+        summary = {"table_id": TABLE_ID, "rows": rows_summary, "people": people_summary}
+        path = Path(run_dir) / "summary.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
+        log.info("Summary of the sync of %s, also in %s:\n%s", TABLE_ID, path, json.dumps(summary, indent=2))
+        return summary
+
+    report(rows.output, people.output, run_dir=RUN_DIR)
+
+
+crm_to_list_nightly()

@@ -1,0 +1,38 @@
+"""A small standalone rows upsert: refresh two columns of the accounts List from the warehouse.
+
+Only the columns in ``column_map`` are compared and written, so this DAG can refresh the health
+score and the owner every hour while the nightly sync owns the other columns. Rows whose account
+is not yet in the List are added with these columns only; nothing is deleted
+(``delete_missing=False``). Trigger it by hand, or give it a schedule.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from airflow.sdk import Asset, dag
+from listsync.operators.rows import UpsertRowsOperator
+
+
+@dag(
+    dag_id="upsert_rows",
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    tags=["listsync", "example"],
+    doc_md=__doc__,
+)
+def upsert_rows() -> None:
+    UpsertRowsOperator(
+        task_id="refresh_health_and_owner",
+        table_id="tbl_accounts",
+        key_column="domain",
+        column_map={"website": "domain", "health_score": "health_score", "account_owner": "owner"},
+        sql="SELECT website, health_score, account_owner FROM crm_accounts",
+        sql_conn_id="listsync_warehouse",
+        delete_missing=False,
+        outlets=[Asset(uri="listsync://tbl_accounts", name="listsync_tbl_accounts")],
+    )
+
+
+upsert_rows()
