@@ -1,0 +1,45 @@
+"""``listsync emulator``: serve the local emulator of the service until interrupted."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``emulator`` command to the ``listsync`` parser."""
+    parser = subparsers.add_parser(
+        "emulator",
+        help="serve a local emulator of the service",
+        description=(
+            "Serve the Signal Ingestion and List Write API locally. Without --config it serves the "
+            "built-in demo tenant (API key sk_demo_listsync, user usr_demo, List tbl_accounts). "
+            "Inspection endpoints: /_emulator/state, /_emulator/stats, /_emulator/reset, /_emulator/faults."
+        ),
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8080, help="port to bind (default 8080)")
+    parser.add_argument("--config", metavar="FILE", help="YAML or JSON emulator config (default: the demo)")
+    parser.add_argument(
+        "--window-seconds",
+        type=float,
+        help="length of a rate-limit window in seconds (default: the config's, else 60)",
+    )
+    parser.add_argument("--seed", type=int, help="seed for fault injection and event ids")
+    parser.add_argument("--state-file", metavar="FILE", help="keep Lists and events in this JSON file")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    # Imported here so `listsync --help` does not pay for FastAPI and uvicorn.
+    from listsync.emulator import demo_config, load_config
+    from listsync.emulator.server import serve_forever
+
+    config = load_config(args.config) if args.config else demo_config()
+    overrides = {
+        "window_seconds": args.window_seconds,
+        "seed": args.seed,
+        "state_file": args.state_file,
+    }
+    config = config.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+    serve_forever(config, args.host, args.port)
+    return 0

@@ -1,0 +1,324 @@
+"""The emulator's HTTP surface: the ``/v1`` API of the spec plus inspection under ``/_emulator``.
+
+``create_app(config)`` returns a FastAPI app; its :class:`Emulator` handle (state, counters,
+faults, clock) is ``app.state.emulator``, for tests that inspect or steer it in-process.
+
+Inspection (no auth; the prefix cannot collide with ``/v1``):
+
+- ``GET /_emulator/state``: Lists (rows with cells and their people) and ingested events;
+- ``GET /_emulator/stats``: requests and statuses per endpoint, events accepted/limited per signal;
+- ``POST /_emulator/reset``: empty Lists, no events, fresh rate windows and counters, faults as configured;
+- ``GET|POST|DELETE /_emulator/faults``: list, add (``{"rules": [FaultRule, ...]}``) or clear faults.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from pydantic import TypeAdapter, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Message, Receive, Scope, Send
+
+from listsync.emulator.config import ENDPOINTS, EmulatorConfig, FaultRule
+from listsync.emulator.events import SignalIngestion
+from listsync.emulator.faults import FaultInjector, drop_connection
+from listsync.emulator.lists import ListOperations
+from listsync.emulator.ratelimit import FixedWindowLimiter, iso_utc
+from listsync.emulator.state import ApiError, EmulatorState
+from listsync.emulator.stats import Stats
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[None]]
+
+PUBLIC_KEY_REFUSED = "Public keys may only call POST /v1/events and POST /v1/events/batch"
+INJECTED_ERRORS = {500: "Internal server error", 502: "Bad gateway", 503: "Service unavailable"}
+_FAULT_RULES = TypeAdapter(list[FaultRule])
+
+
+def _endpoint_pattern(endpoint: str) -> tuple[str, re.Pattern[str]]:
+    method, template = endpoint.split(" ", 1)
+    return method, re.compile(re.sub(r"\\\{tableId\\\}", "[^/]+", re.escape(template)))
+
+
+_ENDPOINT_PATTERNS = [(name, *_endpoint_pattern(name)) for name in ENDPOINTS]
+
+
+def endpoint_name(method: str, path: str) -> str | None:
+    """The name (``"POST /v1/lists/{tableId}/rows"``) of an API request, or None."""
+    for name, wanted_method, pattern in _ENDPOINT_PATTERNS:
+        if method == wanted_method and pattern.fullmatch(path):
+            return name
+    return None
+
+
+def json_response(status: int, payload: object, headers: Mapping[str, str] | None = None) -> Response:
+    # json.dumps directly: FastAPI's encoder walks every value and is the bottleneck on big pages.
+    body = json.dumps(payload, separators=(",", ":"))
+    return Response(body, status_code=status, headers=headers, media_type="application/json")
+
+
+def error_response(status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
+    return json_response(status, {"success": False, "error": message}, headers)
+
+
+class Emulator:
+    """One emulator's state and machinery, shared by its routes and open to tests."""
+
+    def __init__(self, config: EmulatorConfig, clock: Clock, sleep: Sleep) -> None:
+        self.config = config
+        self.clock = clock
+        self.sleep = sleep
+        self.state = EmulatorState(config)
+        if config.state_file and Path(config.state_file).exists():
+            self.state.load(config.state_file)
+        self.stats = Stats()
+        self.limiter = FixedWindowLimiter(config.window_seconds, clock)
+        self.faults = FaultInjector(config.faults.rules, config.seed)
+        rng = random.Random(config.seed)
+        self.signals = SignalIngestion(config, self.state, self.limiter, self.stats, rng)
+        self.lists = ListOperations(config, self.state, clock)
+        self._secret_keys = frozenset(config.secret_keys)
+        self._public_keys = frozenset(config.public_keys)
+
+    def reset(self) -> None:
+        """Empty Lists, no events, fresh windows and counters, faults as configured."""
+        self.state.clear()
+        self.limiter.reset()
+        self.stats.clear()
+        self.faults.reset(self.config.faults.rules)
+        self.persist()
+
+    def persist(self) -> None:
+        if self.config.state_file:
+            self.state.save(self.config.state_file)
+
+    def authorize(self, request: Request, *, public_allowed: bool) -> None:
+        """Bearer auth (A2, A3): secret keys everywhere, public keys only on event ingestion."""
+        scheme, _, key = request.headers.get("authorization", "").partition(" ")
+        key = key.strip()
+        if scheme.lower() != "bearer" or not key:
+            raise ApiError(401, "Missing API key")
+        if key in self._secret_keys:
+            return
+        if key in self._public_keys:
+            if public_allowed:
+                return
+            raise ApiError(403, PUBLIC_KEY_REFUSED)
+        raise ApiError(401, "Invalid API key")
+
+    async def forced_fault_response(self, endpoint: str, fault: FaultRule) -> Response:
+        if fault.kind == "error":
+            return error_response(fault.status, INJECTED_ERRORS[fault.status])
+        message = "Rate limit exceeded"
+        if endpoint == "POST /v1/events/batch":
+            message = "Rate limit exceeded for all events in batch"
+        headers = {
+            "Retry-After": str(fault.retry_after_seconds),
+            "X-RateLimit-Reset": iso_utc(self.clock() + fault.retry_after_seconds),
+        }
+        return error_response(429, message, headers)
+
+
+class EmulatorApp(FastAPI):
+    """FastAPI with faults and counters applied around each ``/v1`` request.
+
+    This wraps ``__call__`` rather than using middleware because only here is ``send`` the
+    server's own, which a dropped-connection fault needs in order to reach the socket.
+    """
+
+    emulator: Emulator
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        endpoint = endpoint_name(scope["method"], scope["path"]) if scope["type"] == "http" else None
+        if endpoint is None:
+            await super().__call__(scope, receive, send)
+            return
+        emulator = self.emulator
+        decision = emulator.faults.decide(endpoint)
+        if decision.latency_seconds:
+            await emulator.sleep(decision.latency_seconds)
+        fault = decision.fault
+        if fault is not None and fault.kind in ("drop_before", "drop_after"):
+            if fault.kind == "drop_after":
+                await super().__call__(scope, receive, _discard)
+            emulator.stats.record(endpoint, "dropped")
+            await drop_connection(send)
+            return
+        if fault is not None:
+            response = await emulator.forced_fault_response(endpoint, fault)
+            emulator.stats.record(endpoint, response.status_code)
+            await response(scope, receive, send)
+            return
+        status = 500
+
+        async def counting_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await super().__call__(scope, receive, counting_send)
+        finally:
+            emulator.stats.record(endpoint, status)
+
+
+async def _discard(message: Message) -> None:
+    """The ``send`` of a request whose answer is lost (``drop_after``)."""
+
+
+async def _json_body(request: Request) -> Any:
+    try:
+        return json.loads(await request.body())
+    except ValueError:
+        raise ApiError(400, "Invalid JSON body") from None
+
+
+async def _object_body(request: Request) -> dict[str, Any]:
+    body = await _json_body(request)
+    if not isinstance(body, dict):
+        raise ApiError(400, "Invalid JSON body")
+    return body
+
+
+def create_app(
+    config: EmulatorConfig,
+    *,
+    clock: Clock = time.time,
+    sleep: Sleep = asyncio.sleep,
+) -> FastAPI:
+    """The emulator app for ``config``.
+
+    :param clock: epoch seconds; rate windows and timestamps use it, so a test can move time.
+    :param sleep: awaited for injected latency; a test can record instead of waiting.
+    """
+    app = EmulatorApp(title="listsync emulator", openapi_url=None, docs_url=None, redoc_url=None)
+    emulator = Emulator(config, clock, sleep)
+    app.emulator = emulator
+    app.state.emulator = emulator
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError) -> Response:
+        return error_response(exc.status, exc.message, exc.headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        return error_response(exc.status_code, str(exc.detail), exc.headers)
+
+    # ---- signal ingestion --------------------------------------------------------------------
+
+    @app.post("/v1/events")
+    async def ingest_event(request: Request) -> Response:
+        emulator.authorize(request, public_allowed=True)
+        result = emulator.signals.ingest_one(await _json_body(request))
+        emulator.persist()
+        return json_response(200, result.body, result.headers)
+
+    @app.post("/v1/events/batch")
+    async def ingest_batch(request: Request) -> Response:
+        emulator.authorize(request, public_allowed=True)
+        result = emulator.signals.ingest_batch(await _json_body(request))
+        emulator.persist()
+        return json_response(200, result.body, result.headers)
+
+    # ---- Lists -------------------------------------------------------------------------------
+
+    ops = emulator.lists
+
+    def ok(data: object) -> Response:
+        return json_response(200, {"success": True, "data": data})
+
+    def read_request(request: Request) -> dict[str, str]:
+        emulator.authorize(request, public_allowed=False)
+        params = dict(request.query_params)
+        ops.check_user(params.get("userId"))
+        return params
+
+    async def write_request(request: Request) -> dict[str, Any]:
+        emulator.authorize(request, public_allowed=False)
+        body = await _object_body(request)
+        # A9: DELETE may carry userId in the body or in the query string.
+        ops.check_user(body.get("userId", request.query_params.get("userId")))
+        return body
+
+    @app.get("/v1/lists")
+    async def list_lists(request: Request) -> Response:
+        read_request(request)
+        return ok(ops.list_lists())
+
+    @app.get("/v1/lists/{table_id}")
+    async def get_list(request: Request, table_id: str) -> Response:
+        read_request(request)
+        return ok(ops.describe(ops.table(table_id)))
+
+    @app.get("/v1/lists/{table_id}/targetable-people")
+    async def query_people(request: Request, table_id: str) -> Response:
+        params = read_request(request)
+        return ok(ops.query_people(ops.table(table_id), params))
+
+    @app.get("/v1/lists/{table_id}/rows")
+    async def get_rows(request: Request, table_id: str) -> Response:
+        params = read_request(request)
+        return ok(ops.get_rows(ops.table(table_id), params))
+
+    def register_write(method: str, path: str, operation: Callable[..., object]) -> None:
+        async def write(request: Request, table_id: str) -> Response:
+            body = await write_request(request)
+            data = operation(ops.table(table_id), body)
+            emulator.persist()
+            return ok(data)
+
+        app.add_api_route(path, write, methods=[method], name=operation.__name__)
+
+    people_path = "/v1/lists/{table_id}/targetable-people"
+    register_write("POST", people_path, ops.add_people)
+    register_write("PATCH", people_path, ops.update_people)
+    register_write("DELETE", people_path, ops.delete_people)
+    register_write("POST", "/v1/lists/{table_id}/rows", ops.add_rows)
+    register_write("PATCH", "/v1/lists/{table_id}/cells", ops.update_cells)
+    register_write("DELETE", "/v1/lists/{table_id}/rows", ops.delete_rows)
+
+    # ---- inspection --------------------------------------------------------------------------
+
+    @app.get("/_emulator/state")
+    async def inspect_state() -> Response:
+        return json_response(200, emulator.state.snapshot())
+
+    @app.get("/_emulator/stats")
+    async def inspect_stats() -> Response:
+        return json_response(200, emulator.stats.snapshot())
+
+    @app.post("/_emulator/reset")
+    async def reset() -> Response:
+        emulator.reset()
+        return json_response(200, {"success": True})
+
+    @app.get("/_emulator/faults")
+    async def list_faults() -> Response:
+        return json_response(200, {"rules": emulator.faults.snapshot()})
+
+    @app.post("/_emulator/faults")
+    async def add_faults(request: Request) -> Response:
+        body = await _object_body(request)
+        try:
+            rules = _FAULT_RULES.validate_python(body.get("rules"))
+        except ValidationError as exc:
+            raise ApiError(400, f"Invalid fault rules: {exc.errors(include_url=False)}") from None
+        emulator.faults.add(rules)
+        return json_response(200, {"rules": emulator.faults.snapshot()})
+
+    @app.delete("/_emulator/faults")
+    async def clear_faults() -> Response:
+        emulator.faults.clear()
+        return json_response(200, {"rules": []})
+
+    return app

@@ -1,0 +1,218 @@
+"""Signal ingestion: POST /v1/events and POST /v1/events/batch (spec §4.1, §4.2, §7, §8).
+
+Checks run in the order of assumption A4, each over the whole request before the next, so nothing
+is counted against a rate limit unless the whole request is valid.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from listsync.emulator.config import EmulatorConfig, SignalConfig
+from listsync.emulator.ratelimit import FixedWindowLimiter, Window, iso_utc, rate_limit_headers
+from listsync.emulator.state import ApiError, EmulatorState
+from listsync.emulator.stats import Stats
+
+MAX_BATCH = 100
+
+
+@dataclass(frozen=True)
+class Ingested:
+    """A successful answer: its body and its rate-limit headers."""
+
+    body: dict[str, Any]
+    headers: dict[str, str]
+
+
+def _is_text(value: object) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+def _required_fields_problem(event: object) -> str | None:
+    if not isinstance(event, dict) or not _is_text(event.get("signal")):
+        return "signal is required"
+    identity = event.get("identity")
+    if not (isinstance(identity, dict) and _is_text(identity.get("type")) and _is_text(identity.get("id"))):
+        return "identity.type and identity.id are required"
+    if event.get("data") is not None and not isinstance(event["data"], dict):
+        return "data must be an object"
+    return None
+
+
+def _timestamp_problem(event: dict[str, Any]) -> str | None:
+    timestamp = event.get("timestamp")
+    if timestamp is None:
+        return None
+    if isinstance(timestamp, str):
+        try:
+            # Python 3.10's fromisoformat does not read a trailing Z.
+            datetime.fromisoformat(timestamp[:-1] + "+00:00" if timestamp.endswith("Z") else timestamp)
+        except ValueError:
+            pass
+        else:
+            return None
+    return "timestamp must be an ISO 8601 string"
+
+
+def _schema_version(signal: SignalConfig, event: dict[str, Any]) -> int | None:
+    """The schema version an event uses (``latest`` by default), or raise a 400."""
+    requested = event.get("version", "latest")
+    if requested == "latest":
+        return max(signal.schema_versions) if signal.schema_versions else None
+    is_number = isinstance(requested, (int, float)) and not isinstance(requested, bool)
+    if is_number and requested == int(requested) and int(requested) in signal.schema_versions:
+        return int(requested)
+    shown = int(requested) if is_number and requested == int(requested) else requested
+    raise ApiError(400, f"Schema version {shown} not found for signal {signal.slug}")
+
+
+def _limited_entry(event: dict[str, Any], signal: SignalConfig) -> dict[str, Any]:
+    entry: dict[str, Any] = {"signal_id": signal.id}
+    if event.get("reference") is not None:
+        entry["reference"] = event["reference"]
+    return entry
+
+
+class SignalIngestion:
+    """Validates, rate-limits and records events against an :class:`EmulatorState`."""
+
+    def __init__(
+        self,
+        config: EmulatorConfig,
+        state: EmulatorState,
+        limiter: FixedWindowLimiter,
+        stats: Stats,
+        rng: random.Random,
+    ) -> None:
+        self._signals = {s.slug: s for s in config.signals if s.active}
+        self._limits = config.rate_limits
+        self._state = state
+        self._limiter = limiter
+        self._stats = stats
+        self._rng = rng
+
+    def _check(self, events: list[Any], *, batch: bool) -> list[SignalConfig]:
+        """Run the A4 checks; return the signal of each event."""
+
+        def fail(status: int, index: int, message: str) -> ApiError:
+            return ApiError(status, f"events[{index}]: {message}" if batch else message)
+
+        for index, event in enumerate(events):
+            if (problem := _required_fields_problem(event)) is not None:
+                raise fail(400, index, problem)
+        for index, event in enumerate(events):
+            if (problem := _timestamp_problem(event)) is not None:
+                raise fail(400, index, problem)
+        unknown = list(dict.fromkeys(e["signal"] for e in events if e["signal"] not in self._signals))
+        if unknown:
+            if batch:
+                raise ApiError(404, f"Signals not found: {', '.join(unknown)}")
+            raise ApiError(404, f"Signal not found: {unknown[0]}")
+        signals = [self._signals[e["signal"]] for e in events]
+        for index, (event, signal) in enumerate(zip(events, signals, strict=True)):
+            try:
+                _schema_version(signal, event)
+            except ApiError as exc:
+                raise fail(400, index, exc.message) from None
+        for index, (event, signal) in enumerate(zip(events, signals, strict=True)):
+            data = event.get("data") or {}
+            missing = [key for key in signal.required_data_keys if key not in data]
+            if missing:
+                message = f"Missing required data keys for signal {signal.slug}: {', '.join(missing)}"
+                raise fail(400, index, message)
+        return signals
+
+    def _record(self, event: dict[str, Any], signal: SignalConfig, now: float) -> dict[str, Any]:
+        ack: dict[str, Any] = {
+            "id": str(uuid.UUID(int=self._rng.getrandbits(128), version=4)),
+            "signal_id": signal.id,
+            "schema_version": _schema_version(signal, event),
+            "status": "pending",
+        }
+        if event.get("reference") is not None:
+            ack["reference"] = event["reference"]
+        self._state.events.append(
+            {
+                **ack,
+                "signal": signal.slug,
+                "identity": event["identity"],
+                "data": event.get("data"),
+                "timestamp": event.get("timestamp") or iso_utc(now),
+                "received_at": iso_utc(now),
+            }
+        )
+        return ack
+
+    def _window(self, signal: SignalConfig, now: float) -> Window:
+        return self._limiter.window(signal.id, self._limits[signal.type], now)
+
+    def ingest_one(self, body: object) -> Ingested:
+        """POST /v1/events: one event; 429 ``Rate limit exceeded`` when its signal is spent."""
+        if not isinstance(body, dict):
+            raise ApiError(400, "Invalid JSON body")
+        (signal,) = self._check([body], batch=False)
+        now = self._limiter.now()
+        window = self._window(signal, now)
+        if window.remaining == 0:
+            self._stats.events_rate_limited[signal.slug] += 1
+            raise ApiError(429, "Rate limit exceeded", rate_limit_headers(window, now, limited=True))
+        self._limiter.take(signal.id, 1, now)
+        ack = self._record(body, signal, now)
+        self._stats.events_accepted[signal.slug] += 1
+        headers = rate_limit_headers(self._window(signal, now), now, limited=False)
+        return Ingested({"success": True, "data": ack}, headers)
+
+    def ingest_batch(self, body: object) -> Ingested:
+        """POST /v1/events/batch: events in request order, each accepted while its signal has budget.
+
+        Some limited: 200 with ``rate_limited``; all limited: 429 and nothing is recorded (A7).
+        Headers: the highest limit, the lowest remaining after the batch, the next reset (§8.4).
+        """
+        if not isinstance(body, dict):
+            raise ApiError(400, "Invalid JSON body")
+        events = body.get("events")
+        if not isinstance(events, list) or not events:
+            raise ApiError(400, "events array is required and must not be empty")
+        if len(events) > MAX_BATCH:
+            raise ApiError(400, f"Maximum {MAX_BATCH} events per batch")
+        signals = self._check(events, batch=True)
+        now = self._limiter.now()
+        distinct = {s.id: s for s in signals}
+        budget = {sid: self._window(s, now).remaining for sid, s in distinct.items()}
+        accepted: list[tuple[dict[str, Any], SignalConfig]] = []
+        limited: list[tuple[dict[str, Any], SignalConfig]] = []
+        for event, signal in zip(events, signals, strict=True):
+            if budget[signal.id] > 0:
+                budget[signal.id] -= 1
+                accepted.append((event, signal))
+            else:
+                limited.append((event, signal))
+        self._stats.events_rate_limited.update(s.slug for _, s in limited)
+        if not accepted:
+            raise ApiError(
+                429,
+                "Rate limit exceeded for all events in batch",
+                self._batch_headers(list(distinct.values()), now, limited=True),
+            )
+        for sid, count in Counter(s.id for _, s in accepted).items():
+            self._limiter.take(sid, count, now)
+        self._stats.events_accepted.update(s.slug for _, s in accepted)
+        acks = [self._record(event, signal, now) for event, signal in accepted]
+        result: dict[str, Any] = {"success": True, "data": acks}
+        if limited:
+            result["rate_limited"] = [_limited_entry(e, s) for e, s in limited]
+        return Ingested(result, self._batch_headers(list(distinct.values()), now, limited=False))
+
+    def _batch_headers(self, signals: list[SignalConfig], now: float, *, limited: bool) -> dict[str, str]:
+        windows = [self._window(s, now) for s in signals]
+        combined = Window(
+            limit=max(w.limit for w in windows),
+            remaining=min(w.remaining for w in windows),
+            reset_at=min(w.reset_at for w in windows),
+        )
+        return rate_limit_headers(combined, now, limited=limited)

@@ -1,0 +1,626 @@
+"""The List endpoints: targetable people (spec §4.3–4.6), rows and cells (§4.7–4.9), GET rows.
+
+Every write validates the whole request, then applies it, so a refused request changes nothing
+and a retry is safe (assumptions A11, A14, A20, A21, A23). Statuses, messages and response bodies
+follow ``docs/assumptions.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from datetime import date, datetime
+from typing import Any
+
+from listsync.emulator.config import ColumnConfig, EmulatorConfig
+from listsync.emulator.ratelimit import iso_utc
+from listsync.emulator.state import ApiError, EmulatorState, ListState, Person, Row, normalize_domain
+
+MAX_ACCOUNTS = 100
+MAX_PEOPLE = 500
+MAX_ROWS = 500
+MAX_UPDATES = 1000
+MAX_ROW_DELETES = 1000
+MAX_PAGE = 1000
+DEFAULT_PAGE = 100
+
+PERSON_TEXT_FIELDS = (
+    "first_name",
+    "last_name",
+    "bio",
+    "title",
+    "email",
+    "phone_number",
+    "network_profile_url",
+    "avatar_url",
+    "persona_rationale",
+)
+PERSON_FIELDS = frozenset((*PERSON_TEXT_FIELDS, "connection_paths", "target", "personas"))
+E164 = re.compile(r"\+[1-9][0-9]{1,14}")
+DUPLICATE_STRATEGIES = ("update-existing", "skip")
+OPERATORS = frozenset(
+    (
+        "eq",
+        "not_eq",
+        "contains",
+        "not_contains",
+        "like",
+        "starts_with",
+        "ends_with",
+        "gt",
+        "gte",
+        "lt",
+        "lte",
+        "is_empty",
+        "is_not_empty",
+    )
+)
+
+
+def _bad(message: str) -> ApiError:
+    return ApiError(400, message)
+
+
+def _array(body: Mapping[str, Any], name: str, cap: int) -> list[Any]:
+    items = body.get(name)
+    if not isinstance(items, list) or not items:
+        raise _bad(f"{name} must be a non-empty array")
+    if len(items) > cap:
+        raise _bad(f"Maximum {cap} {name} per request")
+    return items
+
+
+def _object(value: object, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _bad(f"{path} must be an object")
+    return value
+
+
+def _validate_person(raw: object, path: str, *, partial: bool) -> Person:
+    """A Person (spec §2.1) with absent fields dropped; ``partial`` for a PATCH ``patch``.
+
+    In a patch a ``null`` clears an optional field, so it is kept as ``None``.
+    """
+    person = _object(raw, path)
+    unknown = sorted(set(person) - PERSON_FIELDS)
+    if unknown:
+        raise _bad(f"{path}: unknown field {unknown[0]}")
+    if not partial or "first_name" in person:
+        first = person.get("first_name")
+        if not isinstance(first, str) or not first.strip():
+            raise _bad(f"{path}.first_name is required")
+    clean: Person = {}
+    for name, value in person.items():
+        if value is None:
+            if partial:
+                clean[name] = None
+            continue
+        where = f"{path}.{name}"
+        if name in PERSON_TEXT_FIELDS and not isinstance(value, str):
+            raise _bad(f"{where} must be a string")
+        if name == "phone_number" and not E164.fullmatch(value):
+            raise _bad(f"{where} must be E.164: a plus sign followed by digits")
+        if name == "target" and not isinstance(value, bool):
+            raise _bad(f"{where} must be a boolean")
+        if name == "personas" and not (isinstance(value, list) and all(isinstance(p, str) for p in value)):
+            raise _bad(f"{where} must be an array of strings")
+        if name == "connection_paths":
+            _validate_connection_paths(value, where)
+        clean[name] = value
+    return clean
+
+
+def _validate_connection_paths(value: object, path: str) -> None:
+    if not isinstance(value, list):
+        raise _bad(f"{path} must be an array")
+    for index, raw in enumerate(value):
+        where = f"{path}[{index}]"
+        item = _object(raw, where)
+        if not isinstance(item.get("userId"), str) or not item["userId"]:
+            raise _bad(f"{where}.userId is required")
+        if item.get("source") not in ("network", "relation"):
+            raise _bad(f"{where}.source must be network or relation")
+        if item.get("degree") not in ("1st", "2nd"):
+            raise _bad(f"{where}.degree must be 1st or 2nd")
+        if item.get("context") is not None and not isinstance(item["context"], str):
+            raise _bad(f"{where}.context must be a string")
+
+
+def is_contactable(person: Person) -> bool:
+    """Has a contact channel: an email or a phone number (A12; also the default of ``target``)."""
+    return bool(person.get("email") or person.get("phone_number"))
+
+
+def identity_of(person: Mapping[str, Any]) -> tuple[str, object] | None:
+    """The identity a PATCH ``match`` or a DELETE entry names (A17): the first present of email,
+    profile URL, phone, first + last name."""
+    if person.get("email"):
+        return "email", str(person["email"]).lower()
+    if person.get("network_profile_url"):
+        return "network_profile_url", person["network_profile_url"]
+    if person.get("phone_number"):
+        return "phone_number", person["phone_number"]
+    if person.get("first_name") and person.get("last_name"):
+        return "name", (str(person["first_name"]).lower(), str(person["last_name"]).lower())
+    return None
+
+
+def _has_identity(person: Person, identity: tuple[str, object]) -> bool:
+    key, wanted = identity
+    if key == "email":
+        return str(person.get("email") or "").lower() == wanted
+    if key == "name":
+        name = (str(person.get("first_name") or "").lower(), str(person.get("last_name") or "").lower())
+        return name == wanted
+    return person.get(key) == wanted
+
+
+def _find_duplicate(people: list[Person], person: Person) -> Person | None:
+    """A16: the same email (case-insensitive) or the same profile URL within the account."""
+    email = str(person.get("email") or "").lower()
+    url = person.get("network_profile_url")
+    for existing in people:
+        if email and str(existing.get("email") or "").lower() == email:
+            return existing
+        if url and existing.get("network_profile_url") == url:
+            return existing
+    return None
+
+
+def _check_value(column: ColumnConfig, value: object, path: str) -> object:
+    """A cell value valid for the column's type, as stored (an enum label becomes its key)."""
+    if value is None:
+        return None
+    kind = column.type
+    if kind == "text" and not isinstance(value, str):
+        raise _bad(f"{path} must be a string")
+    if kind == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise _bad(f"{path} must be a number")
+    if kind == "boolean" and not isinstance(value, bool):
+        raise _bad(f"{path} must be a boolean")
+    if kind == "date" and not (isinstance(value, str) and _is_iso_date(value)):
+        raise _bad(f"{path} must be an ISO 8601 date")
+    if kind == "enum":
+        for option in column.options:
+            if value in (option.key, option.label):
+                return option.key
+        raise _bad(f"{path} must be one of {', '.join(o.key for o in column.options)}")
+    return value
+
+
+def _is_iso_date(value: str) -> bool:
+    try:
+        if len(value) == 10:
+            date.fromisoformat(value)
+        else:
+            datetime.fromisoformat(value[:-1] + "+00:00" if value.endswith("Z") else value)
+    except ValueError:
+        return False
+    return True
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _is_empty(value: object) -> bool:
+    return value is None or value in ("", [], {})
+
+
+def _like(pattern: str) -> re.Pattern[str]:
+    """SQL LIKE: ``%`` any run, ``_`` one character; without wildcards an exact match."""
+    parts = ("." * (c == "_") + ".*" * (c == "%") if c in "%_" else re.escape(c) for c in pattern)
+    return re.compile("".join(parts), re.IGNORECASE | re.DOTALL)
+
+
+def _row_filter(column: ColumnConfig, operator: str, query: str | None) -> Callable[[object], bool]:
+    """A predicate on a cell value for the documented GET rows filter mode."""
+    if operator == "is_empty":
+        return _is_empty
+    if operator == "is_not_empty":
+        return lambda value: not _is_empty(value)
+    if query is None:
+        raise _bad(f"query is required for operator {operator}")
+    if operator in ("gt", "gte", "lt", "lte"):
+        compare = {
+            "gt": lambda a, b: a > b,
+            "gte": lambda a, b: a >= b,
+            "lt": lambda a, b: a < b,
+            "lte": lambda a, b: a <= b,
+        }[operator]
+        if column.type == "number":
+            try:
+                bound = float(query)
+            except ValueError:
+                raise _bad(f"query must be a number for column {column.id}") from None
+            return lambda value: isinstance(value, (int, float)) and compare(float(value), bound)
+        return lambda value: not _is_empty(value) and compare(_text(value), query)
+    wanted = query.lower()
+    if operator in ("eq", "not_eq"):
+        if column.type == "enum":
+            keys = {o.key for o in column.options if wanted in (o.key.lower(), o.label.lower())}
+            equal: Callable[[object], bool] = lambda value: value in keys  # noqa: E731
+        elif column.type == "number":
+            equal = lambda value: _number_equals(value, query)  # noqa: E731
+        else:
+            equal = lambda value: not _is_empty(value) and _text(value).lower() == wanted  # noqa: E731
+        return equal if operator == "eq" else (lambda value: not equal(value))
+    if operator in ("contains", "not_contains"):
+        contains: Callable[[object], bool] = lambda value: (  # noqa: E731
+            not _is_empty(value) and wanted in _text(value).lower()
+        )
+        return contains if operator == "contains" else (lambda value: not contains(value))
+    if operator == "like":
+        pattern = _like(query)
+        return lambda value: not _is_empty(value) and pattern.fullmatch(_text(value)) is not None
+    if operator == "starts_with":
+        return lambda value: not _is_empty(value) and _text(value).lower().startswith(wanted)
+    return lambda value: not _is_empty(value) and _text(value).lower().endswith(wanted)
+
+
+def _number_equals(value: object, query: str) -> bool:
+    try:
+        return isinstance(value, (int, float)) and float(value) == float(query)
+    except ValueError:
+        return False
+
+
+def _int_param(params: Mapping[str, str], name: str, default: int, low: int, high: int | None) -> int:
+    raw = params.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = low - 1
+    if value < low or (high is not None and value > high):
+        bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise _bad(f"{name} must be an integer {bounds}")
+    return value
+
+
+def _bool_param(params: Mapping[str, str], name: str) -> bool | None:
+    raw = params.get(name)
+    if raw is None:
+        return None
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    raise _bad(f"{name} must be true or false")
+
+
+class ListOperations:
+    """The List endpoints over an :class:`EmulatorState`; ``clock`` gives epoch seconds."""
+
+    def __init__(self, config: EmulatorConfig, state: EmulatorState, clock: Callable[[], float]) -> None:
+        self._users = frozenset(config.users)
+        self._state = state
+        self._clock = clock
+        # (tableId, filters) -> (List version, matching people): consecutive pages of one query
+        # slice the same list instead of filtering the whole List again.
+        self._people_queries: dict[tuple[str, tuple[object, ...]], tuple[int, list[tuple[Row, Person]]]] = {}
+
+    def table(self, table_id: str) -> ListState:
+        lst = self._state.lists.get(table_id)
+        if lst is None:
+            raise ApiError(404, f"List not found or not accessible: {table_id}")
+        return lst
+
+    def check_user(self, user_id: object) -> None:
+        """A9: ``userId`` is optional; when sent it must name a configured user."""
+        if user_id is not None and user_id not in self._users:
+            raise _bad(f"User not found: {user_id}")
+
+    # ---- Lists -------------------------------------------------------------------------------
+
+    def describe(self, lst: ListState) -> dict[str, Any]:
+        return {
+            "id": lst.id,
+            "name": lst.config.name or lst.id,
+            "columns": [
+                {
+                    "columnId": c.id,
+                    "name": c.name or c.id,
+                    "type": c.type,
+                    **({"options": [o.model_dump() for o in c.options]} if c.type == "enum" else {}),
+                }
+                for c in lst.config.columns
+            ],
+            "targetableAccountColumn": lst.config.account_column,
+            "uniqueDomains": lst.config.unique_domains,
+            "rowCount": len(lst.rows),
+        }
+
+    def list_lists(self) -> list[dict[str, Any]]:
+        return [self.describe(lst) for lst in self._state.lists.values()]
+
+    # ---- targetable people -------------------------------------------------------------------
+
+    def _accounts(self, lst: ListState, body: Mapping[str, Any]) -> list[tuple[Row, list[Any], str]]:
+        """Validate the ``accounts`` array and find each account's row (A14: all or nothing)."""
+        accounts = _array(body, "accounts", MAX_ACCOUNTS)
+        found: list[tuple[Row, list[Any], str]] = []
+        missing: list[str] = []
+        total = 0
+        for index, raw in enumerate(accounts):
+            account = _object(raw, f"accounts[{index}]")
+            domain = account.get("accountDomain")
+            if not isinstance(domain, str) or not domain.strip():
+                raise _bad(f"accounts[{index}].accountDomain is required")
+            people = account.get("people")
+            if not isinstance(people, list):
+                raise _bad(f"accounts[{index}].people must be an array")
+            total += len(people)
+            row = lst.row_for_domain(domain)
+            if row is None:
+                missing.append(domain)
+            else:
+                found.append((row, people, f"accounts[{index}].people"))
+        if total > MAX_PEOPLE:
+            raise _bad(f"Maximum {MAX_PEOPLE} people per request")
+        if missing:
+            raise ApiError(404, f"Account not found: {', '.join(dict.fromkeys(missing))}")
+        return found
+
+    def add_people(self, lst: ListState, body: Mapping[str, Any]) -> dict[str, int]:
+        """POST targetable-people: add, or per ``duplicateStrategy`` update or skip a duplicate."""
+        strategy = body.get("duplicateStrategy", "update-existing")
+        if strategy not in DUPLICATE_STRATEGIES:
+            raise _bad(f"Invalid duplicateStrategy: {strategy}")
+        accounts = self._accounts(lst, body)
+        checked = [
+            (row, [_validate_person(p, f"{path}[{i}]", partial=False) for i, p in enumerate(people)])
+            for row, people, path in accounts
+        ]
+        counts = {"added": 0, "updated": 0, "skipped": 0}
+        for row, people in checked:
+            for person in people:
+                existing = _find_duplicate(row.people, person)
+                if existing is None:
+                    person.setdefault("target", is_contactable(person))
+                    row.people.append(person)
+                    counts["added"] += 1
+                elif strategy == "skip":
+                    counts["skipped"] += 1
+                else:
+                    existing.update(person)
+                    counts["updated"] += 1
+        lst.people_changed()
+        return counts
+
+    def _matched_changes(
+        self, lst: ListState, body: Mapping[str, Any], *, patching: bool
+    ) -> list[tuple[Row, dict[str, Any], tuple[str, object], Person | None]]:
+        """For PATCH and DELETE: each entry's row, match object, identity and (for PATCH) patch."""
+        changes = []
+        for row, entries, path in self._accounts(lst, body):
+            for index, raw in enumerate(entries):
+                where = f"{path}[{index}]"
+                entry = _object(raw, where)
+                match = _object(entry.get("match"), f"{where}.match") if patching else entry
+                identity = identity_of(match)
+                if identity is None:
+                    named = f"{where}.match" if patching else where
+                    raise _bad(
+                        f"{named} must name email, network_profile_url, phone_number, "
+                        "or first_name and last_name"
+                    )
+                patch = None
+                if patching:
+                    patch = _validate_person(entry.get("patch"), f"{where}.patch", partial=True)
+                changes.append((row, match, identity, patch))
+        return changes
+
+    def update_people(self, lst: ListState, body: Mapping[str, Any]) -> dict[str, Any]:
+        """PATCH targetable-people: apply each ``patch`` to the person its ``match`` names."""
+        updated = 0
+        not_found = []
+        for row, match, identity, patch in self._matched_changes(lst, body, patching=True):
+            person = next((p for p in row.people if _has_identity(p, identity)), None)
+            if person is None or patch is None:
+                not_found.append({"accountDomain": lst.account_domain(row), "match": match})
+                continue
+            for name, value in patch.items():
+                if value is None:
+                    person.pop(name, None)
+                else:
+                    person[name] = value
+            updated += 1
+        lst.people_changed()
+        return {"updated": updated, "notFound": not_found}
+
+    def delete_people(self, lst: ListState, body: Mapping[str, Any]) -> dict[str, Any]:
+        """DELETE targetable-people: remove the person each entry identifies (A17, A19)."""
+        deleted = 0
+        not_found = []
+        for row, match, identity, _ in self._matched_changes(lst, body, patching=False):
+            person = next((p for p in row.people if _has_identity(p, identity)), None)
+            if person is None:
+                not_found.append({"accountDomain": lst.account_domain(row), "match": match})
+                continue
+            row.people.remove(person)
+            deleted += 1
+        lst.people_changed()
+        return {"deleted": deleted, "notFound": not_found}
+
+    def query_people(self, lst: ListState, params: Mapping[str, str]) -> dict[str, Any]:
+        """GET targetable-people (A12, A13): filtered, ordered by account row then insertion."""
+        target = _bool_param(params, "target")
+        contactable = _bool_param(params, "contactable")
+        personas = frozenset(p.strip() for p in params.get("personas", "").split(",") if p.strip())
+        search = params.get("search", "").strip().lower()
+        domain = params.get("accountDomain")
+        limit = _int_param(params, "limit", DEFAULT_PAGE, 1, MAX_PAGE)
+        offset = _int_param(params, "offset", 0, 0, None)
+        key = (lst.id, (target, contactable, personas, search, domain and normalize_domain(domain)))
+        cached = self._people_queries.get(key)
+        if cached is not None and cached[0] == lst.version:
+            matches = cached[1]
+        else:
+            rows = lst.rows.values() if domain is None else filter(None, [lst.row_for_domain(domain)])
+            matches = [
+                (row, person)
+                for row in rows
+                for person in row.people
+                if (target is None or person.get("target") is target)
+                and (contactable is None or is_contactable(person) is contactable)
+                and (not personas or not personas.isdisjoint(person.get("personas") or ()))
+                and (not search or self._mentions(lst, row, person, search))
+            ]
+            if len(self._people_queries) > 32:
+                self._people_queries.clear()
+            self._people_queries[key] = (lst.version, matches)
+        page = matches[offset : offset + limit]
+        return {
+            "people": [
+                {**person, "accountDomain": lst.account_domain(row), "rowId": row.id} for row, person in page
+            ],
+            "total": len(matches),
+            "limit": limit,
+            "offset": offset,
+            "hasMore": offset + len(page) < len(matches),
+        }
+
+    @staticmethod
+    def _mentions(lst: ListState, row: Row, person: Person, search: str) -> bool:
+        fields = (person.get(f) for f in ("first_name", "last_name", "email", "title"))
+        return any(search in str(v).lower() for v in (*fields, lst.account_domain(row)) if v)
+
+    # ---- rows and cells ----------------------------------------------------------------------
+
+    def _check_unique(self, lst: ListState, final_cells: Mapping[str, Mapping[str, Any]]) -> None:
+        """A23: refuse a change that leaves two rows with one domain on a unique account column.
+
+        ``final_cells`` maps the ids of new or changed rows to their cells after the change.
+        """
+        column = lst.config.account_column
+        if column is None or not lst.config.unique_domains:
+            return
+        owners: dict[str, str] = {}
+        for row in lst.rows.values():
+            if row.id not in final_cells and not _is_empty(row.cells.get(column)):
+                owners[normalize_domain(row.cells[column])] = row.id
+        for row_id, cells in final_cells.items():
+            value = cells.get(column)
+            if _is_empty(value):
+                continue
+            domain = normalize_domain(value)
+            if owners.setdefault(domain, row_id) != row_id:
+                raise ApiError(409, f"Duplicate value for unique column {column}: {value}")
+
+    def _column(self, lst: ListState, column_id: object) -> ColumnConfig:
+        column = lst.columns.get(column_id) if isinstance(column_id, str) else None
+        if column is None:
+            raise _bad(f"Column not found: {column_id}")
+        return column
+
+    def add_rows(self, lst: ListState, body: Mapping[str, Any]) -> dict[str, Any]:
+        """POST rows: new rows with ids ``row_<n>``, returned in request order (A18)."""
+        new_rows: dict[str, dict[str, Any]] = {}
+        for index, raw in enumerate(_array(body, "rows", MAX_ROWS)):
+            cells = _object(_object(raw, f"rows[{index}]").get("cells"), f"rows[{index}].cells")
+            checked = {
+                column_id: _check_value(
+                    self._column(lst, column_id), value, f"rows[{index}].cells.{column_id}"
+                )
+                for column_id, value in cells.items()
+            }
+            # Ids are drawn only once the request is known to be valid (placeholder keys until then).
+            new_rows[f"\0{index}"] = checked
+        self._check_unique(lst, new_rows)
+        stamp = iso_utc(self._clock())
+        added = []
+        for cells in new_rows.values():
+            row = Row(self._state.new_row_id(), cells, stamp)
+            lst.rows[row.id] = row
+            added.append({"id": row.id, "cells": cells})
+        lst.changed()
+        return {"rows": added, "added": len(added)}
+
+    def update_cells(self, lst: ListState, body: Mapping[str, Any]) -> dict[str, int]:
+        """PATCH cells: all updates or none (A20, A23)."""
+        updates = _array(body, "updates", MAX_UPDATES)
+        for index, raw in enumerate(updates):
+            update = _object(raw, f"updates[{index}]")
+            for name in ("rowId", "columnId"):
+                if not isinstance(update.get(name), str):
+                    raise _bad(f"updates[{index}].{name} is required")
+            if "value" not in update:
+                raise _bad(f"updates[{index}].value is required")
+        missing = [u["rowId"] for u in updates if u["rowId"] not in lst.rows]
+        if missing:
+            raise ApiError(404, f"Rows not found: {', '.join(dict.fromkeys(missing))}")
+        final: dict[str, dict[str, Any]] = {}
+        for index, update in enumerate(updates):
+            column = self._column(lst, update["columnId"])
+            value = _check_value(column, update["value"], f"updates[{index}].value")
+            final.setdefault(update["rowId"], dict(lst.rows[update["rowId"]].cells))[column.id] = value
+        self._check_unique(lst, final)
+        stamp = iso_utc(self._clock())
+        for row_id, cells in final.items():
+            row = lst.rows[row_id]
+            row.cells = cells
+            row.updated_at = stamp
+        lst.changed()
+        return {"updated": len(updates)}
+
+    def delete_rows(self, lst: ListState, body: Mapping[str, Any]) -> dict[str, Any]:
+        """DELETE rows: a missing id is listed in ``notFound``, not an error (A19)."""
+        row_ids = _array(body, "rowIds", MAX_ROW_DELETES)
+        if not all(isinstance(r, str) for r in row_ids):
+            raise _bad("rowIds must be an array of strings")
+        deleted = 0
+        not_found = []
+        for row_id in dict.fromkeys(row_ids):
+            if lst.rows.pop(row_id, None) is None:
+                not_found.append(row_id)
+            else:
+                deleted += 1
+        lst.changed()
+        return {"deleted": deleted, "notFound": not_found}
+
+    def get_rows(self, lst: ListState, params: Mapping[str, str]) -> dict[str, Any]:
+        """GET rows in the three documented modes, or all rows paged (A22)."""
+        limit = _int_param(params, "limit", DEFAULT_PAGE, 1, MAX_PAGE)
+        offset = _int_param(params, "offset", 0, 0, None)
+        matched: list[Row]
+        if "rowIds" in params:
+            wanted = [r for r in params["rowIds"].split(",") if r]
+            matched = [lst.rows[r] for r in dict.fromkeys(wanted) if r in lst.rows]
+        elif "index" in params:
+            index = _int_param(params, "index", 0, 0, None)
+            rows = list(lst.rows.values())
+            matched = rows[index : index + 1]
+        elif "columnId" in params:
+            column = self._column(lst, params["columnId"])
+            operator = params.get("operator", "")
+            if operator not in OPERATORS:
+                raise _bad(f"operator must be one of {', '.join(sorted(OPERATORS))}")
+            keep = _row_filter(column, operator, params.get("query"))
+            matched = [row for row in lst.rows.values() if keep(row.cells.get(column.id))]
+        else:
+            matched = list(lst.rows.values())
+        page = matched[offset : offset + limit]
+        return {
+            "rows": [self._read_row(lst, row) for row in page],
+            "totalMatched": len(matched),
+            "returned": len(page),
+            "truncated": offset + len(page) < len(matched),
+        }
+
+    @staticmethod
+    def _read_row(lst: ListState, row: Row) -> dict[str, Any]:
+        cells = {}
+        for column_id, value in row.cells.items():
+            column = lst.columns[column_id]
+            computed = value
+            if column.type == "enum":
+                computed = next((o.label for o in column.options if o.key == value), value)
+            cells[column_id] = {
+                "columnId": column_id,
+                "rowId": row.id,
+                "value": value,
+                "computedValue": computed,
+                "status": "completed",
+            }
+        return {"id": row.id, "tableId": lst.id, "updated_at": row.updated_at, "cells": cells}

@@ -1,0 +1,39 @@
+"""Counters behind ``/_emulator/stats``: per endpoint, and events per signal."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+
+class Stats:
+    """Requests and statuses per endpoint (``"POST /v1/events"``), events accepted and limited per signal."""
+
+    def __init__(self) -> None:
+        self.requests: Counter[str] = Counter()
+        self.statuses: defaultdict[str, Counter[str]] = defaultdict(Counter)
+        self.events_accepted: Counter[str] = Counter()
+        self.events_rate_limited: Counter[str] = Counter()
+
+    def record(self, endpoint: str, status: int | str) -> None:
+        """Count one answered request; ``status`` is a code or ``"dropped"``."""
+        self.requests[endpoint] += 1
+        self.statuses[endpoint][str(status)] += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "endpoints": {
+                endpoint: {
+                    "requests": count,
+                    "statuses": dict(self.statuses[endpoint]),
+                    "rate_limited": self.statuses[endpoint]["429"],
+                }
+                for endpoint, count in self.requests.items()
+            },
+            "events_accepted": dict(self.events_accepted),
+            "events_rate_limited": dict(self.events_rate_limited),
+        }
+
+    def clear(self) -> None:
+        for counter in (self.requests, self.statuses, self.events_accepted, self.events_rate_limited):
+            counter.clear()
