@@ -191,8 +191,8 @@ def phone_number(region: str, rng: random.Random) -> str:
     if region == "CH":
         return f"+41 44 {rng.randint(200, 999)} {rng.randint(10, 99)} {rng.randint(10, 99)}"
     if region == "AU":
-        block = f"{rng.randint(8000, 9999)} {rng.randint(1000, 9999)}"
-        return rng.choice([f"+61 2 {block}", f"(02) {block}"])
+        local = f"{rng.randint(8000, 9999)} {rng.randint(1000, 9999)}"
+        return rng.choice([f"+61 2 {local}", f"(02) {local}"])
     return f"+81 3-{rng.randint(3000, 6999)}-{rng.randint(1000, 9999)}"
 
 
