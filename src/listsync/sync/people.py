@@ -29,24 +29,49 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection, Iterable, Iterator, Mapping
+import os
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
 from listsync.client.models import person_identity, person_match
+from listsync.client.writers import (
+    ACCOUNTS_PER_REQUEST,
+    PEOPLE_PER_REQUEST,
+    AccountKeyed,
+    WriteReport,
+    chunk_by_account,
+)
 from listsync.sync.normalize import NormalizationError, normalize_domain, normalize_profile_url
-from listsync.sync.prepare import PERSON_FIELDS
+from listsync.sync.plan import (
+    ProgressLogger,
+    SyncFailedError,
+    build_summary,
+    check_delete_safety,
+    write_plan_file,
+)
+from listsync.sync.prepare import PERSON_FIELDS, prepare_people
+from listsync.sync.rejects import Rejects
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from listsync.client.client import ListSyncClient
 
 __all__ = [
     "DeleteScope",
+    "PeopleApplyResult",
     "PeoplePlan",
     "PlannedAdd",
     "PlannedDelete",
     "PlannedPatch",
     "SyncMode",
+    "apply_people_plan",
+    "chunk_sizes",
     "plan_people_sync",
+    "sync_people",
 ]
 
 log = logging.getLogger(__name__)
@@ -367,3 +392,256 @@ def _list_profile_url(value: str) -> str:
         return normalize_profile_url(value)
     except NormalizationError:
         return value.strip()
+
+
+# -- applying a plan -----------------------------------------------------------------------------
+
+WRITE_KINDS: tuple[str, ...] = ("add", "patch", "delete")
+
+
+@dataclass
+class PeopleApplyResult:
+    """What applying a plan did.
+
+    :ivar failed: ``"<account domain> <identity>"`` → reason, for people not written.
+    :ivar not_found: patched people the service no longer found (deleted since the List was read);
+        the next run adds them again.
+    :ivar requests: write requests sent, by kind (``add``, ``patch``, ``delete``).
+    """
+
+    added: int = 0
+    updated: int = 0
+    deleted: int = 0
+    not_found: int = 0
+    failed: dict[str, str] = field(default_factory=dict)
+    requests: dict[str, int] = field(default_factory=lambda: dict.fromkeys(WRITE_KINDS, 0))
+
+
+def apply_people_plan(
+    plan: PeoplePlan,
+    client: ListSyncClient,
+    *,
+    table_id: str,
+    chunk_size: int | Mapping[str, int] = PEOPLE_PER_REQUEST,
+    max_accounts: int = ACCOUNTS_PER_REQUEST,
+    progress: ProgressLogger | None = None,
+) -> PeopleApplyResult:
+    """Write a plan through the client's chunked writers: adds, then patches, then deletes.
+
+    Adds go first so that a run cut short leaves extra people rather than missing ones. Each
+    kind is grouped by account and cut into requests of at most ``chunk_size`` people and
+    ``max_accounts`` accounts; a chunk the service refuses (after the client's retries) fails
+    its people with the reason, and the other chunks are still sent. People of an account row
+    the List does not have fail with the service's ``Account not found`` message (A14).
+
+    :param chunk_size: people per request, for every kind, or per kind as
+        ``{"add": 500, "patch": 500, "delete": 500}`` (kinds left out use the default).
+    :param max_accounts: accounts per request.
+    :param progress: logs progress as chunks complete (default: every 10 % of the plan).
+    """
+    sizes = chunk_sizes(chunk_size)
+    progress = progress or ProgressLogger(plan.size, what=f"people sync of {table_id}", logger=log)
+    result = PeopleApplyResult()
+    kinds: tuple[tuple[str, list[AccountKeyed[Any]], Callable[..., WriteReport]], ...] = (
+        (
+            "add",
+            [AccountKeyed(_key(a), a.account_domain, a.person) for a in plan.adds],
+            client.write_people_adds,
+        ),
+        (
+            "patch",
+            [
+                AccountKeyed(_key(p), p.account_domain, {"match": p.match, "patch": p.patch})
+                for p in plan.patches
+            ],
+            client.write_people_patches,
+        ),
+        (
+            "delete",
+            [AccountKeyed(_key(d), d.account_domain, d.match) for d in plan.deletes],
+            client.write_people_deletes,
+        ),
+    )
+    for kind, items, write in kinds:
+        triples = [(item.key, item.account_domain, item) for item in items]
+        # One writer call per request-sized chunk, cut the way the writer itself cuts, so the
+        # request count stays minimal and progress can be logged between requests.
+        for chunk in chunk_by_account(triples, max_people=sizes[kind], max_accounts=max_accounts):
+            batch = [item for _domain, members in chunk for _key_, item in members]
+            report = write(table_id, batch, chunk_size=sizes[kind], max_accounts=max_accounts)
+            _record(result, kind, report)
+            progress.advance(len(batch), failed=len(result.failed))
+    return result
+
+
+def chunk_sizes(chunk_size: int | Mapping[str, int]) -> dict[str, int]:
+    """People per request for each write kind, from one number or a per-kind mapping.
+
+    :raises ValueError: a kind other than add, patch or delete, or a size below 1 or above
+        the service's cap (A21).
+    """
+    if isinstance(chunk_size, Mapping):
+        unknown = sorted(set(chunk_size) - set(WRITE_KINDS))
+        if unknown:
+            raise ValueError(
+                f"chunk_size keys must be among {', '.join(WRITE_KINDS)}; got {', '.join(unknown)}"
+            )
+        sizes = {kind: int(chunk_size.get(kind, PEOPLE_PER_REQUEST)) for kind in WRITE_KINDS}
+    else:
+        sizes = dict.fromkeys(WRITE_KINDS, int(chunk_size))
+    for kind, size in sizes.items():
+        if not 1 <= size <= PEOPLE_PER_REQUEST:
+            raise ValueError(f"chunk_size for {kind} must be between 1 and {PEOPLE_PER_REQUEST}, got {size}")
+    return sizes
+
+
+def _key(item: PlannedAdd | PlannedPatch | PlannedDelete) -> str:
+    return f"{item.account_domain} {item.identity}"
+
+
+def _record(result: PeopleApplyResult, kind: str, report: WriteReport) -> None:
+    result.requests[kind] += report.requests
+    result.failed.update(report.failed)
+    written = len(report.written)
+    if kind == "add":
+        result.added += written
+    elif kind == "patch":
+        result.not_found += len(report.not_found)
+        result.updated += written - len(report.not_found)
+    else:
+        # A delete of someone already gone leaves the List as asked: it counts as deleted (A19).
+        result.deleted += written
+
+
+# -- the whole sync ------------------------------------------------------------------------------
+
+
+def sync_people(
+    client: ListSyncClient,
+    table_id: str,
+    frames: Iterable[pd.DataFrame],
+    column_map: Mapping[str, str],
+    *,
+    mode: SyncMode = "upsert",
+    delete_scope: DeleteScope = "accounts_in_source",
+    max_delete_fraction: float = 0.1,
+    overwrite_with_null: bool = False,
+    chunk_size: int | Mapping[str, int] = PEOPLE_PER_REQUEST,
+    dry_run: bool = False,
+    fail_on_error: bool = True,
+    rejects_path: str | os.PathLike[str] | None = None,
+    plan_path: str | os.PathLike[str] | None = None,
+    max_reject_fraction: float = 1.0,
+    default_region: str = "US",
+    page_size: int = 1000,
+) -> dict[str, Any]:
+    """Make the List's targetable people match an extract; return the JSON summary.
+
+    Reads and prepares the extract (rejects with reasons), reads the List's people page by page,
+    plans (:func:`plan_people_sync`), writes the plan file, checks delete safety, and applies
+    the plan (:func:`apply_people_plan`) unless ``dry_run``.
+
+    :param client: the service client.
+    :param table_id: the List.
+    :param frames: the extract's chunks (``read_extract``).
+    :param column_map: extract column → person field or ``account_domain``.
+    :param mode: ``"upsert"`` (add and patch) or ``"mirror"`` (also delete people not in the extract).
+    :param delete_scope: ``"accounts_in_source"`` or ``"list"`` (see :func:`plan_people_sync`).
+    :param max_delete_fraction: the largest share of the List's people one run may delete.
+    :param overwrite_with_null: a null in the extract erases the List's value.
+    :param chunk_size: people per request, one number or per kind (see :func:`apply_people_plan`).
+    :param dry_run: plan and write the plan file, send no write.
+    :param fail_on_error: raise :class:`~listsync.sync.plan.SyncFailedError` at the end when any
+        person failed (after everything else was written).
+    :param rejects_path: where rejected rows go (JSON lines); None: a temporary file, only when
+        some row was rejected.
+    :param plan_path: where the plan goes (JSON lines); None: no plan file, except in a dry run
+        (then a temporary file).
+    :param max_reject_fraction: fail before writing when more of the extract's rows are rejected.
+    :param default_region: region of phone numbers written without ``+``.
+    :param page_size: people per page when reading the List.
+    :return: the summary: rows ``read``, ``rejected``, ``duplicates``; people ``added``,
+        ``updated``, ``deleted``, ``unchanged``, ``failed``, ``conflicts``, ``not_found``;
+        ``planned`` and ``requests`` by kind; ``normalization_version``; ``plan_path`` and
+        ``rejects_path``; ``failure_reasons``.
+    :raises UnsafeDeleteError: the planned deletes look like a broken extract (nothing written).
+    :raises TooManyRejectsError: more than ``max_reject_fraction`` of the rows were rejected.
+    :raises SyncFailedError: some people failed and ``fail_on_error``.
+    """
+    chunk_sizes(chunk_size)  # a bad setting fails before anything is read
+    with Rejects(rejects_path) as rejects:
+        prepared = prepare_people(frames, column_map, rejects=rejects, default_region=default_region)
+        rejects.check_fraction(prepared.stats.read, max_reject_fraction)
+    written_rejects = str(rejects_path) if rejects_path is not None else None
+    if written_rejects is None and rejects.records:
+        written_rejects = write_plan_file(rejects.records, prefix="listsync-people-rejects-")
+
+    plan = plan_people_sync(
+        prepared.people,
+        client.iter_targetable_people(table_id, page_size=page_size),
+        fields=set(column_map.values()),
+        mode=mode,
+        delete_scope=delete_scope,
+        overwrite_with_null=overwrite_with_null,
+    )
+    log.info(
+        "Plan for %s: %d to add, %d to patch, %d to delete, %d unchanged (List holds %d people)",
+        table_id,
+        len(plan.adds),
+        len(plan.patches),
+        len(plan.deletes),
+        plan.unchanged,
+        plan.current_people,
+    )
+    if plan.list_duplicates or plan.list_unidentified:
+        log.warning(
+            "List %s holds %d people sharing an identity on their account and %d without identity; "
+            "they are left alone (%d extract people could not be synced because of them)",
+            table_id,
+            plan.list_duplicates,
+            plan.list_unidentified,
+            plan.conflicts,
+        )
+    written_plan = None
+    if plan_path is not None or dry_run:
+        written_plan = write_plan_file(plan.entries(), plan_path, prefix="listsync-people-plan-")
+        log.info("Plan written to %s", written_plan)
+    check_delete_safety(
+        planned_deletes=len(plan.deletes),
+        current_total=plan.current_people,
+        source_rows=plan.source_people,
+        max_delete_fraction=max_delete_fraction,
+    )
+    result = PeopleApplyResult()
+    if not dry_run:
+        result = apply_people_plan(plan, client, table_id=table_id, chunk_size=chunk_size)
+
+    summary = build_summary(
+        {
+            **prepared.stats.to_dict(),
+            "added": result.added,
+            "updated": result.updated,
+            "deleted": result.deleted,
+            "unchanged": plan.unchanged,
+            "failed": len(result.failed),
+            "conflicts": plan.conflicts,
+            "not_found": result.not_found,
+            "list_people": plan.current_people,
+            "list_duplicates": plan.list_duplicates,
+            "list_unidentified": plan.list_unidentified,
+        },
+        requests=result.requests,
+        failure_reasons=result.failed.values(),
+        table_id=table_id,
+        mode=mode,
+        delete_scope=delete_scope,
+        dry_run=dry_run,
+        normalization_version=prepared.normalization_version,
+        plan_path=written_plan,
+        rejects_path=written_rejects,
+        planned={"add": len(plan.adds), "patch": len(plan.patches), "delete": len(plan.deletes)},
+    )
+    log.info("People sync summary: %s", json.dumps(summary))
+    if summary["failed"] and fail_on_error:
+        raise SyncFailedError(summary)
+    return summary

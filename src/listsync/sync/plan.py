@@ -17,16 +17,20 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from listsync.client.errors import ListSyncError
+
 __all__ = [
     "MAX_FAILURE_REASONS",
     "OpenableFile",
     "ProgressLogger",
+    "SyncFailedError",
     "UnsafeDeleteError",
     "build_summary",
     "check_delete_safety",
@@ -44,7 +48,7 @@ class OpenableFile(Protocol):
     def open(self, mode: str = ...) -> IO[Any]: ...  # pragma: no cover - protocol
 
 
-class UnsafeDeleteError(ValueError):
+class UnsafeDeleteError(ListSyncError, ValueError):
     """Planned deletes were refused because they look like a broken extract.
 
     Nothing was written when this is raised. ``planned_deletes``, ``current_total`` and
@@ -58,9 +62,28 @@ class UnsafeDeleteError(ValueError):
         self.source_rows = source_rows
 
 
+class SyncFailedError(ListSyncError):
+    """Some items could not be written; everything else was.
+
+    Raised at the end of a sync with ``fail_on_error=True``. ``summary`` is the JSON summary the
+    sync would have returned; the message gives the failure count and the most frequent reasons.
+    """
+
+    def __init__(self, summary: Mapping[str, Any]) -> None:
+        self.summary = dict(summary)
+        reasons = "; ".join(
+            f"{count} x {reason}" for reason, count in list(summary["failure_reasons"].items())[:3]
+        )
+        super().__init__(
+            f"{summary['failed']} item(s) failed to be written, everything else was written ({reasons}). "
+            "Re-run to retry them (with fail_on_error=False failures are only counted); the summary "
+            "lists every reason."
+        )
+
+
 def write_plan_file(
     entries: Iterable[Mapping[str, Any]],
-    path: str | Path | OpenableFile | None = None,
+    path: str | os.PathLike[str] | OpenableFile | None = None,
     *,
     prefix: str = "listsync-plan-",
 ) -> str:
@@ -83,7 +106,7 @@ def write_plan_file(
         ) as handle:
             _write_lines(entries, handle)
             return handle.name
-    if isinstance(path, str | Path):
+    if isinstance(path, str | os.PathLike):
         local = Path(path)
         local.parent.mkdir(parents=True, exist_ok=True)
         with local.open("w", encoding="utf-8") as handle:
