@@ -43,6 +43,9 @@ class DictStore:
             "data_columns or data_column",
         ),
         ({"signal": "s", "identity_type": "account", "data_columns": "a,b"}, "list of column names"),
+        ({"signal": "s", "identity_type": "account", "data_columns": ["id"]}, "mapped more than once: id"),
+        ({"signal": " ", "identity_type": "account"}, "signal must be a non-empty string"),
+        ({"signal": "s", "identity_type": "account", "version": "v2"}, "version must be a number"),
     ],
 )
 def test_mapping_refuses_ambiguous_or_missing_choices(kwargs: dict, message: str) -> None:

@@ -20,16 +20,49 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+from listsync.client.errors import InvalidRecordError
+from listsync.client.models import SignalEvent, validate_event
+from listsync.sync.normalize import (
+    NORMALIZATION_VERSION,
+    normalize_timestamp,
+    parse_json,
+    resolve_timezone,
+    to_json_value,
+)
+from listsync.sync.prepare import (
+    Deduplicator,
+    MappedRow,
+    PrepareStats,
+    Rule,
+    iter_mapped_rows,
+    reject_row,
+    violation_reasons,
+)
+from listsync.sync.rejects import Rejects
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: Prefix of references this module derives, so they are told apart from an extract's own.
 REFERENCE_PREFIX = "ls_"
 
 #: Key of the checkpoint in the task state store.
 CHECKPOINT_KEY = "listsync_ingest_checkpoint"
+
+# Event fields as targets of the column map (see EventMapping.column_map).
+SIGNAL = "signal"
+IDENTITY_TYPE = "identity_type"
+IDENTITY_ID = "identity_id"
+DATA = "data"
+DATA_PREFIX = "data."
+TIMESTAMP = "timestamp"
+REFERENCE = "reference"
 
 
 @dataclass(frozen=True)
@@ -66,18 +99,44 @@ class EventMapping:
             raise ValueError("data_columns must be a list of column names, not a string")
         if self.data_columns is not None:
             object.__setattr__(self, "data_columns", tuple(self.data_columns))
+        for name in ("signal", "identity_type"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+        if not (
+            self.version is None
+            or self.version == "latest"
+            or (isinstance(self.version, (int, float)) and not isinstance(self.version, bool))
+        ):
+            raise ValueError(f"version must be a number or 'latest', got {self.version!r}")
+        columns = self.columns()
+        repeated = sorted({column for column in columns if columns.count(column) > 1})
+        if repeated:
+            raise ValueError(f"each column may be mapped once; mapped more than once: {', '.join(repeated)}")
 
     def columns(self) -> list[str]:
         """The extract columns this mapping reads, in a stable order."""
-        named = [
-            self.signal_column,
-            self.identity_type_column,
-            self.identity_id_column,
-            self.data_column,
-            self.timestamp_column,
-            self.reference_column,
-        ]
-        return [c for c in named if c is not None] + list(self.data_columns or ())
+        return [column for column, _ in self._targets()]
+
+    def column_map(self) -> dict[str, str]:
+        """Extract column → event field, in the form :mod:`listsync.sync.prepare` works with.
+
+        Data columns map to ``data.<column>``; a JSON data column maps to ``data``.
+        """
+        return dict(self._targets())
+
+    def _targets(self) -> list[tuple[str, str]]:
+        named = {
+            SIGNAL: self.signal_column,
+            IDENTITY_TYPE: self.identity_type_column,
+            IDENTITY_ID: self.identity_id_column,
+            DATA: self.data_column,
+            TIMESTAMP: self.timestamp_column,
+            REFERENCE: self.reference_column,
+        }
+        pairs = [(column, target) for target, column in named.items() if column is not None]
+        pairs += [(column, DATA_PREFIX + column) for column in self.data_columns or ()]
+        return pairs
 
 
 def _exactly_one(name: str, value: object, other_name: str, other_value: object) -> None:
@@ -115,6 +174,124 @@ def event_reference(
         ensure_ascii=False,
     )
     return REFERENCE_PREFIX + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass
+class PreparedEvents:
+    """Events ready to send, in sending order, and where every extract row went.
+
+    ``events`` are sorted by timestamp (events without one last), then reference: the same
+    extract always gives the same list, whatever its row order or chunking.
+    """
+
+    events: list[SignalEvent]
+    stats: PrepareStats
+    normalization_version: str = NORMALIZATION_VERSION
+
+    def counts_by_signal(self) -> dict[str, int]:
+        """How many events each signal slug has, slugs in sorted order."""
+        counts = Counter(event.signal for event in self.events)
+        return {signal: counts[signal] for signal in sorted(counts)}
+
+
+def event_order(event: SignalEvent) -> tuple[bool, str, str]:
+    """Sort key of the sending order: chronological, undated events last, ties by reference."""
+    return (event.timestamp is None, event.timestamp or "", event.reference or "")
+
+
+def _event_rules(mapping: EventMapping, naive_timezone: str) -> dict[str, Rule]:
+    zone = resolve_timezone(naive_timezone)
+    rules: dict[str, Rule] = {
+        DATA: parse_json,
+        TIMESTAMP: lambda value: canonical_timestamp(normalize_timestamp(value, zone)),
+    }
+    rules.update({DATA_PREFIX + column: to_json_value for column in mapping.data_columns or ()})
+    return rules
+
+
+def _event_fields(mapping: EventMapping, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The §2.3 fields of one mapped row, before validation."""
+    data: Any
+    if mapping.data_columns is not None:
+        # A missing value is sent as null rather than left out, so every event of the extract has
+        # the same keys and a signal's required keys are never absent only because a cell was empty.
+        data = {column: values.get(DATA_PREFIX + column) for column in mapping.data_columns}
+    else:
+        data = values.get(DATA)
+    return {
+        "signal": mapping.signal if mapping.signal is not None else values.get(SIGNAL),
+        "version": mapping.version,
+        "identity": {
+            "type": mapping.identity_type if mapping.identity_type is not None else values.get(IDENTITY_TYPE),
+            "id": values.get(IDENTITY_ID),
+        },
+        "data": data,
+        "timestamp": values.get(TIMESTAMP),
+    }
+
+
+def prepare_events(
+    frames: Iterable[pd.DataFrame],
+    mapping: EventMapping,
+    *,
+    rejects: Rejects,
+    naive_timezone: str = "UTC",
+) -> PreparedEvents:
+    """Map, normalise and validate the rows of an extract into signal events, in sending order.
+
+    :param frames: chunks from :func:`~listsync.sync.sources.read_extract`.
+    :param mapping: which columns hold which event fields.
+    :param rejects: where rejected rows go.
+    :param naive_timezone: the zone of timestamps written without an offset (IANA name).
+    :raises ~listsync.sync.prepare.ColumnMappingError: a mapped column is not in the extract.
+
+    A row is rejected, with every reason, when a field fails its rule (a timestamp that is not
+    ISO 8601, a JSON data column that is not a JSON object), the event breaks the client's
+    ``SignalEvent`` model (no signal, no identity type or id), or its reference column is empty.
+    Rows with the same reference: the first is kept, later identical ones are duplicates and
+    later different ones are rejected naming the first. Without a reference column, rows that
+    say the same thing get the same derived reference and so collapse into one event.
+    """
+    stats = PrepareStats()
+    survivors: Deduplicator[str, SignalEvent] = Deduplicator(rejects, stats, "reference")
+    column_map = mapping.column_map()
+    columns = {target: column for column, target in column_map.items()}
+    for row in iter_mapped_rows(frames, column_map, _event_rules(mapping, naive_timezone), stats):
+        reasons = list(row.reasons)
+        fields = _event_fields(mapping, row.values)
+        if DATA not in row.failed and fields["data"] is not None and not isinstance(fields["data"], dict):
+            reasons.append(
+                f"data (column {columns[DATA]!r}): must be a JSON object, got {type(fields['data']).__name__}"
+            )
+            fields["data"] = None
+        reference = row.values.get(REFERENCE)
+        if mapping.reference_column is not None and reference is None and REFERENCE not in row.failed:
+            reasons.append(f"reference (column {mapping.reference_column!r}) is empty")
+        event: SignalEvent | None = None
+        try:
+            event = validate_event(fields)
+        except InvalidRecordError as error:
+            reasons.extend(_event_violation_reasons(error, row))
+        if reasons or event is None:
+            reject_row(row, reasons, rejects, stats)
+            continue
+        if reference is None:
+            reference = event_reference(
+                event.signal, event.identity.type, event.identity.id, event.timestamp, event.data
+            )
+        event = event.model_copy(update={"reference": reference})
+        survivors.offer(row, reference, event, reference)
+    events = sorted(survivors.kept().values(), key=event_order)
+    return PreparedEvents(events, stats)
+
+
+def _event_violation_reasons(error: InvalidRecordError, row: MappedRow) -> list[str]:
+    # The model nests identity.type/identity.id; the map calls them identity_type/identity_id.
+    flattened = InvalidRecordError(
+        [(name.replace("identity.", "identity_", 1), message) for name, message in error.violations],
+        record=error.record,
+    )
+    return violation_reasons(flattened, row)
 
 
 class KeyValueStore(Protocol):

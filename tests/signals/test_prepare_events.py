@@ -1,0 +1,144 @@
+"""prepare_events: rows to events, rejects with reasons, duplicates, deterministic order."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pandas as pd
+import pytest
+
+from listsync.sync.events import EventMapping, event_reference, prepare_events
+from listsync.sync.prepare import ColumnMappingError
+from listsync.sync.rejects import Rejects
+
+MAPPING = EventMapping(
+    signal_column="signal",
+    identity_type="account",
+    identity_id_column="account_id",
+    data_columns=["seats", "plan"],
+    timestamp_column="at",
+)
+
+
+def frame(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows, dtype=object)
+
+
+ROWS = [
+    {"signal": "seats_used", "account_id": "0042", "seats": 5, "plan": "team", "at": "2026-11-02T10:00:00Z"},
+    {"signal": "page_visit", "account_id": "7", "seats": None, "plan": None, "at": "2026-11-01T09:00:00"},
+    {"signal": "", "account_id": "8", "seats": 1, "plan": "free", "at": "2026-11-01T09:00:00Z"},
+    {"signal": "page_visit", "account_id": None, "seats": 1, "plan": "free", "at": "yesterday"},
+    # The same event as the first row, with the offset spelt differently: a duplicate.
+    {
+        "signal": "seats_used",
+        "account_id": "0042",
+        "seats": 5,
+        "plan": "team",
+        "at": "2026-11-02T11:00:00+01:00",
+    },
+]
+
+
+def test_rows_become_validated_events_with_every_row_accounted_for() -> None:
+    rejects = Rejects()
+    prepared = prepare_events([frame(ROWS)], MAPPING, rejects=rejects)
+
+    assert prepared.stats.to_dict() == {"read": 5, "passed": 2, "rejected": 2, "duplicates": 1}
+    # Chronological order, whatever the extract's row order.
+    assert [e.signal for e in prepared.events] == ["page_visit", "seats_used"]
+    visit, seats = prepared.events
+    assert visit.identity.model_dump() == {"type": "account", "id": "7"}
+    assert visit.timestamp == "2026-11-01T09:00:00.000000Z"  # naive taken as UTC
+    assert visit.data == {"seats": None, "plan": None}  # empty cells are sent as null
+    assert seats.identity.id == "0042"  # identifiers stay text, leading zeros kept
+    assert seats.reference == event_reference(
+        "seats_used", "account", "0042", "2026-11-02T10:00:00.000000Z", {"seats": 5, "plan": "team"}
+    )
+    assert prepared.counts_by_signal() == {"page_visit": 1, "seats_used": 1}
+
+    by_row = {record["row"]: record for record in rejects.records}
+    assert sorted(by_row) == [3, 4]
+    assert any("signal" in reason for reason in by_row[3]["reasons"])
+    reasons_4 = " ".join(by_row[4]["reasons"])
+    assert "timestamp (column 'at')" in reasons_4
+    assert "identity_id" in reasons_4
+    assert by_row[4]["original"]["at"] == "yesterday"
+
+
+def test_order_and_references_do_not_depend_on_row_order_or_chunking() -> None:
+    rows = [
+        {
+            "signal": "page_visit",
+            "account_id": str(i),
+            "seats": i,
+            "plan": "x",
+            "at": f"2026-11-01T0{i}:00:00Z",
+        }
+        for i in range(1, 8)
+    ]
+    rows.append({"signal": "page_visit", "account_id": "9", "seats": 0, "plan": "x", "at": None})
+    one = prepare_events([frame(rows)], MAPPING, rejects=Rejects())
+    shuffled = rows[::-1]
+    chunked = prepare_events([frame(shuffled[:3]), frame(shuffled[3:])], MAPPING, rejects=Rejects())
+
+    assert [e.to_wire() for e in one.events] == [e.to_wire() for e in chunked.events]
+    # Undated events go last; the service stamps them on arrival.
+    assert one.events[-1].timestamp is None
+    assert [e.identity.id for e in one.events] == ["1", "2", "3", "4", "5", "6", "7", "9"]
+
+
+def test_reference_column_is_used_and_clashes_are_rejected_naming_the_first_row() -> None:
+    mapping = EventMapping(
+        signal="deal_stage",
+        identity_type_column="type",
+        identity_id_column="id",
+        data_column="payload",
+        reference_column="event_id",
+        version=1,
+    )
+    rows = [
+        {"event_id": "e-1", "type": "deal", "id": "d1", "payload": '{"stage": "won"}'},
+        {"event_id": "e-1", "type": "deal", "id": "d1", "payload": '{"stage": "won"}'},
+        {"event_id": "e-1", "type": "deal", "id": "d1", "payload": '{"stage": "lost"}'},
+        {"event_id": "e-2", "type": "deal", "id": "d2", "payload": '["not", "an", "object"]'},
+        {"event_id": "e-3", "type": "deal", "id": "d3", "payload": "{broken"},
+        {"event_id": None, "type": "deal", "id": "d4", "payload": None},
+    ]
+    rejects = Rejects()
+    prepared = prepare_events([frame(rows)], mapping, rejects=rejects)
+
+    assert prepared.stats.to_dict() == {"read": 6, "passed": 1, "rejected": 4, "duplicates": 1}
+    (event,) = prepared.events
+    assert event.to_wire() == {
+        "signal": "deal_stage",
+        "version": 1,
+        "identity": {"type": "deal", "id": "d1"},
+        "data": {"stage": "won"},
+        "reference": "e-1",
+    }
+    reasons = {record["row"]: " ".join(record["reasons"]) for record in rejects.records}
+    assert "duplicate of row 1" in reasons[3]
+    assert "must be a JSON object, got list" in reasons[4]
+    assert "not valid JSON" in reasons[5]
+    assert "reference (column 'event_id') is empty" in reasons[6]
+
+
+def test_a_mapped_column_missing_from_the_extract_fails_at_once() -> None:
+    with pytest.raises(ColumnMappingError, match="'plan'"):
+        prepare_events(
+            [frame([{"signal": "s", "account_id": "1", "seats": 1, "at": None}])], MAPPING, rejects=Rejects()
+        )
+
+
+def test_aware_timestamps_from_typed_sources_are_used_as_they_are() -> None:
+    mapping = EventMapping(
+        signal="page_visit", identity_type="contact", identity_id_column="id", timestamp_column="at"
+    )
+    at = pd.Timestamp(datetime(2026, 11, 1, 12, 30, tzinfo=timezone.utc)).tz_convert("Europe/Paris")
+    prepared = prepare_events([pd.DataFrame({"id": [17], "at": [at]})], mapping, rejects=Rejects())
+
+    (event,) = prepared.events
+    assert event.timestamp == "2026-11-01T12:30:00.000000Z"
+    assert event.identity.id == "17"
+    assert event.data is None
