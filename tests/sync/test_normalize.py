@@ -1,0 +1,222 @@
+"""Normalisation rules: a table of messy inputs and what each becomes (or why it is rejected)."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
+from functools import partial
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from listsync.sync.normalize import (
+    NORMALIZATION_VERSION,
+    NormalizationError,
+    normalize_column,
+    normalize_domain,
+    normalize_email,
+    normalize_personas,
+    normalize_phone,
+    normalize_profile_url,
+    normalize_timestamp,
+    parse_bool,
+    parse_connection_paths,
+    parse_json,
+    to_json_value,
+)
+
+UTC = timezone.utc
+phone_us = partial(normalize_phone, default_region="US")
+phone_gb = partial(normalize_phone, default_region="GB")
+timestamp_paris = partial(normalize_timestamp, naive_timezone="Europe/Paris")
+
+# (rule, messy input, normalised output)
+NORMALISED: list[tuple[Any, Any, Any]] = [
+    (normalize_domain, "Example.COM", "example.com"),
+    (normalize_domain, "  https://www.example.com/about?x=1  ", "example.com"),
+    (normalize_domain, "http://shop.example.co.uk:8080/", "shop.example.co.uk"),
+    (normalize_domain, "example.com.", "example.com"),
+    (normalize_domain, "//example.com/path", "example.com"),
+    (normalize_domain, "https://user:pw@example.com", "example.com"),
+    (normalize_domain, "Bücher.de", "xn--bcher-kva.de"),
+    (normalize_domain, "www.例え.jp", "xn--r8jz45g.jp"),
+    (normalize_domain, "xn--bcher-kva.de", "xn--bcher-kva.de"),
+    (normalize_domain, "my-company.io#team", "my-company.io"),
+    (normalize_email, "  Jane.Doe@Example.COM ", "jane.doe@example.com"),
+    (normalize_email, "mailto:sales@example.com", "sales@example.com"),
+    (normalize_email, "o'brien+crm@example.ie", "o'brien+crm@example.ie"),
+    (normalize_email, "jürgen@bücher.de", "jürgen@xn--bcher-kva.de"),
+    (phone_us, "(415) 555-2671", "+14155552671"),
+    (phone_us, "+1 415-555-2671", "+14155552671"),
+    (phone_us, "415.555.2671", "+14155552671"),
+    (phone_us, 4155552671, "+14155552671"),
+    (phone_gb, "020 7946 0958", "+442079460958"),
+    (phone_us, "+44 20 7946 0958", "+442079460958"),
+    (phone_gb, "00 33 1 42 68 53 00", "+33142685300"),
+    (phone_us, "011 33 1 42 68 53 00", "+33142685300"),
+    (normalize_profile_url, "network.example.com/in/jane-doe/", "https://network.example.com/in/jane-doe"),
+    (
+        normalize_profile_url,
+        "HTTP://WWW.Network.Example.com/in/Jane?trk=abc#x",
+        "https://www.network.example.com/in/Jane",
+    ),
+    (normalize_profile_url, "https://network.example.com:443/in/jane", "https://network.example.com/in/jane"),
+    (normalize_personas, "Champion, economic_buyer", ["champion", "economic_buyer"]),
+    (normalize_personas, '["Decision Maker", "champion"]', ["decision_maker", "champion"]),
+    (normalize_personas, "technical-evaluator,,champion,CHAMPION, ", ["technical_evaluator", "champion"]),
+    (normalize_personas, ["Economic Buyer"], ["economic_buyer"]),
+    (normalize_personas, "procurement", ["procurement"]),
+    (parse_bool, "Yes", True),
+    (parse_bool, " n ", False),
+    (parse_bool, "TRUE", True),
+    (parse_bool, "0", False),
+    (parse_bool, 1, True),
+    (parse_bool, "off", False),
+    (normalize_timestamp, "2024-05-01T10:00:00Z", datetime(2024, 5, 1, 10, tzinfo=UTC)),
+    (normalize_timestamp, "2024-05-01 10:00:00", datetime(2024, 5, 1, 10, tzinfo=UTC)),
+    (
+        normalize_timestamp,
+        "2024-05-01T12:00:00+02:00",
+        datetime(2024, 5, 1, 12, tzinfo=timezone(timedelta(hours=2))),
+    ),
+    (normalize_timestamp, "2024-05-01", datetime(2024, 5, 1, tzinfo=UTC)),
+    (timestamp_paris, "2024-05-01T10:00:00", datetime(2024, 5, 1, 10, tzinfo=ZoneInfo("Europe/Paris"))),
+    (normalize_timestamp, date(2024, 2, 29), datetime(2024, 2, 29, tzinfo=UTC)),
+    (
+        parse_connection_paths,
+        '[{"userId": " usr_1 ", "source": "Network", "degree": "1ST"}]',
+        [{"userId": "usr_1", "source": "network", "degree": "1st"}],
+    ),
+    (parse_json, '{"a": [1, 2.5, null]}', {"a": [1, 2.5, None]}),
+    (to_json_value, Decimal("12.00"), 12),
+    (to_json_value, Decimal("12.5"), 12.5),
+]
+
+# (rule, messy input, words the reason must contain)
+REJECTED: list[tuple[Any, Any, str]] = [
+    (normalize_domain, "localhost", "has no dot"),
+    (normalize_domain, "192.168.0.1", "IP address"),
+    (normalize_domain, "jane@example.com", "looks like an e-mail address"),
+    (normalize_domain, "exa mple.com", "contains spaces"),
+    (normalize_domain, "-bad-.com", "not a valid host name"),
+    (normalize_domain, "https://", "has no host name"),
+    (normalize_domain, "   ", "empty"),
+    (normalize_email, "jane.doe", "exactly one @"),
+    (normalize_email, "jane@", "nothing after the @"),
+    (normalize_email, "@example.com", "nothing before the @"),
+    (normalize_email, "jane..doe@example.com", "invalid part before the @"),
+    (normalize_email, "jane doe@example.com", "contains spaces"),
+    (normalize_email, "jane@example", "has no dot"),
+    (normalize_email, "a@b@example.com", "exactly one @"),
+    (normalize_email, '"jane"@example.com', "invalid part before the @"),
+    (phone_us, "not a phone", "cannot be read"),
+    (phone_us, "12", "wrong number of digits"),
+    (phone_us, "+1 415 555 2671 ext. 12", "extension"),
+    (phone_us, 4.15e9, "must be text"),
+    (normalize_profile_url, "ftp://network.example.com/in/jane", "http or https"),
+    (normalize_profile_url, "https://network.example.com/", "no path"),
+    (normalize_profile_url, "https://localhost/in/jane", "invalid host"),
+    (normalize_personas, "champion!", "only letters"),
+    (normalize_personas, '["champion", 3]', "list of strings"),
+    (normalize_personas, '["champion"', "do not parse"),
+    (parse_bool, "maybe", "not a boolean"),
+    (parse_bool, 2, "not a boolean"),
+    (normalize_timestamp, "01/05/2024", "not ISO 8601"),
+    (normalize_timestamp, 1714557600, "ISO 8601 string"),
+    (normalize_timestamp, "yesterday", "not ISO 8601"),
+    (parse_connection_paths, '{"userId": "usr_1"}', "JSON array"),
+    (parse_connection_paths, "[1]", "must be an object"),
+    (parse_connection_paths, "[{", "not valid JSON"),
+    (parse_json, "{'a': 1}", "not valid JSON"),
+    (to_json_value, float("inf"), "finite"),
+    (to_json_value, b"\x00", "binary"),
+]
+
+
+def test_the_table_has_enough_cases() -> None:
+    assert len(NORMALISED) + len(REJECTED) >= 40
+
+
+@pytest.mark.parametrize(("rule", "raw", "expected"), NORMALISED)
+def test_messy_input_is_normalised(rule: Any, raw: Any, expected: Any) -> None:
+    result = rule(raw)
+    assert result == expected
+    if isinstance(expected, datetime):
+        assert result.utcoffset() == expected.utcoffset()
+
+
+@pytest.mark.parametrize(("rule", "raw", "reason"), REJECTED)
+def test_bad_input_is_rejected_with_a_reason(rule: Any, raw: Any, reason: str) -> None:
+    with pytest.raises(NormalizationError, match=reason):
+        rule(raw)
+
+
+def test_normalization_error_is_a_value_error() -> None:
+    assert issubclass(NormalizationError, ValueError)
+    assert isinstance(NORMALIZATION_VERSION, str) and NORMALIZATION_VERSION
+
+
+def test_unknown_default_region_fails_with_the_parameter_name() -> None:
+    with pytest.raises(ValueError, match="default_region 'XX'"):
+        normalize_phone("4155552671", default_region="XX")
+
+
+def test_unknown_naive_timezone_fails_with_the_parameter_name() -> None:
+    with pytest.raises(ValueError, match="naive_timezone 'Mars/Olympus'"):
+        normalize_timestamp("2024-05-01", naive_timezone="Mars/Olympus")
+
+
+def test_column_keeps_positions_missing_values_and_reasons() -> None:
+    series = pd.Series([" A@Example.com", None, "  ", "bad", "ü@bücher.de", "A@example.com"], dtype=object)
+    result = normalize_column(series, normalize_email)
+    assert result.values == ["a@example.com", None, None, None, "ü@xn--bcher-kva.de", "a@example.com"]
+    assert set(result.errors) == {3}
+    assert "exactly one @" in result.errors[3]
+
+
+def test_column_of_typed_values_uses_the_scalar_rule() -> None:
+    series = pd.Series([4155552671, "(415) 555-2671", 12], dtype=object)
+    result = normalize_column(series, phone_us)
+    assert result.values == ["+14155552671", "+14155552671", None]
+    assert list(result.errors) == [2]
+
+
+# Text built from the characters that make domains and e-mails interesting.
+messy_text = st.lists(
+    st.sampled_from([*"abcXYZ019.-_@:/?#+ ü例'\"", "www.", "https://", ".com", "@"]), max_size=12
+).map("".join)
+
+
+@given(st.lists(st.one_of(messy_text, st.none()), max_size=30))
+def test_vectorised_domains_agree_with_the_scalar_rule(values: list[str | None]) -> None:
+    _check_column_matches_rule(values, normalize_domain)
+
+
+plausible_emails = st.from_regex(
+    r" ?[A-Za-z0-9._+'-]{1,10}@[A-Za-z0-9ü.-]{1,10}\.[a-zA-Z]{2,4} ?", fullmatch=True
+)
+
+
+@given(st.lists(st.one_of(messy_text, plausible_emails, st.none()), max_size=30))
+def test_vectorised_emails_agree_with_the_scalar_rule(values: list[str | None]) -> None:
+    _check_column_matches_rule(values, normalize_email)
+
+
+def _check_column_matches_rule(values: list[str | None], rule: Any) -> None:
+    result = normalize_column(pd.Series(values, dtype=object), rule)
+    for position, value in enumerate(values):
+        if value is None or not value.strip():
+            assert result.values[position] is None and position not in result.errors
+            continue
+        try:
+            expected = rule(value)
+        except NormalizationError as exc:
+            assert result.errors.get(position) == str(exc)
+            assert result.values[position] is None
+        else:
+            assert result.values[position] == expected
+            assert position not in result.errors

@@ -1,0 +1,254 @@
+"""read_extract: every source type, typed predictably, chunked, rows numbered across chunks."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterator
+from datetime import date, datetime, timezone
+from decimal import Decimal
+from pathlib import Path
+from typing import IO, Any
+from zoneinfo import ZoneInfo
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import sqlalchemy as sa
+
+from listsync.sync.sources import ROW_NUMBER, ExtractError, read_extract
+
+
+def records(frames: Iterator[pd.DataFrame]) -> list[dict[str, Any]]:
+    """All rows of all chunks, each with its row number under ``__row__``."""
+    # Not iterrows(): it re-infers a dtype per row, which would turn None back into NaN.
+    return [{ROW_NUMBER: number, **row} for frame in frames for number, row in frame.to_dict("index").items()]
+
+
+def test_csv_with_bom_quoted_newlines_leading_zeros_and_missing_values(tmp_path: Path) -> None:
+    path = tmp_path / "people.csv"
+    path.write_bytes(
+        '\ufeffid,name,notes,zip\n007,"Doe, Jane","line one\nline two",02134\n008,NA,,\n'.encode()
+    )
+    rows = records(read_extract(path))
+    assert rows == [
+        {ROW_NUMBER: 1, "id": "007", "name": "Doe, Jane", "notes": "line one\nline two", "zip": "02134"},
+        {ROW_NUMBER: 2, "id": "008", "name": "NA", "notes": None, "zip": None},
+    ]
+
+
+def test_csv_values_stay_text_even_when_they_look_numeric(tmp_path: Path) -> None:
+    path = tmp_path / "ids.csv"
+    path.write_text("account_id,score\n12345678901234567890,1.50\n,3\n")
+    frame = next(read_extract(path))
+    assert frame["account_id"].tolist() == ["12345678901234567890", None]
+    assert frame["score"].tolist() == ["1.50", "3"]
+    assert all(pd.api.types.is_object_dtype(dtype) for dtype in frame.dtypes)
+
+
+def test_csv_custom_delimiter_and_tsv_suffix(tmp_path: Path) -> None:
+    semicolons = tmp_path / "export.txt"
+    semicolons.write_text("a;b\n1;x,y\n")
+    assert records(read_extract(semicolons, delimiter=";")) == [{ROW_NUMBER: 1, "a": "1", "b": "x,y"}]
+    tabs = tmp_path / "export.tsv"
+    tabs.write_text("a\tb\n1\tx,y\n")
+    assert records(read_extract(tabs)) == [{ROW_NUMBER: 1, "a": "1", "b": "x,y"}]
+
+
+def test_chunks_are_bounded_and_row_numbers_continue_across_them(tmp_path: Path) -> None:
+    path = tmp_path / "many.csv"
+    path.write_text("n\n" + "".join(f"{i}\n" for i in range(1, 8)))
+    frames = list(read_extract(path, chunk_size=3))
+    assert [len(frame) for frame in frames] == [3, 3, 1]
+    assert [frame.index.tolist() for frame in frames] == [[1, 2, 3], [4, 5, 6], [7]]
+    assert [value for frame in frames for value in frame["n"]] == [str(i) for i in range(1, 8)]
+
+
+def test_parquet_keeps_ints_with_nulls_as_ints_and_makes_naive_timestamps_aware(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "accounts.parquet"
+    table = pa.table(
+        {
+            "id": pa.array([9007199254740993, None, 3], pa.int64()),
+            "code": pa.array(["007", None, "x"]),
+            "seen": pa.array([datetime(2024, 5, 1, 10), None, datetime(2024, 5, 2)], pa.timestamp("us")),
+            "tags": pa.array([["a"], None, []], pa.list_(pa.string())),
+        }
+    )
+    pq.write_table(table, path, row_group_size=2)
+    with caplog.at_level(logging.INFO, logger="listsync.sync.sources"):
+        rows = records(read_extract(path, chunk_size=2, naive_timezone="Europe/Paris"))
+    assert [row["id"] for row in rows] == [9007199254740993, None, 3]
+    assert type(rows[0]["id"]) is int
+    assert [row["code"] for row in rows] == ["007", None, "x"]
+    assert rows[0]["seen"] == datetime(2024, 5, 1, 10, tzinfo=ZoneInfo("Europe/Paris"))
+    assert rows[1]["seen"] is None
+    assert rows[2]["tags"] == []
+    assert [row[ROW_NUMBER] for row in rows] == [1, 2, 3]
+    naive_logs = [r for r in caplog.records if "naive_timezone" in r.getMessage()]
+    assert len(naive_logs) == 1  # said once, not once per chunk
+    assert "seen" in naive_logs[0].getMessage()
+
+
+def test_parquet_aware_timestamps_stay_as_they_are(tmp_path: Path) -> None:
+    path = tmp_path / "events.parquet"
+    moment = datetime(2024, 5, 1, 10, tzinfo=timezone.utc)
+    pq.write_table(pa.table({"at": pa.array([moment], pa.timestamp("us", tz="UTC"))}), path)
+    assert next(read_extract(path))["at"].tolist() == [moment]
+
+
+def test_json_lines_keep_types_and_fill_absent_keys_with_none(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text(
+        "\n".join(
+            [
+                json.dumps({"id": "001", "n": 12345678901234567890, "data": {"k": [1, 2]}}),
+                "",
+                json.dumps({"id": "002", "extra": True}),
+                json.dumps({"id": "003", "n": None}),
+            ]
+        )
+    )
+    rows = records(read_extract(path, chunk_size=2))
+    assert rows == [
+        {ROW_NUMBER: 1, "id": "001", "n": 12345678901234567890, "data": {"k": [1, 2]}, "extra": None},
+        {ROW_NUMBER: 2, "id": "002", "n": None, "data": None, "extra": True},
+        {ROW_NUMBER: 3, "id": "003", "n": None},
+    ]
+
+
+def test_malformed_json_line_names_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.ndjson"
+    path.write_text('{"a": 1}\n{"a": \n')
+    with pytest.raises(ExtractError, match="line 2 of the JSON lines extract"):
+        list(read_extract(path))
+
+
+class StoragePath:
+    """Stands in for Airflow's ObjectStoragePath: something with open() and a name."""
+
+    def __init__(self, data: bytes, name: str) -> None:
+        self.data = data
+        self.name = name
+        self.opened: list[str] = []
+
+    def open(self, mode: str = "r") -> IO[bytes]:
+        import io
+
+        self.opened.append(mode)
+        return io.BytesIO(self.data)
+
+    def __str__(self) -> str:
+        return f"s3://bucket/{self.name}"
+
+
+def test_any_object_with_open_is_read_in_binary_mode() -> None:
+    source = StoragePath(b"a,b\n1,2\n", "extract.csv")
+    assert records(read_extract(source)) == [{ROW_NUMBER: 1, "a": "1", "b": "2"}]
+    assert source.opened == ["rb"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({}, "exactly one of a file source or sql="),
+        ({"source": "x.csv", "sql": "select 1", "url": "sqlite://"}, "exactly one of a file source"),
+        ({"sql": "select 1"}, "exactly one of engine= or url="),
+        ({"source": "extract.xlsx"}, "file_format='csv'"),
+        ({"source": "x.csv", "chunk_size": 0}, "chunk_size must be at least 1"),
+    ],
+)
+def test_wrong_arguments_fail_with_what_to_change(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ExtractError, match=message):
+        list(read_extract(**kwargs))
+
+
+def test_multi_character_delimiter_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "x.csv"
+    path.write_text("a||b\n")
+    with pytest.raises(ExtractError, match="one character"):
+        list(read_extract(path, delimiter="||"))
+
+
+def test_sqlite_by_url_in_chunks(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'crm.db'}"
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("create table accounts (id integer, domain text, revenue real)"))
+        conn.execute(
+            sa.text("insert into accounts values (1, 'acme.com', 1.5), (2, null, null), (3, '例え.jp', 2)")
+        )
+    engine.dispose()
+    frames = list(read_extract(sql="select * from accounts order by id", url=url, chunk_size=2))
+    assert [len(frame) for frame in frames] == [2, 1]
+    rows = records(iter(frames))
+    assert [row["id"] for row in rows] == [1, 2, 3]
+    assert rows[1] == {ROW_NUMBER: 2, "id": 2, "domain": None, "revenue": None}
+    assert rows[2]["domain"] == "例え.jp"
+
+
+def test_sql_with_no_rows_still_gives_the_columns(tmp_path: Path) -> None:
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'empty.db'}")
+    with engine.begin() as conn:
+        conn.execute(sa.text("create table t (a integer, b text)"))
+    frames = list(read_extract(sql="select a, b from t where a = :a", engine=engine, params={"a": 1}))
+    engine.dispose()
+    assert [list(frame.columns) for frame in frames] == [["a", "b"]]
+    assert sum(len(frame) for frame in frames) == 0
+
+
+@pytest.mark.postgres
+def test_postgresql_types(postgres_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    table = f"listsync_sources_{uuid.uuid4().hex[:8]}"
+    engine = sa.create_engine(postgres_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                sa.text(
+                    f"create table {table} (id bigint, amount numeric(12, 2), seen timestamptz, "
+                    "local_seen timestamp, payload jsonb, name text, zip text, born date)"
+                )
+            )
+            conn.execute(
+                sa.text(
+                    f"insert into {table} values "
+                    "(9223372036854775807, 12.50, '2024-05-01 10:00:00+02', '2024-05-01 10:00:00', "
+                    """'{"plan": "pro", "seats": [1, 2]}', 'Zoë Łukasz 山田', '02134', '1990-02-01'), """
+                    "(2, null, null, null, null, null, null, null)"
+                )
+            )
+        with caplog.at_level(logging.INFO, logger="listsync.sync.sources"):
+            frames = list(
+                read_extract(sql=f"select * from {table} order by id desc", engine=engine, chunk_size=1)
+            )
+        rows = records(iter(frames))
+    finally:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"drop table if exists {table}"))
+        engine.dispose()
+    assert [len(frame) for frame in frames] == [1, 1]
+    first, second = rows
+    assert first["id"] == 9223372036854775807 and type(first["id"]) is int
+    assert first["amount"] == Decimal("12.50")
+    assert first["seen"] == datetime(2024, 5, 1, 8, tzinfo=timezone.utc)
+    assert first["seen"].tzinfo is not None
+    assert first["local_seen"] == datetime(2024, 5, 1, 10, tzinfo=timezone.utc)
+    assert first["payload"] == {"plan": "pro", "seats": [1, 2]}
+    assert first["name"] == "Zoë Łukasz 山田"
+    assert first["zip"] == "02134"
+    assert first["born"] == date(1990, 2, 1)
+    assert second == {
+        ROW_NUMBER: 2,
+        "id": 2,
+        "amount": None,
+        "seen": None,
+        "local_seen": None,
+        "payload": None,
+        "name": None,
+        "zip": None,
+        "born": None,
+    }
+    assert any("local_seen" in r.getMessage() for r in caplog.records)
