@@ -1,0 +1,171 @@
+"""Spec §8 and assumptions A5–A7: per-signal fixed windows, headers, partial and full limiting.
+
+The app runs on a fake clock starting at 2027-01-15T08:00:00Z, the start of a window.
+"""
+
+from __future__ import annotations
+
+import pytest
+from starlette.testclient import TestClient
+
+from listsync.emulator import create_app, demo_config
+from listsync.emulator.ratelimit import FixedWindowLimiter, iso_utc
+
+EVENTS = "/v1/events"
+BATCH = "/v1/events/batch"
+NEXT_MINUTE = "2027-01-15T08:01:00.000Z"
+
+
+def headers_of(response):
+    return {
+        name: response.headers.get(name)
+        for name in ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After")
+    }
+
+
+@pytest.mark.parametrize(("signal", "limit"), [("page_visit", 100), ("seats_used", 1000), ("deal_stage", 30)])
+def test_single_headers_give_the_type_limit_remaining_and_window_end(client, make_event, clock, signal, limit):
+    clock.advance(15.25)
+    first = client.post(EVENTS, json=make_event(signal))
+    second = client.post(EVENTS, json=make_event(signal))
+    assert headers_of(first) == {
+        "X-RateLimit-Limit": str(limit),
+        "X-RateLimit-Remaining": str(limit - 1),
+        "X-RateLimit-Reset": NEXT_MINUTE,
+        "Retry-After": None,
+    }
+    assert second.headers["X-RateLimit-Remaining"] == str(limit - 2)
+
+
+def test_single_is_refused_after_the_limit_with_retry_after(client, make_event, clock, emulator):
+    for _ in range(30):
+        assert client.post(EVENTS, json=make_event("deal_stage")).status_code == 200
+    clock.advance(20.5)
+    refused = client.post(EVENTS, json=make_event("deal_stage"))
+    assert refused.status_code == 429
+    assert headers_of(refused) == {
+        "X-RateLimit-Limit": "30",
+        "X-RateLimit-Remaining": "0",
+        "X-RateLimit-Reset": NEXT_MINUTE,
+        "Retry-After": "40",  # 39.5 s to the reset, rounded up
+    }
+    assert len(emulator.state.events) == 30
+    assert emulator.stats.snapshot()["events_rate_limited"] == {"deal_stage": 1}
+
+
+def test_window_resets_after_window_seconds(client, make_event, clock):
+    for _ in range(30):
+        client.post(EVENTS, json=make_event("deal_stage"))
+    clock.advance(59.999)
+    assert client.post(EVENTS, json=make_event("deal_stage")).status_code == 429
+    clock.advance(0.001)
+    fresh = client.post(EVENTS, json=make_event("deal_stage"))
+    assert fresh.status_code == 200
+    assert fresh.headers["X-RateLimit-Remaining"] == "29"
+    assert fresh.headers["X-RateLimit-Reset"] == "2027-01-15T08:02:00.000Z"
+
+
+def test_window_seconds_comes_from_the_config(clock, make_event):
+    config = demo_config().model_copy(update={"window_seconds": 5.0})
+    with TestClient(create_app(config, clock=clock), headers={"Authorization": "Bearer sk_demo_listsync"}) as c:
+        for _ in range(30):
+            c.post(EVENTS, json=make_event("deal_stage"))
+        limited = c.post(EVENTS, json=make_event("deal_stage"))
+        assert limited.status_code == 429
+        assert limited.headers["X-RateLimit-Reset"] == "2027-01-15T08:00:05.000Z"
+        assert limited.headers["Retry-After"] == "5"
+        clock.advance(5)
+        assert c.post(EVENTS, json=make_event("deal_stage")).status_code == 200
+
+
+def test_windows_are_aligned_to_the_epoch():
+    limiter = FixedWindowLimiter(60, clock=lambda: 0.0)
+    assert limiter.window("sig", 10, 1_800_000_059.9).reset_at == 1_800_000_060
+    assert limiter.window("sig", 10, 1_800_000_060.0).reset_at == 1_800_000_120
+    assert iso_utc(1_800_000_060.5) == "2027-01-15T08:01:00.500Z"
+
+
+def test_signals_are_limited_independently(client, make_event):
+    for _ in range(30):
+        client.post(EVENTS, json=make_event("deal_stage"))
+    assert client.post(EVENTS, json=make_event("deal_stage")).status_code == 429
+    other = client.post(EVENTS, json=make_event("page_visit"))
+    assert other.status_code == 200
+    assert other.headers["X-RateLimit-Remaining"] == "99"
+
+
+def test_batch_counts_each_event_against_its_own_signal(client, make_event):
+    events = [make_event("page_visit")] * 7 + [make_event("deal_stage")] * 3 + [make_event("seats_used")] * 10
+    response = client.post(BATCH, json={"events": events})
+    assert response.status_code == 200
+    assert len(response.json()["data"]) == 20
+    # Highest limit across the batch (Metric), lowest remaining after it (State: 30 - 3).
+    assert headers_of(response) == {
+        "X-RateLimit-Limit": "1000",
+        "X-RateLimit-Remaining": "27",
+        "X-RateLimit-Reset": NEXT_MINUTE,
+        "Retry-After": None,
+    }
+    for signal, remaining in (("page_visit", "92"), ("deal_stage", "26"), ("seats_used", "989")):
+        single = client.post(EVENTS, json=make_event(signal))
+        assert single.headers["X-RateLimit-Remaining"] == remaining
+
+
+def test_partial_limiting_is_200_with_rate_limited_entries_in_order(client, make_event, emulator):
+    for _ in range(28):
+        client.post(EVENTS, json=make_event("deal_stage"))
+    events = [make_event("deal_stage", reference=f"s{i}") for i in range(4)]
+    events.insert(1, make_event("page_visit", reference="p0"))
+    events.append(make_event("deal_stage"))
+    response = client.post(BATCH, json={"events": events})
+    assert response.status_code == 200
+    body = response.json()
+    assert body["success"] is True
+    assert [a["reference"] for a in body["data"]] == ["s0", "p0", "s1"]
+    assert body["rate_limited"] == [
+        {"signal_id": "sig_dealstage01", "reference": "s2"},
+        {"signal_id": "sig_dealstage01", "reference": "s3"},
+        {"signal_id": "sig_dealstage01"},
+    ]
+    assert headers_of(response) == {
+        "X-RateLimit-Limit": "100",
+        "X-RateLimit-Remaining": "0",
+        "X-RateLimit-Reset": NEXT_MINUTE,
+        "Retry-After": None,
+    }
+    assert len(emulator.state.events) == 28 + 3
+    stats = emulator.stats.snapshot()
+    assert stats["events_accepted"] == {"deal_stage": 30, "page_visit": 1}
+    assert stats["events_rate_limited"] == {"deal_stage": 3}
+
+
+def test_full_limiting_is_429_and_ingests_nothing(client, make_event, emulator, clock):
+    for _ in range(30):
+        client.post(EVENTS, json=make_event("deal_stage"))
+    clock.advance(45)
+    response = client.post(BATCH, json={"events": [make_event("deal_stage", reference="x")] * 3})
+    assert response.status_code == 429
+    assert response.json() == {"success": False, "error": "Rate limit exceeded for all events in batch"}
+    assert headers_of(response) == {
+        "X-RateLimit-Limit": "30",
+        "X-RateLimit-Remaining": "0",
+        "X-RateLimit-Reset": NEXT_MINUTE,
+        "Retry-After": "15",
+    }
+    assert len(emulator.state.events) == 30
+
+
+def test_a_batch_that_fills_the_window_exactly_is_not_limited(client, make_event):
+    response = client.post(BATCH, json={"events": [make_event("deal_stage")] * 30})
+    assert response.status_code == 200
+    assert "rate_limited" not in response.json()
+    assert response.headers["X-RateLimit-Remaining"] == "0"
+    assert client.post(EVENTS, json=make_event("deal_stage")).status_code == 429
+
+
+def test_rate_limits_are_configurable(clock, make_event):
+    config = demo_config().model_copy(update={"rate_limits": {"Event": 2, "Metric": 5, "State": 1}})
+    with TestClient(create_app(config, clock=clock), headers={"Authorization": "Bearer sk_demo_listsync"}) as c:
+        response = c.post(BATCH, json={"events": [make_event("page_visit")] * 3})
+        assert len(response.json()["rate_limited"]) == 1
+        assert response.headers["X-RateLimit-Limit"] == "2"
