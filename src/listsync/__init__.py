@@ -11,6 +11,28 @@ except PackageNotFoundError:  # running from a source tree that was never instal
     __version__ = "0.0.0"
 
 
+CONNECTION_FORM_FIELDS: dict[str, dict[str, Any]] = {
+    "user_id": {
+        "label": "User ID",
+        "description": "The service user to act as on List requests (userId), e.g. usr_123.",
+        "schema": {"type": ["string", "null"]},
+    },
+    "timeout": {
+        "label": "Timeout (seconds)",
+        "description": "Seconds to wait for each request.",
+        "schema": {"type": ["number", "null"], "default": 30},
+    },
+}
+"""Extra fields of the ``listsync`` connection form (``conn-fields``, read by Airflow 3.2+)."""
+
+CONNECTION_FORM_BEHAVIOUR: dict[str, Any] = {
+    "hidden-fields": ["schema", "port", "login"],
+    "relabeling": {"host": "Base URL", "password": "API key"},
+    "placeholders": {"host": "https://api.example.com", "password": "sk_..."},
+}
+"""Standard fields of the ``listsync`` connection form (``ui-field-behaviour``, Airflow 3.2+)."""
+
+
 def get_provider_info() -> dict[str, Any]:
     """Describe the provider to Airflow (the ``apache_airflow_provider`` entry point)."""
     return {
@@ -38,6 +60,12 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "triggers": [{"integration-name": "ListSync", "python-modules": ["listsync.triggers.rate_limit"]}],
         "connection-types": [
-            {"hook-class-name": "listsync.hooks.listsync.ListSyncHook", "connection-type": "listsync"}
+            {
+                "hook-class-name": "listsync.hooks.listsync.ListSyncHook",
+                "hook-name": "ListSync",
+                "connection-type": "listsync",
+                "conn-fields": CONNECTION_FORM_FIELDS,
+                "ui-field-behaviour": CONNECTION_FORM_BEHAVIOUR,
+            }
         ],
     }
