@@ -1,0 +1,234 @@
+"""The example DAGs: every file in dags/ imports cleanly, and the nightly sync runs end to end.
+
+The end-to-end test runs ``crm_to_list_nightly`` with ``dag.test()`` on a SQLite metadata DB,
+against a live emulator and the example warehouse, twice: the first run fills the List from the
+messy extract, the second, on the same data, must send no write at all.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DAGS = REPO / "dags"
+TABLE_ID = "tbl_accounts"
+WRITE_ENDPOINTS = (
+    "POST /v1/lists/{tableId}/targetable-people",
+    "PATCH /v1/lists/{tableId}/targetable-people",
+    "DELETE /v1/lists/{tableId}/targetable-people",
+    "POST /v1/lists/{tableId}/rows",
+    "PATCH /v1/lists/{tableId}/cells",
+    "DELETE /v1/lists/{tableId}/rows",
+)
+
+
+def load_example(name: str) -> ModuleType:
+    """Import a script of examples/ (not a package) by path."""
+    spec = importlib.util.spec_from_file_location(
+        f"listsync_examples_{name}", REPO / "examples" / f"{name}.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_dag_file_imports_without_errors():
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(DAGS), include_examples=False)
+
+    assert bag.import_errors == {}
+    assert set(bag.dag_ids) == {"crm_to_list_nightly", "signal_backfill", "upsert_rows"}
+    for path in DAGS.glob("*.py"):
+        assert any(dag.fileloc == str(path) for dag in bag.dags.values()), f"{path.name} defines no DAG"
+
+
+def test_nightly_dag_shape():
+    from airflow.dag_processing.dagbag import DagBag
+
+    dag = DagBag(dag_folder=str(DAGS / "crm_to_list_nightly.py"), include_examples=False).get_dag(
+        "crm_to_list_nightly"
+    )
+    rows, people, report = (
+        dag.get_task(t) for t in ("upsert_account_rows", "sync_targetable_people", "report")
+    )
+
+    assert dag.timetable.summary == "0 2 * * *"
+    assert people.upstream_task_ids == {"upsert_account_rows"}
+    assert report.upstream_task_ids == {"upsert_account_rows", "sync_targetable_people"}
+    assert (people.mode, people.delete_scope) == ("mirror", "accounts_in_source")
+    assert {rows.sql_conn_id, people.sql_conn_id} == {"listsync_warehouse"}
+    assert {rows.listsync_conn_id, people.listsync_conn_id} == {"listsync_default"}
+    assert [a.uri for a in rows.outlets] == [a.uri for a in people.outlets] == ["listsync://tbl_accounts/"]
+
+
+def test_backfill_dag_covers_the_example_history_one_day_per_run():
+    from airflow.dag_processing.dagbag import DagBag
+
+    generate_data = load_example("generate_data")
+    dag = DagBag(dag_folder=str(DAGS / "signal_backfill.py"), include_examples=False).get_dag(
+        "signal_backfill"
+    )
+    task = dag.get_task("ingest_signal_events")
+
+    assert dag.catchup is True
+    assert dag.start_date.date() == generate_data.HISTORY_START
+    assert (dag.end_date - dag.start_date).days == generate_data.HISTORY_DAYS - 1
+    assert task.deferrable is True
+    assert "{{ data_interval_start }}" in task.sql and "{{ data_interval_end }}" in task.sql
+
+
+@pytest.fixture(scope="module")
+def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A fresh SQLite metadata DB whose DAG folder is the repository's dags/."""
+    home = tmp_path_factory.mktemp("airflow_home")
+    settings_env = {
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
+    }
+    saved = {key: os.environ.get(key) for key in settings_env}
+    os.environ.update(settings_env)
+
+    from airflow import settings
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.utils import db
+
+    settings.configure_vars()
+    settings.configure_orm()
+    db.initdb()
+    DagBundlesManager().sync_bundles_to_db()
+    yield home
+
+    settings.dispose_orm()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """The example warehouse in SQLite, and the dataset it holds."""
+    generate_data = load_example("generate_data")
+    path = tmp_path_factory.mktemp("warehouse") / "warehouse.db"
+    dataset = generate_data.generate()
+    generate_data.load(dataset, f"sqlite:///{path}")
+    return path, dataset
+
+
+@pytest.fixture(scope="module")
+def emulator_url() -> Iterator[str]:
+    from listsync.emulator import demo_config, serve_in_thread
+
+    with serve_in_thread(demo_config()) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def connections(
+    airflow_home: Path,
+    warehouse: tuple[Path, Any],
+    emulator_url: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Path]:
+    """The DAG's connections and output folder, as the environment variables a deployment uses."""
+    output = tmp_path_factory.mktemp("listsync_output")
+    env = {
+        "AIRFLOW_CONN_LISTSYNC_DEFAULT": json.dumps(
+            {
+                "conn_type": "listsync",
+                "host": emulator_url,
+                "password": "sk_demo_listsync",
+                "extra": {"user_id": "usr_demo"},
+            }
+        ),
+        "AIRFLOW_CONN_LISTSYNC_WAREHOUSE": json.dumps({"conn_type": "sqlite", "host": str(warehouse[0])}),
+        "AIRFLOW_VAR_LISTSYNC_OUTPUT_DIR": str(output),
+    }
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    yield output
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def run_nightly(logical_date: datetime) -> Any:
+    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+
+    bag = DagBag(dag_folder=str(DAGS / "crm_to_list_nightly.py"), include_examples=False)
+    sync_bag_to_db(bag, "dags-folder", None)
+    return bag.get_dag("crm_to_list_nightly").test(logical_date=logical_date)
+
+
+def emulator_json(url: str, path: str) -> Any:
+    return httpx.get(f"{url}/_emulator/{path}").json()
+
+
+def write_requests(stats: dict[str, Any]) -> int:
+    return sum(stats["endpoints"].get(endpoint, {}).get("requests", 0) for endpoint in WRITE_ENDPOINTS)
+
+
+@pytest.mark.slow
+def test_nightly_dag_fills_the_list_then_a_second_run_writes_nothing(connections, warehouse, emulator_url):
+    from listsync.sync.normalize import normalize_domain
+
+    _, dataset = warehouse
+    first_night = datetime(2026, 11, 20, 2, tzinfo=timezone.utc)
+
+    first = run_nightly(first_night)
+
+    assert first.state == "success"
+    summary_file = connections / "crm_to_list_nightly" / "20261120T020000" / "summary.json"
+    summary = json.loads(summary_file.read_text())
+    rows = emulator_json(emulator_url, "state")["lists"][TABLE_ID]["rows"]
+    by_domain = {row["cells"]["domain"]: row for row in rows}
+    # One row per account however its website was written; unusable websites rejected.
+    expected_domains = {
+        normalize_domain(a["canonical_domain"]) for a in dataset.accounts if a["canonical_domain"]
+    }
+    assert set(by_domain) == expected_domains
+    assert len(rows) == len(expected_domains) == summary["rows"]["rows_added"]
+    assert summary["rows"]["rejected"] == sum(1 for a in dataset.accounts if not a["canonical_domain"])
+    acme = next(a for a in dataset.accounts if a["canonical_domain"] == "acme.com")
+    assert by_domain["acme.com"]["cells"]["metadata"] == json.loads(acme["metadata"])
+    assert by_domain["acme.com"]["cells"]["name"] == acme["company_name"].strip()
+    assert "xn--bcher-haus-9db.de" in by_domain
+    # People: every valid contact once, e-mails lower-cased, nobody twice in an account.
+    people = [person for row in rows for person in row["people"]]
+    assert len(people) == summary["people"]["added"] > 0
+    emails = [p["email"] for p in people if p.get("email")]
+    assert all(email == email.strip().lower() for email in emails)
+    for row in rows:
+        row_emails = [p["email"] for p in row["people"] if p.get("email")]
+        assert len(row_emails) == len(set(row_emails)), row["cells"]["domain"]
+    assert summary["people"]["rejected"] > 0
+    rejects = Path(summary["people"]["rejects_path"]).read_text().splitlines()
+    assert len(rejects) == summary["people"]["rejected"]
+    assert all(json.loads(line)["reasons"] for line in rejects)
+    writes_after_first = write_requests(emulator_json(emulator_url, "stats"))
+    assert writes_after_first == summary["rows"]["requests"]["total"] + summary["people"]["requests"]["total"]
+
+    second = run_nightly(datetime(2026, 11, 21, 2, tzinfo=timezone.utc))
+
+    assert second.state == "success"
+    assert write_requests(emulator_json(emulator_url, "stats")) == writes_after_first
+    again = json.loads((connections / "crm_to_list_nightly" / "20261121T020000" / "summary.json").read_text())
+    assert again["rows"]["requests"]["total"] == again["people"]["requests"]["total"] == 0
+    assert again["people"]["unchanged"] == len(people)
