@@ -1,10 +1,14 @@
 """Upsert of warehouse rows into a List: changed cells only.
 
-The service has no row upsert, so one is built from its four row operations::
+The service has no row upsert, so one is built from its four row operations. :func:`upsert_rows`
+runs the whole flow (the operator and the ``listsync upsert-rows`` command call it)::
 
-    current = read_current_rows(client, table_id, key_column)       # GET rows, paged
-    plan = plan_rows_upsert(desired, current, key_column="domain")  # pure: no I/O
-    outcome = apply_rows_plan(plan, client, table_id)                # POST rows, PATCH cells, DELETE rows
+    prepared = prepare_rows(frames, column_map, key_column, rejects=rejects)   # normalised, one per key
+    current, reads = read_current_rows(client, table_id, key_column)          # GET rows, paged
+    plan = plan_rows_upsert(prepared.rows.values(), current, key_column=...)  # pure: no I/O
+    write_plan_file(plan_entries(plan), plan_path)                            # for review
+    check_delete_safety(...)                        # a broken extract never wipes a List
+    outcome = apply_rows_plan(plan, client, table_id)   # POST rows, PATCH cells, DELETE rows
 
 A row is identified by the value of its ``key_column`` cell. The plan holds:
 
@@ -16,37 +20,77 @@ A row is identified by the value of its ``key_column`` cell. The plan holds:
   as failed, so a person removes the duplicates.
 
 Values compare canonically (:func:`cell_values_equal`): numbers by value (``10 == 10.0``), strings
-exactly, booleans only to booleans, dates and timestamps as ISO 8601 (instants compared in UTC),
-objects and arrays element by element with the same rules, i.e. as canonical JSON. The List side
-is always a cell's ``value``, never its ``computedValue``. A null in the extract leaves the List's
-cell alone unless ``overwrite_with_null=True``.
+exactly, booleans only to booleans, dates and timestamps as ISO 8601 (``prepare_rows`` turns them
+into ISO strings; a ``date``/``datetime`` given directly matches any ISO form of itself), objects
+and arrays element by element with the same rules, i.e. as canonical JSON. The List side is always
+a cell's ``value``, never its ``computedValue``. A null in the extract leaves the List's cell
+alone unless ``overwrite_with_null=True``.
 
 Row adds are not idempotent: when a POST rows chunk fails in a way that may have reached the
-server, :func:`apply_rows_plan` re-reads that chunk's keys and re-sends only the rows still
-absent, so a retry never creates a duplicate row.
+server (timeout, dropped connection, 5xx), :func:`apply_rows_plan` re-reads that chunk's keys
+(GET rows with ``operator=eq``) and re-sends only the rows still absent, so a retry never creates
+a duplicate row.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import math
 import numbers
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from listsync.client.client import iter_offset_pages
+from listsync.client.errors import ListSyncError
+from listsync.client.models import CellUpdate, Row, RowAdd
+from listsync.client.writers import (
+    CELL_UPDATES_PER_REQUEST,
+    ROW_DELETES_PER_REQUEST,
+    ROWS_PER_REQUEST,
+    Keyed,
+)
+from listsync.sync.plan import (
+    OpenableFile,
+    ProgressLogger,
+    build_summary,
+    check_delete_safety,
+    write_plan_file,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from listsync.client.client import ListSyncClient
 
 __all__ = [
+    "ADD_ROWS",
+    "DELETE_ROWS",
+    "GET_ROWS",
+    "UPDATE_CELLS",
+    "ApplyOutcome",
     "CellChange",
     "CurrentRow",
     "DuplicateKey",
     "RowAddition",
     "RowRemoval",
     "RowsPlan",
+    "RowsUpsertFailedError",
+    "apply_rows_plan",
     "cell_values_equal",
+    "chunk_sizes",
+    "list_key_normalizer",
+    "plan_entries",
     "plan_rows_upsert",
+    "read_current_rows",
     "to_cell_value",
+    "upsert_rows",
 ]
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -323,3 +367,436 @@ def _parse_instant(text: str) -> dt.datetime | None:
     except ValueError:
         return None
     return _as_utc(parsed)
+
+
+# --- reading the List ------------------------------------------------------------------------
+
+#: Rows per GET rows page: the largest page the service allows (A22), so a read costs least.
+ROWS_PAGE_SIZE = 1000
+
+
+def read_current_rows(
+    client: ListSyncClient, table_id: str, key_column: str, *, page_size: int = ROWS_PAGE_SIZE
+) -> tuple[list[CurrentRow], int]:
+    """Read every List row whose ``key_column`` cell is not empty, page by page.
+
+    Uses the documented filter mode (``columnId=<key_column>&operator=is_not_empty``), so it does
+    not depend on how the service pages a List without a filter. Rows without a key cannot be
+    matched to the extract and are not read.
+
+    :return: the rows (cells' ``value``, never ``computedValue``) and the GET requests sent.
+    """
+    requests = 0
+
+    def fetch(offset: int) -> tuple[list[Row], bool | None]:
+        nonlocal requests
+        requests += 1
+        page = client.get_rows(
+            table_id, column_id=key_column, operator="is_not_empty", limit=page_size, offset=offset
+        )
+        return page.rows, page.truncated
+
+    rows = [_current_row(row) for row in iter_offset_pages(fetch, page_size)]
+    return rows, requests
+
+
+def _current_row(row: Row) -> CurrentRow:
+    return CurrentRow(row.id, {column: cell.value for column, cell in row.cells.items()})
+
+
+def list_key_normalizer(key_kind: str) -> Callable[[Any], str | None]:
+    """How a List key cell is normalised to meet keys prepared with ``key_kind`` (see ``prepare_rows``).
+
+    A cell the rule refuses keeps its text: it then matches no extract key, which is what it is.
+    """
+    from listsync.sync.normalize import NormalizationError, normalize_domain, normalize_text
+
+    rule = normalize_domain if key_kind == "domain" else normalize_text
+
+    def normalize(value: Any) -> str | None:
+        if value is None or value == "":
+            return None
+        try:
+            return rule(value)
+        except NormalizationError:
+            return str(value)
+
+    return normalize
+
+
+# --- applying a plan -------------------------------------------------------------------------
+
+#: Request kinds, as counted in summaries and as keys of ``chunk_size`` mappings.
+ADD_ROWS, UPDATE_CELLS, DELETE_ROWS, GET_ROWS = "add_rows", "update_cells", "delete_rows", "get_rows"
+
+#: Default chunk sizes: the per-request caps of docs/assumptions.md A21.
+DEFAULT_CHUNK_SIZES: dict[str, int] = {
+    ADD_ROWS: ROWS_PER_REQUEST,
+    UPDATE_CELLS: CELL_UPDATES_PER_REQUEST,
+    DELETE_ROWS: ROW_DELETES_PER_REQUEST,
+}
+
+#: How many times a row add whose outcome is unknown is re-read and re-sent before it is failed.
+MAX_ADD_ATTEMPTS = 3
+
+
+@dataclass
+class ApplyOutcome:
+    """What applying a plan did.
+
+    :ivar rows_added: keys whose row now exists (``row_ids`` has the id when it is known).
+    :ivar failures: one entry per item not applied: ``(kind, key, reason)``, ``kind`` being
+        ``add``, ``update`` or ``delete``; an update failure names the key once per cell.
+    :ivar requests: requests sent by kind (:data:`ADD_ROWS`, :data:`UPDATE_CELLS`,
+        :data:`DELETE_ROWS`, and :data:`GET_ROWS` for re-reads of row adds of unknown outcome).
+    :ivar resent_rows: rows sent again after a re-read found them absent.
+    """
+
+    rows_added: list[str] = field(default_factory=list)
+    row_ids: dict[str, str] = field(default_factory=dict)
+    cells_updated: int = 0
+    rows_updated: int = 0
+    rows_deleted: int = 0
+    resent_rows: int = 0
+    failures: list[tuple[str, str, str]] = field(default_factory=list)
+    requests: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys((ADD_ROWS, UPDATE_CELLS, DELETE_ROWS, GET_ROWS), 0)
+    )
+
+    def failed_keys(self, kind: str) -> set[str]:
+        """The keys (row ids for deletes) of ``kind`` that failed."""
+        return {key for failed_kind, key, _ in self.failures if failed_kind == kind}
+
+
+def chunk_sizes(chunk_size: int | Mapping[str, int] | None) -> dict[str, int]:
+    """Resolve a ``chunk_size`` setting: one number for every kind, a mapping by kind, or the defaults.
+
+    :raises ValueError: an unknown kind or a size below 1.
+    """
+    if chunk_size is None:
+        return dict(DEFAULT_CHUNK_SIZES)
+    sizes = (
+        dict.fromkeys(DEFAULT_CHUNK_SIZES, chunk_size)
+        if isinstance(chunk_size, int)
+        else {
+            **DEFAULT_CHUNK_SIZES,
+            **chunk_size,
+        }
+    )
+    unknown = sorted(set(sizes) - set(DEFAULT_CHUNK_SIZES))
+    if unknown:
+        raise ValueError(f"chunk_size has unknown kind(s) {unknown}; use {sorted(DEFAULT_CHUNK_SIZES)}")
+    small = {kind: size for kind, size in sizes.items() if not isinstance(size, int) or size < 1}
+    if small:
+        raise ValueError(f"chunk sizes must be whole numbers of at least 1, got {small}")
+    return sizes
+
+
+def apply_rows_plan(
+    plan: RowsPlan,
+    client: ListSyncClient,
+    table_id: str,
+    *,
+    chunk_size: int | Mapping[str, int] | None = None,
+    progress: ProgressLogger | None = None,
+) -> ApplyOutcome:
+    """Send a plan's writes: row adds, then cell updates, then row deletes (last, so a run that
+    stops midway has removed nothing it was about to replace).
+
+    A failing chunk never stops the rest; every item not applied is in ``outcome.failures``
+    with its reason. Row adds whose request may have been applied are re-read by key and only
+    the absent ones are sent again (at most :data:`MAX_ADD_ATTEMPTS` sends in all).
+
+    :param chunk_size: items per request: a number for every kind, or a mapping by kind
+        (:data:`ADD_ROWS`, :data:`UPDATE_CELLS`, :data:`DELETE_ROWS`); defaults to the A21 caps.
+    :param progress: advanced after each request's items; by default, one that logs every 10 %.
+    """
+    sizes = chunk_sizes(chunk_size)
+    tracker = progress or ProgressLogger(
+        len(plan.additions) + len(plan.changes) + len(plan.removals), what=f"rows upsert into {table_id}"
+    )
+    applier = _Applier(client, table_id, plan.key_column, tracker)
+    applier.add_rows(plan.additions, sizes[ADD_ROWS])
+    applier.update_cells(plan.changes, sizes[UPDATE_CELLS])
+    applier.delete_rows(plan.removals, sizes[DELETE_ROWS])
+    return applier.outcome
+
+
+def _batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    # One writer call per request-sized batch, so progress is logged as requests complete.
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class _Applier:
+    """Sends one plan's writes through the client's chunked writers, recording an ApplyOutcome."""
+
+    def __init__(
+        self, client: ListSyncClient, table_id: str, key_column: str, progress: ProgressLogger
+    ) -> None:
+        self.client = client
+        self.table_id = table_id
+        self.key_column = key_column
+        self.progress = progress
+        self.outcome = ApplyOutcome()
+
+    def add_rows(self, additions: Sequence[RowAddition], size: int) -> None:
+        outcome = self.outcome
+        for batch in _batches(additions, size):
+            pending: list[RowAddition] = list(batch)
+            for attempt in range(1, MAX_ADD_ATTEMPTS + 1):
+                report = self.client.write_row_adds(
+                    self.table_id,
+                    [Keyed(row.key, RowAdd(cells=row.cells)) for row in pending],
+                    chunk_size=size,
+                )
+                outcome.requests[ADD_ROWS] += report.requests
+                if attempt > 1:
+                    outcome.resent_rows += len(pending)
+                outcome.rows_added.extend(report.written)
+                outcome.row_ids.update(report.row_ids)
+                outcome.failures.extend(("add", key, reason) for key, reason in report.failed.items())
+                if not report.outcome_unknown:
+                    break
+                pending = self._absent_after_reread(pending, report.outcome_unknown)
+                if not pending:
+                    break
+                if attempt == MAX_ADD_ATTEMPTS:
+                    outcome.failures.extend(
+                        (
+                            "add",
+                            row.key,
+                            f"outcome unknown after {attempt} sends: {report.outcome_unknown[row.key]}",
+                        )
+                        for row in pending
+                    )
+            self.progress.advance(len(batch), failed=len(outcome.failures))
+
+    def _absent_after_reread(
+        self, sent: Sequence[RowAddition], unknown: Mapping[str, str]
+    ) -> list[RowAddition]:
+        """Re-read each row add of unknown outcome by its key; record those found as added and
+        return those absent, the only ones safe to send again."""
+        absent = []
+        for row in sent:
+            if row.key not in unknown:
+                continue
+            self.outcome.requests[GET_ROWS] += 1
+            try:
+                found = self.client.get_rows(
+                    self.table_id, column_id=self.key_column, operator="eq", query=row.key
+                ).rows
+            except ListSyncError as exc:
+                # Neither present nor absent is known: sending again could duplicate the row.
+                self.outcome.failures.append(
+                    ("add", row.key, f"outcome unknown ({unknown[row.key]}) and the re-read failed: {exc}")
+                )
+                continue
+            if found:
+                self.outcome.rows_added.append(row.key)
+                self.outcome.row_ids[row.key] = found[0].id
+            else:
+                absent.append(row)
+        return absent
+
+    def update_cells(self, changes: Sequence[CellChange], size: int) -> None:
+        outcome = self.outcome
+        failed_rows: set[str] = set()
+        for start in range(0, len(changes), size):
+            batch = changes[start : start + size]
+            # Writer keys are positions in ``changes``: a row key alone would not name the cell.
+            items = [
+                Keyed(str(start + offset), CellUpdate(rowId=c.row_id, columnId=c.column_id, value=c.after))
+                for offset, c in enumerate(batch)
+            ]
+            report = self.client.write_cell_updates(self.table_id, items, chunk_size=size)
+            outcome.requests[UPDATE_CELLS] += report.requests
+            outcome.cells_updated += len(report.written)
+            for position, reason in report.failed.items():
+                change = changes[int(position)]
+                failed_rows.add(change.row_id)
+                outcome.failures.append(("update", change.key, f"column {change.column_id!r}: {reason}"))
+            self.progress.advance(len(batch), failed=len(outcome.failures))
+        outcome.rows_updated = len({change.row_id for change in changes} - failed_rows)
+
+    def delete_rows(self, removals: Sequence[RowRemoval], size: int) -> None:
+        outcome = self.outcome
+        for batch in _batches(removals, size):
+            report = self.client.write_row_deletes(
+                self.table_id, [Keyed(row.row_id, row.row_id) for row in batch], chunk_size=size
+            )
+            outcome.requests[DELETE_ROWS] += report.requests
+            outcome.rows_deleted += len(report.written)
+            outcome.failures.extend(("delete", row_id, reason) for row_id, reason in report.failed.items())
+            self.progress.advance(len(batch), failed=len(outcome.failures))
+
+
+# --- the plan file and the whole flow --------------------------------------------------------
+
+
+def plan_entries(plan: RowsPlan) -> Iterator[dict[str, Any]]:
+    """The plan as plan-file entries, in the order it is applied.
+
+    ``{"action": "add", "key", "cells"}``, ``{"action": "update", "key", "row_id", "changes":
+    {column: {"before", "after"}}}`` (one per row), ``{"action": "delete", "key", "row_id"}``, and
+    ``{"action": "duplicate_key_in_list", "key", "row_ids", "in_extract"}`` for what is left alone.
+    """
+    for addition in plan.additions:
+        yield {"action": "add", "key": addition.key, "cells": addition.cells}
+    by_row: dict[str, dict[str, Any]] = {}
+    for change in plan.changes:
+        entry = by_row.setdefault(
+            change.row_id, {"action": "update", "key": change.key, "row_id": change.row_id, "changes": {}}
+        )
+        entry["changes"][change.column_id] = {"before": change.before, "after": change.after}
+    yield from by_row.values()
+    for removal in plan.removals:
+        yield {"action": "delete", "key": removal.key, "row_id": removal.row_id}
+    for duplicate in plan.duplicate_keys:
+        yield {
+            "action": "duplicate_key_in_list",
+            "key": duplicate.key,
+            "row_ids": list(duplicate.row_ids),
+            "in_extract": duplicate.in_extract,
+        }
+
+
+class RowsUpsertFailedError(ListSyncError):
+    """Some rows could not be written; everything else was. ``summary`` is the run's summary."""
+
+    def __init__(self, summary: Mapping[str, Any]) -> None:
+        self.summary = dict(summary)
+        reasons = "; ".join(
+            f"{reason} (x{count})" for reason, count in list(summary["failure_reasons"].items())[:3]
+        )
+        super().__init__(
+            f"{summary['failed']} row(s) of {summary['table_id']} failed: {reasons}. Everything else was "
+            "written; the plan file lists every planned write. Pass fail_on_error=False to succeed anyway."
+        )
+
+
+def upsert_rows(
+    client: ListSyncClient,
+    table_id: str,
+    frames: Iterable[pd.DataFrame],
+    *,
+    key_column: str,
+    column_map: Mapping[str, str],
+    key_kind: Literal["domain", "text"] = "domain",
+    json_columns: Collection[str] = (),
+    delete_missing: bool = False,
+    max_delete_fraction: float = 0.1,
+    overwrite_with_null: bool = False,
+    chunk_size: int | Mapping[str, int] | None = None,
+    dry_run: bool = False,
+    fail_on_error: bool = True,
+    rejects_path: str | Path | None = None,
+    plan_path: str | Path | OpenableFile | None = None,
+) -> dict[str, Any]:
+    """Make the List's rows match the extract, writing only what differs; return the JSON summary.
+
+    :param client: the service client (its ``user_id`` is sent with every request).
+    :param table_id: the List.
+    :param frames: the extract, in chunks (``read_extract``).
+    :param key_column: the List column id that identifies a row (e.g. ``domain``); an extract
+        column must be mapped to it.
+    :param column_map: extract column → List column id. Only mapped columns are compared and
+        written; other List columns are left alone.
+    :param key_kind: ``"domain"`` normalises the key as a domain on both sides, ``"text"`` trims it.
+    :param json_columns: extract columns whose text holds JSON to parse (jsonb needs no mark).
+    :param delete_missing: delete List rows whose key is not in the extract.
+    :param max_delete_fraction: refuse deletes above this fraction of the List's keyed rows.
+    :param overwrite_with_null: let a null in the extract clear the List's cell.
+    :param chunk_size: items per request, one number or a mapping by kind (see :func:`chunk_sizes`).
+    :param dry_run: plan, write the plan file and return the summary without writing to the List.
+    :param fail_on_error: raise :class:`RowsUpsertFailedError` at the end if any row failed.
+    :param rejects_path: where rejected extract rows are written (JSON lines); kept in memory if None.
+    :param plan_path: where the plan is written (JSON lines); a new temporary file if None.
+    :raises ColumnMappingError: the map does not fit the extract, or maps nothing to ``key_column``.
+    :raises UnsafeDeleteError: the deletes look like a broken extract; nothing was written.
+    :raises RowsUpsertFailedError: rows failed and ``fail_on_error`` is set; the rest was written.
+
+    Summary: ``read``, ``rejected``, ``duplicates`` (collapsed extract rows), ``rows_added``,
+    ``rows_updated``, ``cells_updated``, ``rows_deleted``, ``unchanged``, ``failed``,
+    ``duplicate_keys_in_list``, ``requests`` (writes by kind and their ``total``),
+    ``read_requests`` (GET rows), ``failure_reasons``, and the table, key, mode and file paths.
+    In a dry run the write counts are those the plan would make, and nothing raises for them.
+    """
+    from listsync.sync.prepare import ColumnMappingError, prepare_rows
+    from listsync.sync.rejects import Rejects
+
+    sizes = chunk_sizes(chunk_size)
+    source_keys = [column for column, target in column_map.items() if target == key_column]
+    if len(source_keys) != 1:
+        raise ColumnMappingError(
+            f"column_map must map exactly one extract column to the key column {key_column!r}; "
+            f"it maps {len(source_keys)}: {column_map!r}"
+        )
+    with Rejects(rejects_path) as rejects:
+        prepared = prepare_rows(
+            frames, column_map, source_keys[0], rejects=rejects, key_kind=key_kind, json_columns=json_columns
+        )
+    current, read_requests = read_current_rows(client, table_id, key_column)
+    plan = plan_rows_upsert(
+        prepared.rows.values(),
+        current,
+        key_column=key_column,
+        delete_missing=delete_missing,
+        overwrite_with_null=overwrite_with_null,
+        normalize_key=list_key_normalizer(key_kind),
+    )
+    written_plan = write_plan_file(plan_entries(plan), plan_path, prefix="listsync-rows-plan-")
+    _log.info(
+        "rows upsert into %s: %d to add, %d cells to update on %d rows, %d to delete, %d unchanged, "
+        "%d duplicate keys in the List; plan file %s",
+        table_id,
+        len(plan.additions),
+        len(plan.changes),
+        plan.changed_rows,
+        len(plan.removals),
+        plan.unchanged,
+        len(plan.duplicate_keys),
+        written_plan,
+    )
+    check_delete_safety(
+        planned_deletes=len(plan.removals),
+        current_total=plan.list_rows,
+        source_rows=prepared.stats.passed,
+        max_delete_fraction=max_delete_fraction,
+        noun="rows",
+    )
+    outcome = ApplyOutcome() if dry_run else apply_rows_plan(plan, client, table_id, chunk_size=sizes)
+    reasons = [
+        f"key {duplicate.key!r} is held by {len(duplicate.row_ids)} List rows; remove the duplicates"
+        for duplicate in plan.duplicate_keys
+        if duplicate.in_extract
+    ]
+    reasons.extend(f"{kind}: {reason}" for kind, _, reason in outcome.failures)
+    failed_keys = outcome.failed_keys("add") | outcome.failed_keys("update")
+    summary = build_summary(
+        {
+            **prepared.stats.to_dict(),
+            "rows_added": len(plan.additions) if dry_run else len(outcome.rows_added),
+            "rows_updated": plan.changed_rows if dry_run else outcome.rows_updated,
+            "cells_updated": len(plan.changes) if dry_run else outcome.cells_updated,
+            "rows_deleted": len(plan.removals) if dry_run else outcome.rows_deleted,
+            "unchanged": plan.unchanged,
+            "failed": plan.blocked_by_duplicates + len(failed_keys) + len(outcome.failed_keys("delete")),
+            "duplicate_keys_in_list": len(plan.duplicate_keys),
+            "rows_resent": outcome.resent_rows,
+        },
+        requests={kind: outcome.requests[kind] for kind in (ADD_ROWS, UPDATE_CELLS, DELETE_ROWS)},
+        failure_reasons=reasons,
+        table_id=table_id,
+        key_column=key_column,
+        dry_run=dry_run,
+        delete_missing=delete_missing,
+        read_requests=read_requests + outcome.requests[GET_ROWS],
+        normalization_version=prepared.normalization_version,
+        plan_path=written_plan,
+        rejects_path=str(rejects_path) if rejects_path is not None else None,
+    )
+    _log.info("rows upsert into %s done: %s", table_id, summary)
+    if summary["failed"] and fail_on_error and not dry_run:
+        raise RowsUpsertFailedError(summary)
+    return summary

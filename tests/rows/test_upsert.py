@@ -1,0 +1,248 @@
+"""upsert_rows and apply_rows_plan against the emulator: convergence, zero-write reruns, faults."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from listsync.emulator import FaultRule
+from listsync.sync.plan import UnsafeDeleteError
+from listsync.sync.rows import (
+    RowsUpsertFailedError,
+    apply_rows_plan,
+    list_key_normalizer,
+    plan_rows_upsert,
+    read_current_rows,
+    upsert_rows,
+)
+
+from .conftest import TABLE, LiveEmulator
+
+COLUMN_MAP = {
+    "Domain": "domain",
+    "Name": "name",
+    "ARR": "arr",
+    "Plan": "plan",
+    "Meta": "metadata",
+    "Renewal": "renewal_date",
+}
+POST_ROWS = "POST /v1/lists/{tableId}/rows"
+
+
+def extract(*rows: dict[str, Any]) -> list[pd.DataFrame]:
+    return [pd.DataFrame(list(rows), columns=list(COLUMN_MAP))]
+
+
+def account(domain: str, name: str, arr: Any = None, plan: Any = None, meta: Any = None, renewal: Any = None):
+    return {"Domain": domain, "Name": name, "ARR": arr, "Plan": plan, "Meta": meta, "Renewal": renewal}
+
+
+def run(emulator: LiveEmulator, frames: list[pd.DataFrame], tmp_path: Path, **options: Any) -> dict[str, Any]:
+    with emulator.client(sleep=lambda seconds: None) as client:
+        return upsert_rows(
+            client,
+            TABLE,
+            frames,
+            key_column="domain",
+            column_map=COLUMN_MAP,
+            plan_path=tmp_path / "plan.jsonl",
+            rejects_path=tmp_path / "rejects.jsonl",
+            **options,
+        )
+
+
+def by_domain(emulator: LiveEmulator) -> dict[str, dict[str, Any]]:
+    rows = emulator.rows()
+    domains = Counter(row["domain"] for row in rows)
+    assert all(count == 1 for count in domains.values()), f"duplicate rows: {domains}"
+    return {row["domain"]: row for row in rows}
+
+
+def plan_file(tmp_path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (tmp_path / "plan.jsonl").read_text().splitlines()]
+
+
+def test_upsert_converges_and_a_rerun_writes_nothing(emulator: LiveEmulator, tmp_path: Path) -> None:
+    emulator.seed(
+        {"domain": "acme.com", "name": "Acme", "arr": 100, "plan": "team", "metadata": {"tier": 1}},
+        {"domain": "beta.io", "name": "Beta", "arr": 5.5, "plan": "free"},
+        {"domain": "gone.io", "name": "Gone"},
+    )
+    frames = extract(
+        # Same values in other forms: 100.0, a key spelt differently, JSON keys in another order.
+        account("https://www.ACME.com/", "Acme", 100.0, "team", {"tier": 1}),
+        account("beta.io", "Beta Ltd", 5.5, "free", None, "2027-01-31"),
+        account("new.dev", "New", 7, "team", {"tags": ["a", "b"], "n": 2}, "2026-12-01"),
+        account("", "No key"),
+    )
+    summary = run(emulator, frames, tmp_path, delete_missing=True, max_delete_fraction=0.5)
+
+    rows = by_domain(emulator)
+    assert set(rows) == {"acme.com", "beta.io", "new.dev"}
+    assert rows["beta.io"] == {
+        "domain": "beta.io",
+        "name": "Beta Ltd",
+        "arr": 5.5,
+        "plan": "free",
+        "renewal_date": "2027-01-31",
+    }
+    assert rows["new.dev"] == {
+        "domain": "new.dev",
+        "name": "New",
+        "arr": 7,
+        "plan": "team",
+        "metadata": {"tags": ["a", "b"], "n": 2},
+        "renewal_date": "2026-12-01",
+    }
+    assert rows["acme.com"]["metadata"] == {"tier": 1}
+    assert summary["read"] == 4 and summary["rejected"] == 1
+    assert (summary["rows_added"], summary["rows_updated"], summary["cells_updated"]) == (1, 1, 2)
+    assert (summary["rows_deleted"], summary["unchanged"], summary["failed"]) == (1, 1, 0)
+    assert summary["requests"] == {"add_rows": 1, "update_cells": 1, "delete_rows": 1, "total": 3}
+    assert emulator.writes() == dict.fromkeys(emulator.writes(), 1)
+    rejects = (tmp_path / "rejects.jsonl").read_text()
+    assert "the key is empty" in rejects
+
+    emulator.handle.stats.clear()
+    again = run(emulator, frames, tmp_path, delete_missing=True, max_delete_fraction=0.5)
+    assert again["requests"]["total"] == 0
+    assert again["unchanged"] == 3
+    assert emulator.writes() == dict.fromkeys(emulator.writes(), 0)
+    assert plan_file(tmp_path) == []
+
+
+def test_enum_cells_compare_by_value_not_computed_value(emulator: LiveEmulator, tmp_path: Path) -> None:
+    emulator.seed({"domain": "acme.com", "name": "Acme", "plan": "team"})  # computedValue "Team"
+    summary = run(emulator, extract(account("acme.com", "Acme", plan="team")), tmp_path)
+    assert summary["unchanged"] == 1 and summary["requests"]["total"] == 0
+
+
+def test_null_keeps_the_list_value_unless_overwrite_with_null(emulator: LiveEmulator, tmp_path: Path) -> None:
+    emulator.seed({"domain": "acme.com", "name": "Acme", "arr": 10})
+    frames = extract(account("acme.com", "Acme", arr=None))
+    assert run(emulator, frames, tmp_path)["unchanged"] == 1
+    assert by_domain(emulator)["acme.com"]["arr"] == 10
+
+    summary = run(
+        emulator, extract(account("acme.com", "Acme", arr=None)), tmp_path, overwrite_with_null=True
+    )
+    assert summary["cells_updated"] == 1
+    assert by_domain(emulator)["acme.com"].get("arr") is None
+
+
+def test_dry_run_writes_the_plan_and_sends_nothing(emulator: LiveEmulator, tmp_path: Path) -> None:
+    emulator.seed({"domain": "acme.com", "name": "Acme"}, {"domain": "gone.io", "name": "Gone"})
+    before = emulator.rows()
+    frames = extract(account("acme.com", "Acme Inc"), account("new.dev", "New"))
+    summary = run(emulator, frames, tmp_path, dry_run=True, delete_missing=True, max_delete_fraction=1.0)
+
+    assert emulator.rows() == before
+    assert emulator.writes() == dict.fromkeys(emulator.writes(), 0)
+    assert summary["dry_run"] is True and summary["requests"]["total"] == 0
+    assert (summary["rows_added"], summary["cells_updated"], summary["rows_deleted"]) == (1, 1, 1)
+    entries = plan_file(tmp_path)
+    assert [entry["action"] for entry in entries] == ["add", "update", "delete"]
+    assert entries[0] == {"action": "add", "key": "new.dev", "cells": {"domain": "new.dev", "name": "New"}}
+    assert entries[1]["changes"] == {"name": {"before": "Acme", "after": "Acme Inc"}}
+    assert entries[2]["key"] == "gone.io"
+
+
+def test_missing_rows_are_kept_without_delete_missing(emulator: LiveEmulator, tmp_path: Path) -> None:
+    emulator.seed({"domain": "acme.com", "name": "Acme"}, {"domain": "other.io", "name": "Other"})
+    summary = run(emulator, extract(account("acme.com", "Acme")), tmp_path)
+    assert summary["rows_deleted"] == 0
+    assert set(by_domain(emulator)) == {"acme.com", "other.io"}
+
+
+@pytest.mark.parametrize(
+    ("frames", "message"),
+    [
+        (extract(), "the extract produced no valid rows"),
+        (extract(account("acme.com", "Acme")), "set max_delete_fraction to at least 0.5"),
+    ],
+)
+def test_unsafe_deletes_are_refused_before_any_write(
+    emulator: LiveEmulator, tmp_path: Path, frames: list[pd.DataFrame], message: str
+) -> None:
+    emulator.seed({"domain": "acme.com", "name": "Acme"}, {"domain": "gone.io", "name": "Gone"})
+    with pytest.raises(UnsafeDeleteError, match=message):
+        run(emulator, frames, tmp_path, delete_missing=True)
+    assert emulator.writes() == dict.fromkeys(emulator.writes(), 0)
+
+
+def test_duplicate_keys_in_the_list_are_reported_not_guessed(serve: Any, tmp_path: Path) -> None:
+    emulator = serve(unique_domains=False)
+    emulator.seed(
+        {"domain": "acme.com", "name": "Acme 1"},
+        {"domain": "acme.com", "name": "Acme 2"},
+        {"domain": "beta.io", "name": "Beta"},
+    )
+    frames = extract(account("acme.com", "Acme"), account("beta.io", "Beta Ltd"))
+    with pytest.raises(RowsUpsertFailedError, match="held by 2 List rows") as raised:
+        run(emulator, frames, tmp_path)
+
+    summary = raised.value.summary
+    assert (summary["duplicate_keys_in_list"], summary["failed"], summary["cells_updated"]) == (1, 1, 1)
+    # The other row was written; the duplicated ones were left exactly as they were.
+    assert sorted(row["name"] for row in emulator.rows()) == ["Acme 1", "Acme 2", "Beta Ltd"]
+    duplicates = [entry for entry in plan_file(tmp_path) if entry["action"] == "duplicate_key_in_list"]
+    assert duplicates == [
+        {
+            "action": "duplicate_key_in_list",
+            "key": "acme.com",
+            "row_ids": ["row_1", "row_2"],
+            "in_extract": True,
+        }
+    ]
+    assert run(emulator, frames, tmp_path, fail_on_error=False)["failed"] == 1
+
+
+@pytest.mark.parametrize(("kind", "resent"), [("drop_after", 0), ("drop_before", 2)])
+def test_a_dropped_row_add_is_reread_and_never_duplicated(
+    emulator: LiveEmulator, tmp_path: Path, kind: str, resent: int
+) -> None:
+    emulator.handle.faults.add([FaultRule(endpoint=POST_ROWS, kind=kind, times=1)])
+    frames = extract(account("a.io", "A"), account("b.io", "B"), account("c.io", "C"))
+    summary = run(emulator, frames, tmp_path, chunk_size=2)
+
+    assert set(by_domain(emulator)) == {"a.io", "b.io", "c.io"}  # by_domain fails on a duplicate
+    assert summary["rows_added"] == 3 and summary["failed"] == 0
+    assert summary["rows_resent"] == resent
+    # Each row of the first chunk was looked up once by key before anything was sent again.
+    assert summary["read_requests"] == 1 + 2
+    assert emulator.handle.stats.requests[POST_ROWS] == 2 + (1 if resent else 0)
+
+
+def test_row_adds_never_confirmed_fail_without_duplicates(emulator: LiveEmulator, tmp_path: Path) -> None:
+    emulator.handle.faults.add([FaultRule(endpoint=POST_ROWS, kind="drop_before", times=3)])
+    with pytest.raises(RowsUpsertFailedError, match="outcome unknown after 3 sends") as raised:
+        run(emulator, extract(account("a.io", "A")), tmp_path)
+    assert raised.value.summary["failed"] == 1 and raised.value.summary["rows_added"] == 0
+    assert emulator.rows() == []
+
+
+def test_a_failed_reread_is_not_followed_by_a_resend(emulator: LiveEmulator) -> None:
+    with emulator.client(sleep=lambda seconds: None) as client:
+        current, _ = read_current_rows(client, TABLE, "domain")
+        plan = plan_rows_upsert(
+            [{"domain": "a.io", "name": "A"}],
+            current,
+            key_column="domain",
+            normalize_key=list_key_normalizer("domain"),
+        )
+        emulator.handle.faults.add(
+            [
+                FaultRule(endpoint=POST_ROWS, kind="drop_after", times=1),
+                FaultRule(endpoint="GET /v1/lists/{tableId}/rows", kind="error", status=500, times=1),
+            ]
+        )
+        outcome = apply_rows_plan(plan, client, TABLE)
+
+    assert [(kind, key) for kind, key, _ in outcome.failures] == [("add", "a.io")]
+    assert "re-read failed" in outcome.failures[0][2]
+    assert len(emulator.rows()) == 1  # applied once by the dropped request, never sent again
