@@ -86,6 +86,16 @@ def _event(signal: str = "page_visit", **fields: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
+def client_for(clock: FakeClock) -> Callable[[EmulatorConfig], TestClient]:
+    """Makes a client (demo secret key) for an app of another config, on the same fake clock."""
+
+    def make(config: EmulatorConfig) -> TestClient:
+        return TestClient(create_app(config, clock=clock), headers={"Authorization": f"Bearer {SECRET}"})
+
+    return make
+
+
+@pytest.fixture
 def make_event() -> Callable[..., dict[str, Any]]:
     """Builds a valid event body for a demo signal (data carries every demo signal's required
     keys); keyword arguments replace fields."""

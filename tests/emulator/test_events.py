@@ -173,7 +173,9 @@ def test_schema_version_defaults_to_latest_and_honours_a_number(client, make_eve
 
 
 def test_batch_acks_are_in_request_order_with_references(client, make_event, emulator):
-    events = [make_event(s, reference=f"r{i}") for i, s in enumerate(["seats_used", "page_visit", "deal_stage"])]
+    events = [
+        make_event(s, reference=f"r{i}") for i, s in enumerate(["seats_used", "page_visit", "deal_stage"])
+    ]
     body = client.post(BATCH, json={"events": events}).json()
     assert body["success"] is True
     assert "rate_limited" not in body

@@ -6,9 +6,8 @@ The app runs on a fake clock starting at 2027-01-15T08:00:00Z, the start of a wi
 from __future__ import annotations
 
 import pytest
-from starlette.testclient import TestClient
 
-from listsync.emulator import create_app, demo_config
+from listsync.emulator import demo_config
 from listsync.emulator.ratelimit import FixedWindowLimiter, iso_utc
 
 EVENTS = "/v1/events"
@@ -24,7 +23,9 @@ def headers_of(response):
 
 
 @pytest.mark.parametrize(("signal", "limit"), [("page_visit", 100), ("seats_used", 1000), ("deal_stage", 30)])
-def test_single_headers_give_the_type_limit_remaining_and_window_end(client, make_event, clock, signal, limit):
+def test_single_headers_give_the_type_limit_remaining_and_window_end(
+    client, make_event, clock, signal, limit
+):
     clock.advance(15.25)
     first = client.post(EVENTS, json=make_event(signal))
     second = client.post(EVENTS, json=make_event(signal))
@@ -65,9 +66,9 @@ def test_window_resets_after_window_seconds(client, make_event, clock):
     assert fresh.headers["X-RateLimit-Reset"] == "2027-01-15T08:02:00.000Z"
 
 
-def test_window_seconds_comes_from_the_config(clock, make_event):
+def test_window_seconds_comes_from_the_config(client_for, clock, make_event):
     config = demo_config().model_copy(update={"window_seconds": 5.0})
-    with TestClient(create_app(config, clock=clock), headers={"Authorization": "Bearer sk_demo_listsync"}) as c:
+    with client_for(config) as c:
         for _ in range(30):
             c.post(EVENTS, json=make_event("deal_stage"))
         limited = c.post(EVENTS, json=make_event("deal_stage"))
@@ -163,9 +164,9 @@ def test_a_batch_that_fills_the_window_exactly_is_not_limited(client, make_event
     assert client.post(EVENTS, json=make_event("deal_stage")).status_code == 429
 
 
-def test_rate_limits_are_configurable(clock, make_event):
+def test_rate_limits_are_configurable(client_for, make_event):
     config = demo_config().model_copy(update={"rate_limits": {"Event": 2, "Metric": 5, "State": 1}})
-    with TestClient(create_app(config, clock=clock), headers={"Authorization": "Bearer sk_demo_listsync"}) as c:
+    with client_for(config) as c:
         response = c.post(BATCH, json={"events": [make_event("page_visit")] * 3})
         assert len(response.json()["rate_limited"]) == 1
         assert response.headers["X-RateLimit-Limit"] == "2"
