@@ -63,7 +63,7 @@ CONTACT_COLUMNS = {
     "email": "email",
     "phone": "phone_number",
     "job_title": "title",
-    "linkedin_url": "network_profile_url",
+    "profile_url": "network_profile_url",
     "personas": "personas",
 }
 

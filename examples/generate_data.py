@@ -15,12 +15,17 @@ deduplication and reject rules at work instead of a clean happy path:
   (``page_visit`` Event, ``seats_used`` Metric, ``deal_stage`` State), plus a few bad rows and a slug
   the service does not know.
 
+Two snapshots of the CRM: ``--snapshot previous`` (a week ago) and ``current`` (today, the
+default), a week of CRM work apart: new accounts and people, changed ARR and titles, people who
+left. Syncing the first then the second shows adds, updates and deletes.
+
 Everything is derived from ``--seed``: the same seed writes the same rows. The SQLite warehouse is
 written by default (``.demo/warehouse.db``); ``--postgres-url`` also loads PostgreSQL.
 
 Usage::
 
-    python examples/generate_data.py [--seed 7] [--sqlite PATH | --no-sqlite] [--postgres-url URL]
+    python examples/generate_data.py [--seed 7] [--snapshot current|previous]
+                                     [--sqlite PATH | --no-sqlite] [--postgres-url URL]
 """
 
 from __future__ import annotations
@@ -100,6 +105,12 @@ COMPANIES: list[tuple[str, str, str]] = [
     ("meridian-health.com", "Meridian Health", "US"),
     ("novacart.com", "Novacart", "US"),
     ("oakridge.io", "Oakridge", "US"),
+]
+
+# Accounts created in the week between the "previous" and the "current" snapshot.
+NEW_COMPANIES: list[tuple[str, str, str]] = [
+    ("tidewater.io", "Tidewater", "US"),
+    ("fernhill.co.uk", "Fernhill Partners", "GB"),
 ]
 
 # Websites with no usable domain: each of these account rows must be rejected with a reason.
@@ -234,33 +245,32 @@ def plan_for(arr: float) -> str:
     return [plan for threshold, plan in PLAN_FOR_ARR if arr >= threshold][-1]
 
 
+def new_account(domain: str, name: str, region: str, rng: random.Random) -> dict[str, Any]:
+    """One CRM account row (``region`` and ``canonical_domain`` are kept for the generator only)."""
+    arr = round(rng.choice([0, 0, rng.uniform(5_000, 60_000), rng.uniform(60_000, 900_000)]), 2)
+    metadata = {
+        "industry": rng.choice(INDUSTRIES),
+        "employees": rng.choice([12, 45, 180, 750, 2_400, 12_000]),
+        "hq": {"country": region},
+        "tags": sorted(rng.sample(["expansion", "at-risk", "referenceable", "beta", "partner"], 2)),
+    }
+    return {
+        "account_id": crm_id("001", rng),
+        "company_name": name if rng.random() > 0.2 else f" {name}  ",
+        "website": messy_website(domain, rng),
+        "annual_revenue": arr,
+        "plan": plan_for(arr),
+        "account_owner": rng.choice(OWNERS) if rng.random() > 0.1 else None,
+        "health_score": round(rng.uniform(20, 99), 1),
+        "metadata": json.dumps(metadata, ensure_ascii=False),
+        "renewal_date": (HISTORY_START + timedelta(days=rng.randint(20, 400))).isoformat() if arr else None,
+        "region": region,
+        "canonical_domain": domain,
+    }
+
+
 def generate_accounts(rng: random.Random) -> list[dict[str, Any]]:
-    accounts: list[dict[str, Any]] = []
-    for domain, name, region in COMPANIES:
-        arr = round(rng.choice([0, 0, rng.uniform(5_000, 60_000), rng.uniform(60_000, 900_000)]), 2)
-        metadata = {
-            "industry": rng.choice(INDUSTRIES),
-            "employees": rng.choice([12, 45, 180, 750, 2_400, 12_000]),
-            "hq": {"country": region},
-            "tags": sorted(rng.sample(["expansion", "at-risk", "referenceable", "beta", "partner"], 2)),
-        }
-        accounts.append(
-            {
-                "account_id": crm_id("001", rng),
-                "company_name": name if rng.random() > 0.2 else f" {name}  ",
-                "website": messy_website(domain, rng),
-                "annual_revenue": arr,
-                "plan": plan_for(arr),
-                "account_owner": rng.choice(OWNERS) if rng.random() > 0.1 else None,
-                "health_score": round(rng.uniform(20, 99), 1),
-                "metadata": json.dumps(metadata, ensure_ascii=False),
-                "renewal_date": (HISTORY_START + timedelta(days=rng.randint(20, 400))).isoformat()
-                if arr
-                else None,
-                "region": region,
-                "canonical_domain": domain,
-            }
-        )
+    accounts = [new_account(domain, name, region, rng) for domain, name, region in COMPANIES]
     # The same account entered twice, its website spelled another way: a duplicate key.
     for original in rng.sample(accounts, 3):
         duplicate = dict(original, account_id=crm_id("001", rng))
@@ -286,37 +296,39 @@ def generate_accounts(rng: random.Random) -> list[dict[str, Any]]:
     return accounts
 
 
+def new_contact(account: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """One CRM contact of ``account``, its fields as messy as people type them."""
+    domain = account["canonical_domain"]
+    first, last = rng.choice(FIRST_NAMES), rng.choice(LAST_NAMES)
+    has_email = rng.random() > 0.12
+    has_phone = rng.random() > 0.4
+    has_profile = rng.random() > 0.5
+    return {
+        "contact_id": crm_id("003", rng),
+        "account_website": messy_website(domain, rng),
+        "first_name": first,
+        "last_name": last if rng.random() > 0.05 else None,
+        "email": messy_email(first, last, domain, rng) if has_email else None,
+        "phone": phone_number(account["region"], rng) if has_phone or not has_email else None,
+        "job_title": rng.choice(TITLES),
+        "profile_url": (
+            f"https://www.network.example/in/{ascii_local_part(first)}-{ascii_local_part(last)}-"
+            f"{rng.randint(1000, 9999)}/?trk=crm"
+            if has_profile
+            else None
+        ),
+        "personas": rng.choice(PERSONA_SPELLINGS),
+    }
+
+
 def generate_contacts(accounts: list[dict[str, Any]], rng: random.Random) -> list[dict[str, Any]]:
     contacts: list[dict[str, Any]] = []
     seen_domains: set[str] = set()
     for account in accounts:
-        domain = account["canonical_domain"]
-        if domain is None or domain in seen_domains:
+        if account["canonical_domain"] is None or account["canonical_domain"] in seen_domains:
             continue
-        seen_domains.add(domain)
-        for _ in range(rng.randint(2, 7)):
-            first, last = rng.choice(FIRST_NAMES), rng.choice(LAST_NAMES)
-            has_email = rng.random() > 0.12
-            has_phone = rng.random() > 0.4
-            has_profile = rng.random() > 0.5
-            contacts.append(
-                {
-                    "contact_id": crm_id("003", rng),
-                    "account_website": messy_website(domain, rng),
-                    "first_name": first,
-                    "last_name": last if rng.random() > 0.05 else None,
-                    "email": messy_email(first, last, domain, rng) if has_email else None,
-                    "phone": phone_number(account["region"], rng) if has_phone or not has_email else None,
-                    "job_title": rng.choice(TITLES),
-                    "linkedin_url": (
-                        f"https://www.linkedin.com/in/{ascii_local_part(first)}-{ascii_local_part(last)}-"
-                        f"{rng.randint(1000, 9999)}/"
-                        if has_profile
-                        else None
-                    ),
-                    "personas": rng.choice(PERSONA_SPELLINGS),
-                }
-            )
+        seen_domains.add(account["canonical_domain"])
+        contacts.extend(new_contact(account, rng) for _ in range(rng.randint(2, 7)))
     # The same person entered twice, the second time with the email in another case.
     for original in rng.sample([c for c in contacts if c["email"]], 4):
         duplicate = dict(original, contact_id=crm_id("003", rng))
@@ -403,13 +415,55 @@ def generate_events(
     return events
 
 
-def generate(seed: int = DEFAULT_SEED) -> Dataset:
-    """Build the example dataset; the same seed gives the same rows."""
+def a_week_of_crm_changes(previous: Dataset, rng: random.Random) -> Dataset:
+    """What a week in the CRM does to ``previous``: the changes a nightly sync has to carry over.
+
+    Two new accounts with their people, new ARR and health scores for a few accounts, people
+    promoted or given a phone number, new people at existing accounts, and a few who left.
+    """
+    accounts = [dict(a) for a in previous.accounts]
+    contacts = [dict(c) for c in previous.contacts]
+    valid = [a for a in accounts if a["canonical_domain"]]
+    for account in rng.sample(valid, 5):
+        account["annual_revenue"] = round((account["annual_revenue"] or 8_000) * rng.uniform(1.2, 2.5), 2)
+        account["plan"] = plan_for(account["annual_revenue"])
+        account["health_score"] = round(rng.uniform(20, 99), 1)
+    rng.choice(valid)["account_owner"] = rng.choice(OWNERS)
+    identified = [c for c in contacts if c["email"] and c["first_name"] and "@@" not in c["email"]]
+    for contact in rng.sample(identified, 8):
+        contact["job_title"] = rng.choice(TITLES)
+    for contact in rng.sample([c for c in identified if not c["phone"]], 2):
+        contact["phone"] = (
+            "+1 " + f"{rng.choice(US_AREA_CODES)} {rng.randint(201, 989)} {rng.randint(1000, 9999)}"
+        )
+    leavers = {c["contact_id"] for c in rng.sample(identified, 6)}
+    contacts = [c for c in contacts if c["contact_id"] not in leavers]
+    contacts.extend(new_contact(rng.choice(valid), rng) for _ in range(8))
+    for domain, name, region in NEW_COMPANIES:
+        account = new_account(domain, name, region, rng)
+        accounts.append(account)
+        contacts.extend(new_contact(account, rng) for _ in range(3))
+    return Dataset(accounts=accounts, contacts=contacts)
+
+
+def generate(seed: int = DEFAULT_SEED, snapshot: str = "current") -> Dataset:
+    """Build the example dataset; the same seed gives the same rows.
+
+    :param snapshot: ``"current"``, the CRM today; or ``"previous"``, the CRM a week ago, before
+        :func:`a_week_of_crm_changes`: load it first and sync, then load ``"current"`` and sync
+        again to see updates and deletes.
+    """
     rng = random.Random(seed)
     accounts = generate_accounts(rng)
-    contacts = generate_contacts(accounts, rng)
-    events = generate_events(accounts, contacts, rng)
-    return Dataset(accounts=accounts, contacts=contacts, events=events)
+    dataset = Dataset(accounts=accounts, contacts=generate_contacts(accounts, rng))
+    # The changes and the events draw from their own generators, so both snapshots share the
+    # previous one's rows exactly.
+    if snapshot == "current":
+        dataset = a_week_of_crm_changes(dataset, random.Random(f"{seed}-changes"))
+    elif snapshot != "previous":
+        raise ValueError(f"snapshot must be 'current' or 'previous', not {snapshot!r}")
+    dataset.events = generate_events(dataset.accounts, dataset.contacts, random.Random(f"{seed}-events"))
+    return dataset
 
 
 def load(dataset: Dataset, url: str) -> None:
@@ -443,7 +497,7 @@ def load(dataset: Dataset, url: str) -> None:
         sa.Column("email", sa.Text),
         sa.Column("phone", sa.Text),
         sa.Column("job_title", sa.Text),
-        sa.Column("linkedin_url", sa.Text),
+        sa.Column("profile_url", sa.Text),
         sa.Column("personas", sa.Text),
     )
     events = sa.Table(
@@ -485,9 +539,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sqlite", type=Path, default=DEFAULT_SQLITE_PATH, help="SQLite warehouse file")
     parser.add_argument("--no-sqlite", action="store_true", help="do not write the SQLite warehouse")
     parser.add_argument("--postgres-url", help="also load into PostgreSQL (a SQLAlchemy URL)")
+    parser.add_argument(
+        "--snapshot",
+        choices=["current", "previous"],
+        default="current",
+        help="the CRM today (default) or a week ago, before a week of changes",
+    )
     args = parser.parse_args(argv)
 
-    dataset = generate(args.seed)
+    dataset = generate(args.seed, args.snapshot)
     targets: list[tuple[str, str]] = []
     if not args.no_sqlite:
         args.sqlite.parent.mkdir(parents=True, exist_ok=True)
@@ -499,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, url in targets:
         load(dataset, url)
         print(
-            f"{label}: {len(dataset.accounts)} accounts, {len(dataset.contacts)} contacts, "
+            f"{label} ({args.snapshot}): {len(dataset.accounts)} accounts, {len(dataset.contacts)} contacts, "
             f"{len(dataset.events)} events"
         )
     return 0
