@@ -11,9 +11,8 @@ import pandas as pd
 import pytest
 
 from listsync.emulator import FaultRule
-from listsync.sync.plan import UnsafeDeleteError
+from listsync.sync.plan import SyncFailedError, UnsafeDeleteError
 from listsync.sync.rows import (
-    RowsUpsertFailedError,
     apply_rows_plan,
     list_key_normalizer,
     plan_rows_upsert,
@@ -144,7 +143,8 @@ def test_dry_run_writes_the_plan_and_sends_nothing(emulator: LiveEmulator, tmp_p
     assert emulator.rows() == before
     assert emulator.writes() == dict.fromkeys(emulator.writes(), 0)
     assert summary["dry_run"] is True and summary["requests"]["total"] == 0
-    assert (summary["rows_added"], summary["cells_updated"], summary["rows_deleted"]) == (1, 1, 1)
+    assert (summary["rows_added"], summary["cells_updated"], summary["rows_deleted"]) == (0, 0, 0)
+    assert summary["planned"] == {"add_rows": 1, "update_cells": 1, "update_rows": 1, "delete_rows": 1}
     entries = plan_file(tmp_path)
     assert [entry["action"] for entry in entries] == ["add", "update", "delete"]
     assert entries[0] == {"action": "add", "key": "new.dev", "cells": {"domain": "new.dev", "name": "New"}}
@@ -183,7 +183,7 @@ def test_duplicate_keys_in_the_list_are_reported_not_guessed(serve: Any, tmp_pat
         {"domain": "beta.io", "name": "Beta"},
     )
     frames = extract(account("acme.com", "Acme"), account("beta.io", "Beta Ltd"))
-    with pytest.raises(RowsUpsertFailedError, match="held by 2 List rows") as raised:
+    with pytest.raises(SyncFailedError, match="held by 2 List rows") as raised:
         run(emulator, frames, tmp_path)
 
     summary = raised.value.summary
@@ -220,7 +220,7 @@ def test_a_dropped_row_add_is_reread_and_never_duplicated(
 
 def test_row_adds_never_confirmed_fail_without_duplicates(emulator: LiveEmulator, tmp_path: Path) -> None:
     emulator.handle.faults.add([FaultRule(endpoint=POST_ROWS, kind="drop_before", times=3)])
-    with pytest.raises(RowsUpsertFailedError, match="outcome unknown after 3 sends") as raised:
+    with pytest.raises(SyncFailedError, match="outcome unknown after 3 sends") as raised:
         run(emulator, extract(account("a.io", "A")), tmp_path)
     assert raised.value.summary["failed"] == 1 and raised.value.summary["rows_added"] == 0
     assert emulator.rows() == []

@@ -35,13 +35,14 @@ a duplicate row.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import math
 import numbers
+import os
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from listsync.client.client import iter_offset_pages
@@ -56,6 +57,7 @@ from listsync.client.writers import (
 from listsync.sync.plan import (
     OpenableFile,
     ProgressLogger,
+    SyncFailedError,
     build_summary,
     check_delete_safety,
     write_plan_file,
@@ -78,7 +80,6 @@ __all__ = [
     "RowAddition",
     "RowRemoval",
     "RowsPlan",
-    "RowsUpsertFailedError",
     "apply_rows_plan",
     "cell_values_equal",
     "chunk_sizes",
@@ -469,26 +470,31 @@ class ApplyOutcome:
 
 
 def chunk_sizes(chunk_size: int | Mapping[str, int] | None) -> dict[str, int]:
-    """Resolve a ``chunk_size`` setting: one number for every kind, a mapping by kind, or the defaults.
+    """Items per request for each kind (:data:`ADD_ROWS`, :data:`UPDATE_CELLS`, :data:`DELETE_ROWS`).
 
-    :raises ValueError: an unknown kind or a size below 1.
+    ``None`` gives the service's caps (A21: 500 rows, 1,000 cell updates, 1,000 row deletes);
+    one number applies to every kind, each kind keeping at most its cap; a mapping sets kinds
+    one by one (the others keep their cap).
+
+    :raises ValueError: an unknown kind, or a size below 1 or above its kind's cap.
     """
     if chunk_size is None:
         return dict(DEFAULT_CHUNK_SIZES)
-    sizes = (
-        dict.fromkeys(DEFAULT_CHUNK_SIZES, chunk_size)
-        if isinstance(chunk_size, int)
-        else {
-            **DEFAULT_CHUNK_SIZES,
-            **chunk_size,
-        }
-    )
-    unknown = sorted(set(sizes) - set(DEFAULT_CHUNK_SIZES))
+    if not isinstance(chunk_size, Mapping):
+        if int(chunk_size) < 1:
+            raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
+        return {kind: min(int(chunk_size), cap) for kind, cap in DEFAULT_CHUNK_SIZES.items()}
+    unknown = sorted(set(chunk_size) - set(DEFAULT_CHUNK_SIZES))
     if unknown:
-        raise ValueError(f"chunk_size has unknown kind(s) {unknown}; use {sorted(DEFAULT_CHUNK_SIZES)}")
-    small = {kind: size for kind, size in sizes.items() if not isinstance(size, int) or size < 1}
-    if small:
-        raise ValueError(f"chunk sizes must be whole numbers of at least 1, got {small}")
+        raise ValueError(
+            f"chunk_size keys must be among {', '.join(DEFAULT_CHUNK_SIZES)}; got {', '.join(unknown)}"
+        )
+    sizes = {kind: int(chunk_size.get(kind, cap)) for kind, cap in DEFAULT_CHUNK_SIZES.items()}
+    for kind, size in sizes.items():
+        if not 1 <= size <= DEFAULT_CHUNK_SIZES[kind]:
+            raise ValueError(
+                f"chunk_size for {kind} must be between 1 and {DEFAULT_CHUNK_SIZES[kind]}, got {size}"
+            )
     return sizes
 
 
@@ -661,20 +667,6 @@ def plan_entries(plan: RowsPlan) -> Iterator[dict[str, Any]]:
         }
 
 
-class RowsUpsertFailedError(ListSyncError):
-    """Some rows could not be written; everything else was. ``summary`` is the run's summary."""
-
-    def __init__(self, summary: Mapping[str, Any]) -> None:
-        self.summary = dict(summary)
-        reasons = "; ".join(
-            f"{reason} (x{count})" for reason, count in list(summary["failure_reasons"].items())[:3]
-        )
-        super().__init__(
-            f"{summary['failed']} row(s) of {summary['table_id']} failed: {reasons}. Everything else was "
-            "written; the plan file lists every planned write. Pass fail_on_error=False to succeed anyway."
-        )
-
-
 def upsert_rows(
     client: ListSyncClient,
     table_id: str,
@@ -690,16 +682,17 @@ def upsert_rows(
     chunk_size: int | Mapping[str, int] | None = None,
     dry_run: bool = False,
     fail_on_error: bool = True,
-    rejects_path: str | Path | None = None,
-    plan_path: str | Path | OpenableFile | None = None,
+    rejects_path: str | os.PathLike[str] | None = None,
+    plan_path: str | os.PathLike[str] | OpenableFile | None = None,
+    max_reject_fraction: float = 1.0,
 ) -> dict[str, Any]:
     """Make the List's rows match the extract, writing only what differs; return the JSON summary.
 
     :param client: the service client (its ``user_id`` is sent with every request).
     :param table_id: the List.
     :param frames: the extract, in chunks (``read_extract``).
-    :param key_column: the List column id that identifies a row (e.g. ``domain``); an extract
-        column must be mapped to it.
+    :param key_column: the List column id that identifies a row (e.g. ``domain``); exactly one
+        extract column must be mapped to it.
     :param column_map: extract column → List column id. Only mapped columns are compared and
         written; other List columns are left alone.
     :param key_kind: ``"domain"`` normalises the key as a domain on both sides, ``"text"`` trims it.
@@ -709,33 +702,45 @@ def upsert_rows(
     :param overwrite_with_null: let a null in the extract clear the List's cell.
     :param chunk_size: items per request, one number or a mapping by kind (see :func:`chunk_sizes`).
     :param dry_run: plan, write the plan file and return the summary without writing to the List.
-    :param fail_on_error: raise :class:`RowsUpsertFailedError` at the end if any row failed.
-    :param rejects_path: where rejected extract rows are written (JSON lines); kept in memory if None.
-    :param plan_path: where the plan is written (JSON lines); a new temporary file if None.
-    :raises ColumnMappingError: the map does not fit the extract, or maps nothing to ``key_column``.
+    :param fail_on_error: raise :class:`~listsync.sync.plan.SyncFailedError` at the end if any
+        row failed (after everything else was written).
+    :param rejects_path: where rejected extract rows go (JSON lines); None: a temporary file, only
+        when some row was rejected.
+    :param plan_path: where the plan goes (JSON lines); None: no plan file, except in a dry run
+        (then a temporary file).
+    :param max_reject_fraction: fail before reading the List when more of the extract is rejected.
+    :return: the summary: extract rows ``read``, ``rejected``, ``duplicates``; ``rows_added``,
+        ``rows_updated``, ``cells_updated``, ``rows_deleted``, ``unchanged``, ``failed`` (extract
+        rows not written, including those blocked by a duplicate key, and rows not deleted),
+        ``duplicate_keys_in_list``, ``rows_resent`` (row adds sent again after a re-read);
+        ``requests`` (writes by kind and their ``total``), ``read_requests`` (GET rows),
+        ``planned`` counts, ``failure_reasons``, the table, key and mode, and the file paths.
+        A dry run writes nothing, so its write counts are 0 and ``planned`` tells what a run would do.
+    :raises ColumnMappingError: the map does not fit the extract, or does not map one column to
+        ``key_column``.
+    :raises TooManyRejectsError: more than ``max_reject_fraction`` of the rows were rejected.
     :raises UnsafeDeleteError: the deletes look like a broken extract; nothing was written.
-    :raises RowsUpsertFailedError: rows failed and ``fail_on_error`` is set; the rest was written.
-
-    Summary: ``read``, ``rejected``, ``duplicates`` (collapsed extract rows), ``rows_added``,
-    ``rows_updated``, ``cells_updated``, ``rows_deleted``, ``unchanged``, ``failed``,
-    ``duplicate_keys_in_list``, ``requests`` (writes by kind and their ``total``),
-    ``read_requests`` (GET rows), ``failure_reasons``, and the table, key, mode and file paths.
-    In a dry run the write counts are those the plan would make, and nothing raises for them.
+    :raises SyncFailedError: rows failed and ``fail_on_error`` is set; the rest was written.
     """
     from listsync.sync.prepare import ColumnMappingError, prepare_rows
     from listsync.sync.rejects import Rejects
 
-    sizes = chunk_sizes(chunk_size)
+    sizes = chunk_sizes(chunk_size)  # a bad setting fails before anything is read
     source_keys = [column for column, target in column_map.items() if target == key_column]
     if len(source_keys) != 1:
         raise ColumnMappingError(
             f"column_map must map exactly one extract column to the key column {key_column!r}; "
-            f"it maps {len(source_keys)}: {column_map!r}"
+            f"it maps {len(source_keys)}: {dict(column_map)!r}"
         )
     with Rejects(rejects_path) as rejects:
         prepared = prepare_rows(
             frames, column_map, source_keys[0], rejects=rejects, key_kind=key_kind, json_columns=json_columns
         )
+        rejects.check_fraction(prepared.stats.read, max_reject_fraction)
+    written_rejects = str(rejects_path) if rejects_path is not None else None
+    if written_rejects is None and rejects.records:
+        written_rejects = write_plan_file(rejects.records, prefix="listsync-rows-rejects-")
+
     current, read_requests = read_current_rows(client, table_id, key_column)
     plan = plan_rows_upsert(
         prepared.rows.values(),
@@ -745,19 +750,29 @@ def upsert_rows(
         overwrite_with_null=overwrite_with_null,
         normalize_key=list_key_normalizer(key_kind),
     )
-    written_plan = write_plan_file(plan_entries(plan), plan_path, prefix="listsync-rows-plan-")
     _log.info(
-        "rows upsert into %s: %d to add, %d cells to update on %d rows, %d to delete, %d unchanged, "
-        "%d duplicate keys in the List; plan file %s",
+        "Plan for %s: %d rows to add, %d cells to update on %d rows, %d rows to delete, %d unchanged "
+        "(List holds %d keyed rows)",
         table_id,
         len(plan.additions),
         len(plan.changes),
         plan.changed_rows,
         len(plan.removals),
         plan.unchanged,
-        len(plan.duplicate_keys),
-        written_plan,
+        plan.list_rows,
     )
+    if plan.duplicate_keys:
+        _log.warning(
+            "List %s holds %d keys in more than one row; those rows are left alone (%d extract rows "
+            "could not be written because of them). The plan file lists their row ids.",
+            table_id,
+            len(plan.duplicate_keys),
+            plan.blocked_by_duplicates,
+        )
+    written_plan = None
+    if plan_path is not None or dry_run:
+        written_plan = write_plan_file(plan_entries(plan), plan_path, prefix="listsync-rows-plan-")
+        _log.info("Plan written to %s", written_plan)
     check_delete_safety(
         planned_deletes=len(plan.removals),
         current_total=plan.list_rows,
@@ -766,37 +781,45 @@ def upsert_rows(
         noun="rows",
     )
     outcome = ApplyOutcome() if dry_run else apply_rows_plan(plan, client, table_id, chunk_size=sizes)
+
     reasons = [
         f"key {duplicate.key!r} is held by {len(duplicate.row_ids)} List rows; remove the duplicates"
         for duplicate in plan.duplicate_keys
         if duplicate.in_extract
     ]
     reasons.extend(f"{kind}: {reason}" for kind, _, reason in outcome.failures)
-    failed_keys = outcome.failed_keys("add") | outcome.failed_keys("update")
+    failed_rows = outcome.failed_keys("add") | outcome.failed_keys("update")
     summary = build_summary(
         {
             **prepared.stats.to_dict(),
-            "rows_added": len(plan.additions) if dry_run else len(outcome.rows_added),
-            "rows_updated": plan.changed_rows if dry_run else outcome.rows_updated,
-            "cells_updated": len(plan.changes) if dry_run else outcome.cells_updated,
-            "rows_deleted": len(plan.removals) if dry_run else outcome.rows_deleted,
+            "rows_added": len(outcome.rows_added),
+            "rows_updated": outcome.rows_updated,
+            "cells_updated": outcome.cells_updated,
+            "rows_deleted": outcome.rows_deleted,
             "unchanged": plan.unchanged,
-            "failed": plan.blocked_by_duplicates + len(failed_keys) + len(outcome.failed_keys("delete")),
+            "failed": plan.blocked_by_duplicates + len(failed_rows) + len(outcome.failed_keys("delete")),
             "duplicate_keys_in_list": len(plan.duplicate_keys),
             "rows_resent": outcome.resent_rows,
+            "list_rows": plan.list_rows,
         },
         requests={kind: outcome.requests[kind] for kind in (ADD_ROWS, UPDATE_CELLS, DELETE_ROWS)},
         failure_reasons=reasons,
         table_id=table_id,
         key_column=key_column,
-        dry_run=dry_run,
         delete_missing=delete_missing,
-        read_requests=read_requests + outcome.requests[GET_ROWS],
+        dry_run=dry_run,
         normalization_version=prepared.normalization_version,
         plan_path=written_plan,
-        rejects_path=str(rejects_path) if rejects_path is not None else None,
+        rejects_path=written_rejects,
+        planned={
+            "add_rows": len(plan.additions),
+            "update_cells": len(plan.changes),
+            "update_rows": plan.changed_rows,
+            "delete_rows": len(plan.removals),
+        },
+        read_requests=read_requests + outcome.requests[GET_ROWS],
     )
-    _log.info("rows upsert into %s done: %s", table_id, summary)
+    _log.info("Rows upsert summary: %s", json.dumps(summary))
     if summary["failed"] and fail_on_error and not dry_run:
-        raise RowsUpsertFailedError(summary)
+        raise SyncFailedError(summary)
     return summary
