@@ -456,7 +456,7 @@ class RowsPage(ResponseModel):
     rows: list[Row] = Field(default_factory=list)
     total_matched: int | None = Field(default=None, alias="totalMatched")
     returned: int | None = None
-    truncated: bool = False
+    truncated: bool | None = None
 
 
 class ListInfo(ResponseModel):

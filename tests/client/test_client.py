@@ -1,0 +1,358 @@
+"""ListSyncClient over httpx.MockTransport: wire format, retries, tolerance, secrecy."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import httpx
+import pytest
+
+import listsync
+from listsync.client import (
+    InvalidRecordError,
+    ListSyncClient,
+    OutcomeUnknownError,
+    RateLimitedError,
+    RetryPolicy,
+    ServerError,
+    TransportError,
+    UnexpectedResponseError,
+)
+
+API_KEY = "sk_live_SECRET_abc123"
+ACK = {"id": "0b7c", "signal_id": "sig_1", "schema_version": None, "status": "pending", "reference": "r1"}
+EVENT = {"signal": "visit", "identity": {"type": "account", "id": "acc-1"}, "reference": "r1"}
+
+
+class Recorder:
+    """A MockTransport handler answering from a script, recording every request."""
+
+    def __init__(self, *answers: httpx.Response | Exception) -> None:
+        self.answers = list(answers)
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def body(self, index: int = -1) -> object:
+        return json.loads(self.requests[index].content)
+
+
+def ok(data: object = None, status: int = 200, **headers: str) -> httpx.Response:
+    return httpx.Response(status, json={"success": True, "data": data}, headers=headers)
+
+
+def test_every_request_carries_bearer_auth_and_a_user_agent_with_package_and_version(make_client):
+    recorder = Recorder(ok([]))
+    make_client(recorder).list_lists()
+
+    request = recorder.requests[0]
+    assert request.headers["Authorization"] == f"Bearer {API_KEY}"
+    assert request.headers["User-Agent"] == f"airflow-provider-listsync/{listsync.__version__}"
+    assert request.url.path == "/v1/lists"
+
+
+def test_delete_sends_a_json_body_with_user_id(make_client):
+    recorder = Recorder(ok({"deleted": 2, "notFound": []}))
+    result = make_client(recorder).delete_rows("tbl_1", ["row_1", "row_2"])
+
+    request = recorder.requests[0]
+    assert request.method == "DELETE"
+    assert request.url.path == "/v1/lists/tbl_1/rows"
+    assert request.headers["Content-Type"] == "application/json"
+    assert recorder.body() == {"userId": "usr_123", "rowIds": ["row_1", "row_2"]}
+    assert result.deleted == 2
+
+
+def test_people_writes_use_the_spec_casing_and_leave_out_none(make_client):
+    recorder = Recorder(ok({"added": 1, "updated": 0, "skipped": 0}))
+    person = {"first_name": "Ada", "email": "ada@x.io", "title": None,
+              "connection_paths": [{"user_id": "usr_9", "source": "relation", "degree": "2nd"}]}
+
+    make_client(recorder).add_people("tbl_1", [{"account_domain": "x.io", "people": [person]}])
+
+    assert recorder.body() == {
+        "userId": "usr_123",
+        "accounts": [
+            {
+                "accountDomain": "x.io",
+                "people": [
+                    {
+                        "first_name": "Ada",
+                        "email": "ada@x.io",
+                        "connection_paths": [{"userId": "usr_9", "source": "relation", "degree": "2nd"}],
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def test_patch_and_cells_bodies(make_client):
+    recorder = Recorder(ok({"updated": 1}))
+    client = make_client(recorder, user_id=None)
+
+    client.update_people("tbl_1", [{"accountDomain": "x.io", "people": [{"match": {"email": "a@x.io"},
+                                                                          "patch": {"title": "CTO"}}]}])
+    client.update_cells("tbl_1", [{"rowId": "row_1", "columnId": "status", "value": None}])
+
+    assert recorder.requests[0].method == "PATCH"
+    assert recorder.body(0) == {
+        "accounts": [{"accountDomain": "x.io", "people": [{"match": {"email": "a@x.io"}, "patch": {"title": "CTO"}}]}]
+    }
+    assert recorder.body(1) == {"updates": [{"rowId": "row_1", "columnId": "status", "value": None}]}
+
+
+def test_reads_send_user_id_and_filters_in_the_query(make_client):
+    recorder = Recorder(ok({"people": [{"first_name": "Ada", "accountDomain": "x.io", "rowId": "row_1"}],
+                            "total": 1, "limit": 25, "offset": 0, "hasMore": False}))
+
+    page = make_client(recorder).get_targetable_people(
+        "tbl_1", target=True, personas=["champion", "decision_maker"], limit=25, offset=0
+    )
+
+    params = recorder.requests[0].url.params
+    assert dict(params) == {"target": "true", "personas": "champion,decision_maker", "limit": "25",
+                            "offset": "0", "userId": "usr_123"}
+    assert page.people[0].account_domain == "x.io"
+    assert page.has_more is False
+
+
+def test_invalid_input_is_refused_before_sending(make_client):
+    recorder = Recorder(ok())
+    with pytest.raises(InvalidRecordError) as error:
+        make_client(recorder).add_rows("tbl_1", [{"cells": {}}, {"nope": 1}])
+    assert "rows.1.cells" in error.value.fields
+    assert recorder.requests == []
+
+
+def test_a_503_then_200_on_a_read_succeeds_after_backoff(make_client, clock):
+    recorder = Recorder(httpx.Response(503, text="busy"), ok([{"id": "tbl_1", "name": "Accounts"}]))
+
+    lists = make_client(recorder).list_lists()
+
+    assert [item.id for item in lists] == ["tbl_1"]
+    assert len(recorder.requests) == 2
+    assert clock.sleeps == [0.5]  # the first backoff step, no jitter
+
+
+def test_backoff_is_capped_and_attempts_are_bounded(make_client, clock):
+    recorder = Recorder(httpx.Response(502))
+    client = make_client(recorder, retry_policy=RetryPolicy(max_attempts=6, backoff_initial=1, backoff_max=4))
+
+    with pytest.raises(ServerError) as error:
+        client.list_lists()
+
+    assert error.value.status == 502
+    assert len(recorder.requests) == 6
+    assert clock.sleeps == [1, 2, 4, 4, 4]
+
+
+def test_a_429_waits_until_x_ratelimit_reset(make_client, clock):
+    reset = "2027-01-15T08:01:00.000Z"  # START is 08:00:00Z
+    recorder = Recorder(
+        httpx.Response(429, json={"success": False, "error": "Rate limit exceeded"},
+                       headers={"X-RateLimit-Reset": reset, "Retry-After": "99"}),
+        ok(ACK),
+    )
+
+    ack = make_client(recorder).ingest_event(EVENT)
+
+    assert ack.id == "0b7c"
+    assert clock.sleeps == [60.0]  # X-RateLimit-Reset wins over Retry-After
+
+
+def test_a_429_with_only_retry_after_waits_that_long(make_client, clock):
+    recorder = Recorder(httpx.Response(429, headers={"Retry-After": "7"}), ok([]))
+
+    make_client(recorder).list_lists()
+
+    assert clock.sleeps == [7.0]
+
+
+def test_a_429_longer_than_the_maximum_wait_is_raised(make_client, clock):
+    recorder = Recorder(httpx.Response(429, json={"success": False, "error": "Rate limit exceeded"},
+                                       headers={"Retry-After": "900"}))
+    client = make_client(recorder, retry_policy=RetryPolicy(max_rate_limit_wait=300))
+
+    with pytest.raises(RateLimitedError) as error:
+        client.list_lists()
+
+    assert error.value.retry_after == 900
+    assert clock.sleeps == []
+
+
+def test_an_event_batch_that_timed_out_is_resent_and_flagged_possibly_duplicated(make_client):
+    recorder = Recorder(httpx.ReadTimeout("slow"), ok([ACK]))
+
+    result = make_client(recorder).ingest_batch([EVENT])
+
+    assert len(recorder.requests) == 2
+    assert recorder.body(0) == recorder.body(1)
+    assert result.possibly_duplicated is True
+    assert [ack.reference for ack in result.acks] == ["r1"]
+
+
+def test_an_event_batch_refused_before_connecting_is_not_flagged(make_client):
+    recorder = Recorder(httpx.ConnectError("refused"), ok([ACK]))
+
+    assert make_client(recorder).ingest_batch([EVENT]).possibly_duplicated is False
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [httpx.ReadTimeout("slow"), httpx.RemoteProtocolError("dropped"), httpx.Response(503), httpx.Response(500)],
+    ids=["timeout", "dropped", "503", "500"],
+)
+def test_a_row_add_is_not_retried_blindly(make_client, failure):
+    recorder = Recorder(failure, ok({"rows": [{"id": "row_1"}], "added": 1}))
+
+    with pytest.raises((OutcomeUnknownError, ServerError)):
+        make_client(recorder).add_rows("tbl_1", [{"cells": {"domain": "x.io"}}])
+
+    assert len(recorder.requests) == 1
+
+
+def test_a_row_add_is_retried_when_nothing_reached_the_service(make_client):
+    recorder = Recorder(httpx.ConnectError("refused"), ok({"rows": [{"id": "row_9"}], "added": 1}))
+
+    result = make_client(recorder).add_rows("tbl_1", [{"cells": {"domain": "x.io"}}])
+
+    assert result.row_ids == ["row_9"]
+    assert len(recorder.requests) == 2
+
+
+def test_idempotent_writes_are_retried_after_an_unknown_outcome(make_client):
+    recorder = Recorder(httpx.ReadTimeout("slow"), ok({"updated": 1}))
+
+    make_client(recorder).update_cells("tbl_1", [{"rowId": "row_1", "columnId": "c", "value": 1}])
+
+    assert len(recorder.requests) == 2
+
+
+def test_a_connection_that_never_opens_raises_transport_error_after_retries(make_client):
+    recorder = Recorder(httpx.ConnectError("refused"))
+
+    with pytest.raises(TransportError) as error:
+        make_client(recorder).list_lists()
+
+    assert not isinstance(error.value, OutcomeUnknownError)
+    assert len(recorder.requests) == 5
+
+
+@pytest.mark.parametrize("status", [200, 201, 202, 204])
+def test_list_writes_accept_any_2xx_and_an_empty_body(make_client, status):
+    recorder = Recorder(httpx.Response(status))
+
+    result = make_client(recorder).delete_rows("tbl_1", ["row_1"])
+
+    assert result.status_code == status
+    assert result.deleted is None
+
+
+def test_list_writes_accept_data_null(make_client):
+    result = make_client(Recorder(ok(None))).add_people(
+        "tbl_1", [{"accountDomain": "x.io", "people": [{"first_name": "A"}]}]
+    )
+    assert result.added is None
+
+
+@pytest.mark.parametrize("status", [200, 201, 202])
+def test_single_ingestion_accepts_any_2xx(make_client, status):
+    assert make_client(Recorder(ok(ACK, status=status))).ingest_event(EVENT).status == "pending"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [[{"id": "tbl_1"}], {"lists": [{"id": "tbl_1"}]}, {"items": [{"id": "tbl_1"}]}],
+    ids=["list", "object-lists", "object-items"],
+)
+def test_data_as_a_list_or_an_object(make_client, data):
+    assert [item.id for item in make_client(Recorder(ok(data))).list_lists()] == ["tbl_1"]
+
+
+def test_people_page_as_a_bare_list(make_client):
+    page = make_client(Recorder(ok([{"first_name": "Ada", "email": "a@x.io"}]))).get_targetable_people("tbl_1")
+    assert page.people[0].email == "a@x.io"
+    assert page.has_more is None
+
+
+def test_row_ids_from_an_add(make_client):
+    recorder = Recorder(ok({"rows": [{"id": "row_1", "cells": {}}, {"id": "row_2", "cells": {}}], "added": 2}))
+
+    result = make_client(recorder).add_rows("tbl_1", [{"cells": {"a": 1}}, {"cells": {"a": 2}}])
+
+    assert result.row_ids == ["row_1", "row_2"]
+    assert result.added == 2
+
+
+def test_a_success_body_that_is_not_json_is_an_unexpected_response(make_client):
+    with pytest.raises(UnexpectedResponseError):
+        make_client(Recorder(httpx.Response(200, text="<html>"))).list_lists()
+
+
+def test_iter_targetable_people_pages_until_has_more_is_false(make_client):
+    def handler(request: httpx.Request) -> httpx.Response:
+        offset = int(request.url.params["offset"])
+        people = [{"first_name": f"P{i}"} for i in range(offset, min(offset + 2, 5))]
+        return ok({"people": people, "hasMore": offset + 2 < 5})
+
+    names = [p.first_name for p in make_client(handler).iter_targetable_people("tbl_1", page_size=2)]
+
+    assert names == ["P0", "P1", "P2", "P3", "P4"]
+
+
+def test_iter_rows_stops_on_a_short_page_without_flags(make_client):
+    recorder = Recorder(ok({"rows": [{"id": "row_1"}, {"id": "row_2"}]}), ok({"rows": [{"id": "row_3"}]}))
+
+    rows = list(make_client(recorder).iter_rows("tbl_1", column_id="domain", operator="is_not_empty", page_size=2))
+
+    assert [row.id for row in rows] == ["row_1", "row_2", "row_3"]
+    assert recorder.requests[1].url.params["offset"] == "2"
+    assert recorder.requests[0].url.params["operator"] == "is_not_empty"
+
+
+def test_iter_rows_refuses_a_page_that_repeats(make_client):
+    recorder = Recorder(ok({"rows": [{"id": "row_1"}, {"id": "row_2"}], "truncated": True}))
+
+    with pytest.raises(UnexpectedResponseError, match="repeats"):
+        list(make_client(recorder).iter_rows("tbl_1", page_size=2))
+
+
+def test_read_cells_are_objects_with_value_and_computed_value(make_client):
+    body = {"rows": [{"id": "row_1", "tableId": "tbl_1", "cells": {
+        "status": {"columnId": "status", "rowId": "row_1", "value": "pending", "computedValue": "Pending",
+                   "status": "completed"}}}], "totalMatched": 12, "returned": 1, "truncated": True}
+
+    page = make_client(Recorder(ok(body))).get_rows("tbl_1", row_ids=["row_1"])
+
+    assert page.rows[0].cells["status"].computed_value == "Pending"
+    assert page.total_matched == 12
+    assert page.truncated is True
+
+
+def test_the_api_key_never_appears_in_repr_errors_or_logs(make_client, caplog):
+    caplog.set_level(logging.DEBUG)
+    recorder = Recorder(httpx.Response(401, json={"success": False, "error": "Invalid API key"}))
+    client = make_client(recorder)
+
+    with pytest.raises(Exception) as error:
+        client.list_lists()
+
+    assert API_KEY not in repr(client)
+    assert API_KEY not in str(error.value)
+    assert API_KEY not in repr(error.value)
+    assert API_KEY not in caplog.text
+    assert "Invalid API key" in str(error.value)
+
+
+def test_client_works_as_a_context_manager():
+    transport = httpx.MockTransport(lambda request: ok([]))
+    with ListSyncClient("https://api.example.com/", API_KEY, transport=transport) as client:
+        assert client.list_lists() == []
+        assert client.base_url == "https://api.example.com"

@@ -1,0 +1,261 @@
+"""send_events against a fake service that enforces per-signal fixed windows."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import httpx
+import pytest
+
+from listsync.client import AuthenticationError
+
+
+def events(signal: str, count: int, **extra: object) -> list[dict[str, object]]:
+    return [{"signal": signal, "identity": {"type": "account", "id": f"acc-{i}"}, **extra} for i in range(count)]
+
+
+def assert_no_request_over_budget(service) -> None:
+    per_window: Counter[tuple[str, int]] = Counter()
+    for call in service.calls:
+        for slug, count in call.sent.items():
+            per_window[(slug, call.window)] += count
+    for (slug, window), count in per_window.items():
+        assert count <= service.limits[slug], (slug, window, count)
+
+
+def test_250_state_events_take_nine_windows_without_exceeding_budget(make_client, event_service, clock):
+    service = event_service({"state_sig": 30})
+    client = make_client(service.handler)
+
+    report = client.send_events(events("state_sig", 250), {"state_sig": "State"})
+
+    assert report.signals["state_sig"].acknowledged == 250
+    assert sorted(service.ingested) == sorted(f"state_sig:{i}" for i in range(250))
+    assert len({call.window for call in service.calls}) == 9
+    assert all(call.status == 200 for call in service.calls)
+    assert not any(call.sent != call.accepted for call in service.calls)  # nothing was refused
+    assert_no_request_over_budget(service)
+    assert report.signals["state_sig"].rate_limited_responses == 0
+    assert report.seconds_waited == pytest.approx(8 * 60)
+
+
+def test_mixed_signal_types_progress_in_parallel(make_client, event_service):
+    service = event_service({"evt": 100, "met": 1000, "st": 30})
+    client = make_client(service.handler)
+    mixed = events("evt", 150) + events("met", 1500) + events("st", 45)
+
+    report = client.send_events(mixed, {"evt": "Event", "met": "Metric", "st": "State"})
+
+    first_window = service.calls[0].window
+    accepted_first: Counter[str] = Counter()
+    for call in service.calls:
+        if call.window == first_window:
+            accepted_first.update(call.accepted)
+    # Each signal used its whole budget in the first window: throughput is the sum of the limits.
+    assert accepted_first == Counter({"evt": 100, "met": 1000, "st": 30})
+    assert len({call.window for call in service.calls}) == 2
+    assert any(len(call.sent) > 1 for call in service.calls)  # batches mix signals
+    assert all(sum(call.sent.values()) <= 100 for call in service.calls)
+    assert {slug: r.acknowledged for slug, r in report.signals.items()} == {"evt": 150, "met": 1500, "st": 45}
+    assert_no_request_over_budget(service)
+
+
+def test_partial_rate_limited_events_are_resent_until_acknowledged_none_lost_or_doubled(
+    make_client, event_service
+):
+    # The service allows less than the declared type says (another client shares the signal).
+    service = event_service({"evt": 40})
+    client = make_client(service.handler)
+
+    report = client.send_events(events("evt", 130), {"evt": "Event"})
+
+    assert any(call.sent != call.accepted for call in service.calls)  # partial responses happened
+    assert Counter(service.ingested) == Counter(f"evt:{i}" for i in range(130))  # each exactly once
+    signal = report.signals["evt"]
+    assert signal.acknowledged == 130
+    assert len(set(signal.ack_ids)) == 130
+    assert signal.rate_limited_resends > 0
+    assert report.pending == 0
+
+
+def test_rate_limited_entries_without_reference_are_still_requeued(make_client, event_service):
+    service = event_service({"evt": 40}, reference_in_rate_limited=False)
+    client = make_client(service.handler)
+
+    report = client.send_events(events("evt", 90), {"evt": "Event"})
+
+    assert Counter(service.ingested) == Counter(f"evt:{i}" for i in range(90))
+    assert report.signals["evt"].acknowledged == 90
+
+
+def test_a_429_waits_until_the_reset_header(make_client, event_service, clock):
+    service = event_service({"st": 30})
+    service.used[("st", service.window())] = 30  # window already spent by someone else
+    client = make_client(service.handler)
+    clock.now += 15  # mid-window
+
+    report = client.send_events(events("st", 5), {"st": "State"})
+
+    assert service.calls[0].status == 429
+    assert clock.sleeps == [pytest.approx(45.0)]  # exactly to the window reset
+    assert service.calls[1].time == pytest.approx(service.calls[0].time + 45)
+    assert report.signals["st"].rate_limited_responses == 1
+    assert report.signals["st"].acknowledged == 5
+
+
+def test_unknown_signals_are_rejected_with_the_message_and_the_rest_sent(make_client, event_service):
+    service = event_service({"good": 100})
+    client = make_client(service.handler)
+
+    types = {"good": "Event", "ghost": "Event", "gone": "Metric"}
+
+    report = client.send_events(events("good", 3) + events("ghost", 2) + events("gone", 1), types)
+
+    assert report.signals["good"].acknowledged == 3
+    assert report.signals["ghost"].rejected == {
+        "ghost:0": "Signals not found: ghost, gone",
+        "ghost:1": "Signals not found: ghost, gone",
+    }
+    assert report.signals["gone"].rejected == {"gone:0": "Signals not found: ghost, gone"}
+    assert sorted(service.ingested) == ["good:0", "good:1", "good:2"]
+
+
+def test_a_timed_out_batch_is_resent_and_counted_possibly_duplicated(make_client, event_service):
+    service = event_service({"evt": 100})
+
+    def timeout(request: httpx.Request) -> httpx.Response:
+        service.handler(request)  # the service did ingest it; the answer is lost
+        raise httpx.ReadTimeout("timed out", request=request)
+
+    service.fail_next.append(timeout)
+    client = make_client(service.handler)
+
+    report = client.send_events(events("evt", 10), {"evt": "Event"})
+
+    assert report.signals["evt"].acknowledged == 10
+    assert report.signals["evt"].possibly_duplicated == 10
+    assert len(service.ingested) == 20  # sent twice: a duplicate, never a loss
+
+
+def test_caller_references_are_kept_and_missing_ones_are_deterministic(make_client, event_service):
+    service = event_service({"evt": 100})
+    client = make_client(service.handler)
+    batch = events("evt", 3)
+    batch[1]["reference"] = "crm-42"
+
+    client.send_events(batch, {"evt": "Event"})
+
+    assert service.calls[0].references == ["evt:0", "crm-42", "evt:2"]
+
+
+def test_invalid_and_duplicate_reference_events_are_rejected_not_sent(make_client, event_service):
+    service = event_service({"evt": 100})
+    client = make_client(service.handler)
+    batch = events("evt", 2, reference="same") + [{"signal": "evt", "identity": {"type": "account"}}]
+
+    report = client.send_events(batch, {"evt": "Event"})
+
+    rejected = report.signals["evt"].rejected
+    assert rejected["same"] == "duplicate reference"
+    assert "identity.id" in rejected["evt:2"]
+    assert service.ingested == ["same"]
+
+
+def test_checkpoint_records_acknowledged_prefix_and_a_resumed_run_skips_it(make_client, event_service):
+    service = event_service({"st": 30})
+    client = make_client(service.handler)
+    saved: list[dict] = []
+
+    first = client.send_events(events("st", 70), {"st": "State"}, on_checkpoint=saved.append, max_wait=5)
+
+    assert first.resume_at == pytest.approx(service.reset_at())
+    assert first.pending == 40
+    assert saved[-1] == {"version": 1, "signals": {"st": {"prefix": 30, "ranges": []}}}
+    json.dumps(first.to_dict())  # JSON-friendly
+    assert first.to_dict()["resume_at_iso"].startswith("2027-01-15T")
+
+    second = client.send_events(events("st", 70), {"st": "State"}, checkpoint=saved[-1])
+
+    assert second.signals["st"].skipped == 30
+    assert second.signals["st"].acknowledged == 40
+    assert second.checkpoint == {"version": 1, "signals": {"st": {"prefix": 70, "ranges": []}}}
+    assert Counter(service.ingested) == Counter(f"st:{i}" for i in range(70))
+
+
+def test_checkpoint_keeps_acknowledged_events_beyond_a_gap():
+    from listsync.client.events import _Acked
+
+    acked = _Acked({"prefix": 2, "ranges": [[5, 7]]})
+    acked.positions.add(9)
+
+    assert acked.to_dict() == {"prefix": 2, "ranges": [[5, 7], [9, 10]]}
+
+
+def test_max_wait_returns_early_leaving_events_unsent(make_client, event_service, clock):
+    service = event_service({"st": 30})
+    client = make_client(service.handler)
+
+    start = clock()
+
+    report = client.send_events(events("st", 31), {"st": "State"}, max_wait=10)
+
+    assert clock.sleeps == []
+    assert report.pending == 1
+    assert report.resume_at == pytest.approx(start + 60)
+    assert len(service.ingested) == 30
+
+
+def test_unknown_signal_type_is_probed_then_paced_from_headers(make_client, event_service):
+    service = event_service({"mystery": 50})
+    client = make_client(service.handler)
+
+    report = client.send_events(events("mystery", 120))
+
+    assert service.calls[0].sent == Counter({"mystery": 1})  # a probe first, alone
+    assert report.signals["mystery"].acknowledged == 120
+    assert report.signals["mystery"].rate_limited_resends == 0  # headers told the limit
+    assert_no_request_over_budget(service)
+
+
+def test_a_bad_event_refusing_its_batch_is_isolated(make_client, event_service):
+    service = event_service({"evt": 100})
+
+    def refuse_bad(request: httpx.Request) -> httpx.Response:
+        if any(event.get("reference") == "evt:1" for event in json.loads(request.content)["events"]):
+            error = "Missing required data keys for signal evt: x"
+            return httpx.Response(400, json={"success": False, "error": error})
+        return service.handler(request)
+
+    client = make_client(refuse_bad)
+
+    report = client.send_events(events("evt", 3), {"evt": "Event"})
+
+    assert report.signals["evt"].acknowledged == 2
+    assert report.signals["evt"].rejected == {"evt:1": "Missing required data keys for signal evt: x"}
+
+
+def test_authentication_failure_is_raised(make_client):
+    client = make_client(lambda request: httpx.Response(401, json={"success": False, "error": "Invalid API key"}))
+
+    with pytest.raises(AuthenticationError):
+        client.send_events(events("evt", 1), {"evt": "Event"})
+
+
+def test_report_dict_is_json_with_every_per_signal_figure(make_client, event_service):
+    service = event_service({"evt": 100})
+    client = make_client(service.handler)
+
+    summary = client.send_events(events("evt", 2), {"evt": "Event"}).to_dict()
+
+    assert json.loads(json.dumps(summary))["signals"]["evt"] == {
+        "acknowledged": 2,
+        "ack_ids": ["evt-0", "evt-1"],
+        "rejected": {},
+        "rate_limited_resends": 0,
+        "requests": 1,
+        "rate_limited_responses": 0,
+        "seconds_waited": 0.0,
+        "possibly_duplicated": 0,
+        "skipped": 0,
+    }
