@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
-from listsync.client.errors import InvalidRecordError
+from listsync.client.errors import InvalidRecordError, ListSyncError
+from listsync.client.events import IngestReport, SignalReport
 from listsync.client.models import SignalEvent, validate_event
 from listsync.sync.normalize import (
     NORMALIZATION_VERSION,
@@ -49,11 +51,28 @@ from listsync.sync.rejects import Rejects
 if TYPE_CHECKING:
     import pandas as pd
 
+    from listsync.client.client import ListSyncClient
+
+log = logging.getLogger(__name__)
+
 #: Prefix of references this module derives, so they are told apart from an extract's own.
 REFERENCE_PREFIX = "ls_"
 
 #: Key of the checkpoint in the task state store.
 CHECKPOINT_KEY = "listsync_ingest_checkpoint"
+
+CHECKPOINT_FORMAT = 1
+"""Version of the checkpoint envelope written by :func:`ingest_events`."""
+
+# Counters of the client's per-signal report that add up across the parts of one ingestion
+# (the tries of a task and the stretches between its deferrals).
+_ADDITIVE_COUNTERS = (
+    "rate_limited_resends",
+    "requests",
+    "rate_limited_responses",
+    "seconds_waited",
+    "possibly_duplicated",
+)
 
 # Event fields as targets of the column map (see EventMapping.column_map).
 SIGNAL = "signal"
@@ -329,3 +348,214 @@ class CheckpointStore:
         self._latest = checkpoint
         if self.backend is not None:
             self.backend.set(self.key, checkpoint)
+
+
+class CheckpointMismatchError(ListSyncError, ValueError):
+    """The checkpoint was written for different events than the extract now gives.
+
+    The checkpoint marks acknowledged events by their position in the sending order, so it can
+    only be applied to the very same events; resuming anyway could skip unsent events or resend
+    acknowledged ones.
+    """
+
+
+def signal_fingerprints(events: Sequence[SignalEvent]) -> dict[str, str]:
+    """Per signal, a digest of its events' references in sending order."""
+    digests: dict[str, Any] = {}
+    for event in events:
+        digest = digests.setdefault(event.signal, hashlib.sha256())
+        digest.update((event.reference or "").encode("utf-8") + b"\n")
+    return {signal: digests[signal].hexdigest()[:32] for signal in sorted(digests)}
+
+
+def _resume_point(
+    saved: Mapping[str, Any] | None, fingerprints: Mapping[str, str], store: CheckpointStore
+) -> dict[str, Any] | None:
+    """The saved envelope if it applies to these events; ``None`` to start from the beginning."""
+    if saved is None:
+        return None
+    if saved.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointMismatchError(
+            f"checkpoint {store.key!r} has format {saved.get('format')!r}, expected {CHECKPOINT_FORMAT}; "
+            "it was written by another version of listsync"
+        )
+    saved_fingerprints = saved.get("fingerprints", {})
+    changed = sorted(
+        signal
+        for signal, count in saved.get("acknowledged", {}).items()
+        if count and saved_fingerprints.get(signal) != fingerprints.get(signal)
+    )
+    if changed:
+        raise CheckpointMismatchError(
+            f"the extract changed since checkpoint {store.key!r} was written: the events of "
+            f"{', '.join(changed)} are not the ones acknowledged before, so the task cannot tell which "
+            "were sent. Make the extract repeatable (a fixed data interval, no late rows), or delete "
+            "the checkpoint to send every event again (acknowledged ones would then be duplicated)."
+        )
+    return dict(saved)
+
+
+def ingest_events(
+    client: ListSyncClient | None,
+    frames: Iterable[pd.DataFrame],
+    mapping: EventMapping,
+    *,
+    rejects: Rejects,
+    signal_types: Mapping[str, str] | None = None,
+    batch_size: int = 100,
+    checkpoints: CheckpointStore | None = None,
+    max_wait: float | None = None,
+    dry_run: bool = False,
+    naive_timezone: str = "UTC",
+) -> dict[str, Any]:
+    """Prepare the events of an extract and send them, resuming from the checkpoint; return the summary.
+
+    :param client: the service client; may be ``None`` for a dry run.
+    :param frames: chunks from :func:`~listsync.sync.sources.read_extract`.
+    :param mapping: which columns hold which event fields.
+    :param rejects: where rejected rows go (its path, if any, is given in the summary).
+    :param signal_types: signal slug → ``"Event"``, ``"Metric"`` or ``"State"``, which sets its
+        pace; slugs not listed are probed (see ``ListSyncClient.send_events``).
+    :param batch_size: events per request, 1 to 100.
+    :param checkpoints: where the checkpoint is read from and written to after every acknowledged
+        batch; ``None`` keeps it in memory only.
+    :param max_wait: the longest rate-limit wait to sleep through; when the next wait is longer,
+        return with ``summary["resume_at"]`` set (ISO 8601) and call again after that time.
+    :param dry_run: prepare and count only; nothing is sent.
+    :param naive_timezone: the zone of timestamps written without an offset.
+    :raises CheckpointMismatchError: the checkpoint was written for other events.
+
+    The summary (JSON-serialisable): ``rows_read``, ``rows_rejected``, ``duplicates_collapsed``,
+    ``rejects_path``, ``events``, ``acknowledged`` (over every try, with the checkpoint),
+    ``rejected_by_service``, ``pending``, ``rate_limited_resends``, ``requests``,
+    ``rate_limited_responses`` (429s), ``seconds_waited``, ``possibly_duplicated``,
+    ``resumed_from`` (events per signal acknowledged before this call, or ``None``),
+    ``resume_at``, ``dry_run``, ``normalization_version`` and the same counters per signal under
+    ``signals``, with the service's reasons for rejected events. The counters of requests, 429s,
+    waits and re-sends add up over the deferrals of one task; a try that crashed contributes
+    only its acknowledged events.
+    """
+    prepared = prepare_events(frames, mapping, rejects=rejects, naive_timezone=naive_timezone)
+    rejects.flush()
+    store = checkpoints if checkpoints is not None else CheckpointStore()
+    fingerprints = signal_fingerprints(prepared.events)
+    saved = _resume_point(store.load(), fingerprints, store)
+    summary = _summary_base(prepared, rejects, dry_run)
+    if dry_run:
+        summary["signals"] = {
+            signal: {"events": count} for signal, count in prepared.counts_by_signal().items()
+        }
+        return summary
+    if client is None:
+        raise ValueError("ingest_events needs a client unless dry_run=True")
+    previous: dict[str, Any] = saved["totals"] if saved else {}
+    if saved:
+        log.info("Resuming from checkpoint: %s", saved["acknowledged"])
+
+    def on_checkpoint(client_checkpoint: dict[str, Any]) -> None:
+        store.save(_envelope(fingerprints, client_checkpoint, previous))
+
+    report = client.send_events(
+        prepared.events,
+        signal_types,
+        batch_size=batch_size,
+        checkpoint=saved["client"] if saved else None,
+        on_checkpoint=on_checkpoint,
+        max_wait=max_wait,
+    )
+    totals = _add_totals(previous, report)
+    store.save(_envelope(fingerprints, report.checkpoint, totals))
+    summary.update(_sent_summary(prepared, report, totals, resumed=saved is not None))
+    for signal, signal_summary in summary["signals"].items():
+        for reason, count in signal_summary["rejected_reasons"].items():
+            log.warning("%d event(s) of signal %r rejected by the service: %s", count, signal, reason)
+    return summary
+
+
+def _summary_base(prepared: PreparedEvents, rejects: Rejects, dry_run: bool) -> dict[str, Any]:
+    return {
+        "rows_read": prepared.stats.read,
+        "rows_rejected": prepared.stats.rejected,
+        "duplicates_collapsed": prepared.stats.duplicates,
+        "rejects_path": str(rejects.path) if rejects.path is not None else None,
+        "events": len(prepared.events),
+        "normalization_version": prepared.normalization_version,
+        "dry_run": dry_run,
+        "resumed_from": None,
+        "resume_at": None,
+    }
+
+
+def _envelope(
+    fingerprints: Mapping[str, str], client_checkpoint: Mapping[str, Any], totals: Mapping[str, Any]
+) -> dict[str, Any]:
+    acknowledged = {
+        signal: int(state.get("prefix", 0)) + sum(end - start for start, end in state.get("ranges", []))
+        for signal, state in client_checkpoint.get("signals", {}).items()
+    }
+    return {
+        "format": CHECKPOINT_FORMAT,
+        "fingerprints": dict(fingerprints),
+        "acknowledged": acknowledged,
+        "client": dict(client_checkpoint),
+        "totals": dict(totals),
+    }
+
+
+def _add_totals(previous: Mapping[str, Any], report: IngestReport) -> dict[str, Any]:
+    """``previous`` totals plus this run's counters.
+
+    Batches carry several signals, so the run's requests and waits are kept apart from the
+    per-signal ones rather than summed from them.
+    """
+    signals = {signal: dict(counters) for signal, counters in previous.get("signals", {}).items()}
+    for signal, signal_report in report.signals.items():
+        counters = signals.setdefault(signal, {})
+        for name in _ADDITIVE_COUNTERS:
+            counters[name] = counters.get(name, 0) + getattr(signal_report, name)
+    return {
+        "signals": signals,
+        "requests": previous.get("requests", 0) + report.requests,
+        "seconds_waited": previous.get("seconds_waited", 0.0) + report.seconds_waited,
+    }
+
+
+def _sent_summary(
+    prepared: PreparedEvents, report: IngestReport, totals: Mapping[str, Any], *, resumed: bool
+) -> dict[str, Any]:
+    counts = prepared.counts_by_signal()
+    signals: dict[str, dict[str, Any]] = {}
+    for signal in sorted(set(counts) | set(report.signals)):
+        signal_report = report.signals.get(signal, SignalReport())
+        counters = totals["signals"].get(signal, {})
+        reasons = Counter(signal_report.rejected.values())
+        signals[signal] = {
+            "events": counts.get(signal, 0),
+            "acknowledged": signal_report.skipped + signal_report.acknowledged,
+            "rejected_by_service": len(signal_report.rejected),
+            "rejected_reasons": dict(sorted(reasons.items())),
+            **{name: counters.get(name, 0) for name in _ADDITIVE_COUNTERS},
+        }
+    return {
+        "acknowledged": sum(s["acknowledged"] for s in signals.values()),
+        "rejected_by_service": sum(s["rejected_by_service"] for s in signals.values()),
+        "pending": report.pending,
+        "rate_limited_resends": sum(s["rate_limited_resends"] for s in signals.values()),
+        "requests": totals["requests"],
+        # A 429 on a batch counts for every signal in it, so the per-signal counts overlap; the
+        # largest is the number of 429s at least one signal met.
+        "rate_limited_responses": max((s["rate_limited_responses"] for s in signals.values()), default=0),
+        "seconds_waited": round(totals["seconds_waited"], 3),
+        "possibly_duplicated": sum(s["possibly_duplicated"] for s in signals.values()),
+        "resumed_from": (
+            {signal: r.skipped for signal, r in sorted(report.signals.items()) if r.skipped}
+            if resumed
+            else None
+        ),
+        "resume_at": (
+            datetime.fromtimestamp(report.resume_at, timezone.utc).isoformat()
+            if report.resume_at is not None
+            else None
+        ),
+        "signals": signals,
+    }

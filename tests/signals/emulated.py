@@ -1,0 +1,96 @@
+"""Helpers shared by the signal tests: a fake clock, a live emulator on it, and a mixed extract."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import httpx
+
+from listsync.client import ListSyncClient
+from listsync.emulator import create_app, demo_config, serve_in_thread
+
+API_KEY = "sk_demo_listsync"
+SIGNAL_TYPES = {"page_visit": "Event", "seats_used": "Metric", "deal_stage": "State"}
+
+
+@dataclass
+class FakeClock:
+    """Epoch seconds that advance only when slept on; shared by the emulator and the client."""
+
+    now: float = 1_800_000_000.0  # aligned to a minute, so windows start at the first request
+    slept: list[float] = field(default_factory=list)
+
+    def time(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+    async def async_sleep(self, seconds: float) -> None:
+        self.sleep(seconds)
+
+
+@contextmanager
+def emulator_on(clock: FakeClock) -> Iterator[str]:
+    """A live demo emulator whose rate windows follow ``clock``; yields its base URL."""
+    with serve_in_thread(create_app(demo_config(), clock=clock.time, sleep=clock.async_sleep)) as url:
+        yield url
+
+
+def client_for(base_url: str, clock: FakeClock) -> ListSyncClient:
+    return ListSyncClient(base_url, API_KEY, clock=clock.time, sleep=clock.sleep)
+
+
+def ingested_references(base_url: str) -> Counter[str]:
+    """How many times the emulator ingested each reference."""
+    events = httpx.get(f"{base_url}/_emulator/state").json()["events"]
+    return Counter(event["reference"] for event in events)
+
+
+def fail_next_batch(base_url: str) -> None:
+    """Make the emulator answer the next POST /v1/events/batch with a 500 (not retried)."""
+    rule = {"endpoint": "POST /v1/events/batch", "kind": "error", "status": 500, "times": 1}
+    httpx.post(f"{base_url}/_emulator/faults", json={"rules": [rule]}).raise_for_status()
+
+
+def mixed_rows(page_visits: int = 150, seats: int = 40, stages: int = 35) -> list[dict[str, str]]:
+    """Rows of an extract with three signals, an unknown slug and invalid rows.
+
+    Every valid row has its own ``event_id``; the invalid ones are listed by :data:`INVALID_ROWS`.
+    """
+    rows: list[dict[str, str]] = []
+
+    def add(signal: str, object_id: str, payload: dict, at: str) -> None:
+        rows.append(
+            {
+                "event_id": f"ev-{len(rows) + 1:05d}",
+                "signal": signal,
+                "object_type": "account",
+                "object_id": object_id,
+                "payload": json.dumps(payload),
+                "occurred_at": at,
+            }
+        )
+
+    for i in range(page_visits):
+        add("page_visit", f"acc-{i % 17}", {"path": f"/p/{i}"}, f"2026-11-01T{i // 60:02d}:{i % 60:02d}:00Z")
+    for i in range(seats):
+        add("seats_used", f"acc-{i}", {"seats": i}, f"2026-11-01T05:{i % 60:02d}:00Z")
+    for i in range(stages):
+        add("deal_stage", f"deal-{i}", {"stage": "won" if i % 2 else "open"}, f"2026-11-01T06:{i:02d}:30Z")
+    add("not_a_signal", "acc-1", {"x": 1}, "2026-11-01T07:00:00Z")
+    add("not_a_signal", "acc-2", {"x": 2}, "2026-11-01T07:01:00Z")
+    # Invalid rows: no identity id, a timestamp that is not ISO 8601, a payload that is not an object.
+    add("page_visit", "", {"path": "/"}, "2026-11-01T08:00:00Z")
+    add("page_visit", "acc-1", {"path": "/"}, "01/11/2026")
+    rows.append({**rows[0], "event_id": "ev-bad-payload", "payload": "[1, 2]"})
+    return rows
+
+
+INVALID_ROWS = 3
+UNKNOWN_SIGNAL_ROWS = 2

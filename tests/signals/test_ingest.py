@@ -1,0 +1,213 @@
+"""ingest_events end to end against the emulator on a fake clock: exactly once, resume, early return."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pandas as pd
+import pytest
+
+from listsync.client import ListSyncClient
+from listsync.client.errors import ServerError
+from listsync.sync.events import CheckpointMismatchError, CheckpointStore, EventMapping, ingest_events
+from listsync.sync.rejects import Rejects
+
+from .emulated import (
+    INVALID_ROWS,
+    SIGNAL_TYPES,
+    UNKNOWN_SIGNAL_ROWS,
+    FakeClock,
+    client_for,
+    emulator_on,
+    fail_next_batch,
+    ingested_references,
+    mixed_rows,
+)
+
+MAPPING = EventMapping(
+    signal_column="signal",
+    identity_type_column="object_type",
+    identity_id_column="object_id",
+    data_column="payload",
+    timestamp_column="occurred_at",
+    reference_column="event_id",
+)
+
+
+class DictStore:
+    """Stands in for Airflow's task state store."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, object] = {}
+        self.writes = 0
+
+    def get(self, key: str, default: object = None) -> object:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: object) -> None:
+        self.writes += 1
+        self.values[key] = value
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def base_url(clock: FakeClock) -> Iterator[str]:
+    with emulator_on(clock) as url:
+        yield url
+
+
+@pytest.fixture
+def client(base_url: str, clock: FakeClock) -> Iterator[ListSyncClient]:
+    with client_for(base_url, clock) as client:
+        yield client
+
+
+def frames(rows: list[dict[str, str]], chunk: int = 64) -> list[pd.DataFrame]:
+    return [pd.DataFrame(rows[i : i + chunk], dtype=object) for i in range(0, len(rows), chunk)]
+
+
+def valid_references(rows: list[dict[str, str]]) -> set[str]:
+    return {
+        row["event_id"]
+        for row in rows
+        if row["signal"] != "not_a_signal"
+        and row["object_id"]
+        and row["occurred_at"][0] == "2"
+        and row["payload"].startswith("{")
+    }
+
+
+def test_every_valid_row_is_ingested_once_and_every_other_row_is_accounted_for(
+    base_url: str, client: ListSyncClient, tmp_path
+) -> None:
+    rows = mixed_rows()
+    rejects_path = tmp_path / "rejects.jsonl"
+    with Rejects(rejects_path) as rejects:
+        summary = ingest_events(client, frames(rows), MAPPING, rejects=rejects, signal_types=SIGNAL_TYPES)
+
+    assert ingested_references(base_url) == dict.fromkeys(valid_references(rows), 1)
+    assert summary["rows_read"] == len(rows)
+    assert summary["rows_rejected"] == INVALID_ROWS
+    assert len(rejects_path.read_text().splitlines()) == INVALID_ROWS
+    assert summary["rejects_path"] == str(rejects_path)
+    assert summary["events"] == len(rows) - INVALID_ROWS
+    assert summary["acknowledged"] == len(rows) - INVALID_ROWS - UNKNOWN_SIGNAL_ROWS
+    assert summary["signals"]["not_a_signal"]["rejected_reasons"] == {
+        "Signals not found: not_a_signal": UNKNOWN_SIGNAL_ROWS
+    }
+    assert {slug: s["acknowledged"] for slug, s in summary["signals"].items()} == {
+        "deal_stage": 35,
+        "not_a_signal": 0,
+        "page_visit": 150,
+        "seats_used": 40,
+    }
+    # 150 Event and 35 State events need a second window; the wait is reported, not hidden.
+    assert summary["seconds_waited"] > 0
+    assert summary["pending"] == 0
+    assert summary["resumed_from"] is None
+    assert summary["resume_at"] is None
+
+
+def test_a_crash_after_acknowledged_batches_resumes_without_resending(
+    base_url: str, client: ListSyncClient
+) -> None:
+    rows = mixed_rows()
+    backend = DictStore()
+
+    class FailingAfterTwoBatches(DictStore):
+        def set(self, key: str, value: object) -> None:
+            backend.set(key, value)
+            if backend.writes == 2:
+                fail_next_batch(base_url)
+
+    with pytest.raises(ServerError):
+        ingest_events(
+            client,
+            frames(rows),
+            MAPPING,
+            rejects=Rejects(),
+            signal_types=SIGNAL_TYPES,
+            batch_size=20,
+            checkpoints=CheckpointStore(FailingAfterTwoBatches()),
+        )
+    sent_before_crash = ingested_references(base_url)
+    assert len(sent_before_crash) == 40
+
+    summary = ingest_events(
+        client,
+        frames(rows, chunk=1000),
+        MAPPING,
+        rejects=Rejects(),
+        signal_types=SIGNAL_TYPES,
+        batch_size=20,
+        checkpoints=CheckpointStore(backend),
+    )
+
+    assert ingested_references(base_url) == dict.fromkeys(valid_references(rows), 1)
+    assert sum(summary["resumed_from"].values()) == 40
+    assert summary["acknowledged"] == len(valid_references(rows))
+
+
+def test_a_long_wait_returns_early_and_the_next_call_resumes_from_the_checkpoint(
+    base_url: str, clock: FakeClock, client: ListSyncClient
+) -> None:
+    rows = [row for row in mixed_rows(page_visits=150, seats=0, stages=0) if row["signal"] == "page_visit"]
+    store = CheckpointStore()
+    run = lambda: ingest_events(  # noqa: E731
+        client,
+        frames(rows),
+        MAPPING,
+        rejects=Rejects(),
+        signal_types=SIGNAL_TYPES,
+        checkpoints=store,
+        max_wait=5,
+    )
+
+    first = run()
+
+    assert first["acknowledged"] == 100
+    assert first["pending"] == 50
+    assert first["resume_at"] == "2027-01-15T08:01:00+00:00"
+    assert clock.slept == []  # it returned instead of sleeping
+    assert len(ingested_references(base_url)) == 100
+
+    clock.now = pd.Timestamp(first["resume_at"]).timestamp()
+    second = run()
+
+    assert second["resume_at"] is None
+    assert second["resumed_from"] == {"page_visit": 100}
+    assert second["acknowledged"] == 150
+    assert second["requests"] == first["requests"] + 1  # counters add up over the parts
+    assert ingested_references(base_url) == dict.fromkeys(valid_references(rows), 1)
+
+
+def test_a_checkpoint_for_other_events_is_refused(client: ListSyncClient) -> None:
+    rows = mixed_rows(page_visits=10, seats=0, stages=0)
+    store = CheckpointStore()
+    ingest_events(client, frames(rows), MAPPING, rejects=Rejects(), checkpoints=store)
+    # A late row sorts among the acknowledged ones: positions no longer name the same events.
+    late = {**rows[0], "event_id": "ev-late", "occurred_at": "2026-11-01T00:00:30Z"}
+
+    with pytest.raises(CheckpointMismatchError, match="page_visit"):
+        ingest_events(client, frames([*rows, late]), MAPPING, rejects=Rejects(), checkpoints=store)
+
+
+def test_dry_run_counts_and_sends_nothing(base_url: str) -> None:
+    rows = mixed_rows(page_visits=5, seats=3, stages=2)
+
+    summary = ingest_events(None, frames(rows), MAPPING, rejects=Rejects(), dry_run=True)
+
+    assert summary["dry_run"] is True
+    assert summary["signals"] == {
+        "deal_stage": {"events": 2},
+        "not_a_signal": {"events": 2},
+        "page_visit": {"events": 5},
+        "seats_used": {"events": 3},
+    }
+    assert summary["rows_rejected"] == INVALID_ROWS
+    assert httpx.get(f"{base_url}/_emulator/state").json()["events"] == []
