@@ -27,5 +27,10 @@ unit: $(STAMP)
 
 test: lint typecheck unit
 
+# The nightly CRM-to-List DAG, three nights in a row against a local emulator (examples/demo.py).
+.PHONY: demo
+demo: $(STAMP)
+	$(BIN)/python examples/demo.py
+
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache
