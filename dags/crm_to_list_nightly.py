@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import Asset, dag, task
+
 from listsync.operators.people import SyncTargetablePeopleOperator
 from listsync.operators.rows import UpsertRowsOperator
 
@@ -84,6 +85,8 @@ def crm_to_list_nightly() -> None:
         table_id=TABLE_ID,
         key_column="domain",
         column_map=ACCOUNT_COLUMNS,
+        # The CRM keeps metadata as JSON text; the List column holds structured JSON.
+        json_columns=["metadata"],
         sql="SELECT * FROM crm_accounts",
         sql_conn_id=WAREHOUSE_CONN_ID,
         plan_path=f"{RUN_DIR}/accounts.plan.jsonl",
