@@ -33,3 +33,29 @@ def postgres_url() -> Iterator[str]:
     finally:
         engine.dispose()
     yield POSTGRES_URL
+
+
+class FakeClock:
+    """Epoch seconds that move only when told: ``clock()`` reads, ``clock.sleep(s)`` advances.
+
+    Pass the same instance as an emulator's ``clock`` and a client's ``clock`` and ``sleep``, and
+    a wait for a rate-limit window takes no real time.
+    """
+
+    # 2027-01-15T08:00:00Z, the start of a minute, so window ends are easy to state.
+    START = 1_800_000_000.0
+
+    def __init__(self, now: float = START) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    """A :class:`FakeClock` at 2027-01-15T08:00:00Z."""
+    return FakeClock()
