@@ -12,23 +12,7 @@ from starlette.testclient import TestClient
 from listsync.emulator import Emulator, EmulatorConfig, create_app, demo_config
 
 SECRET = "sk_demo_listsync"
-PUBLIC = "public_wk_demo_listsync"
 TABLE = "tbl_accounts"
-# A moment at the start of a minute, so a test knows exactly where the window ends.
-T0 = 1_800_000_000.0 - (1_800_000_000.0 % 60)
-
-
-class FakeClock:
-    """Epoch seconds that move only when a test says so."""
-
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class RecordingSleep:
@@ -42,8 +26,9 @@ class RecordingSleep:
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock(fake_clock: Any) -> Any:
+    """The emulator's clock (the suite's ``fake_clock``): ``clock.sleep(s)`` moves time on."""
+    return fake_clock
 
 
 @pytest.fixture
@@ -58,7 +43,7 @@ def config() -> EmulatorConfig:
 
 
 @pytest.fixture
-def app(config: EmulatorConfig, clock: FakeClock, sleep: RecordingSleep) -> FastAPI:
+def app(config: EmulatorConfig, clock: Any, sleep: RecordingSleep) -> FastAPI:
     return create_app(config, clock=clock, sleep=sleep)
 
 
@@ -86,7 +71,7 @@ def _event(signal: str = "page_visit", **fields: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def client_for(clock: FakeClock) -> Callable[[EmulatorConfig], TestClient]:
+def client_for(clock: Any) -> Callable[[EmulatorConfig], TestClient]:
     """Makes a client (demo secret key) for an app of another config, on the same fake clock."""
 
     def make(config: EmulatorConfig) -> TestClient:
