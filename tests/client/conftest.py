@@ -41,7 +41,11 @@ class FakeClock:
 
 
 def iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return (
+        datetime.fromtimestamp(epoch, tz=timezone.utc)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
 
 
 @dataclass
@@ -84,7 +88,9 @@ class FakeEventService:
         slugs = list(dict.fromkeys(event["signal"] for event in events))
         unknown = [slug for slug in slugs if slug not in self.limits]
         if unknown:
-            return self._reply(404, {"success": False, "error": f"Signals not found: {', '.join(unknown)}"}, slugs)
+            return self._reply(
+                404, {"success": False, "error": f"Signals not found: {', '.join(unknown)}"}, slugs
+            )
         window = self.window()
         acks, limited = [], []
         pending_use: Counter[str] = Counter()
@@ -107,14 +113,21 @@ class FakeEventService:
                     entry["reference"] = event["reference"]
                 limited.append(entry)
         call = BatchCall(
-            self.clock(), window, Counter(e["signal"] for e in events), pending_use,
-            [e.get("reference") for e in events], 200,
+            self.clock(),
+            window,
+            Counter(e["signal"] for e in events),
+            pending_use,
+            [e.get("reference") for e in events],
+            200,
         )
         self.calls.append(call)
         if not acks:
             call.status = 429
             return self._reply(
-                429, {"success": False, "error": "Rate limit exceeded for all events in batch"}, slugs, retry=True
+                429,
+                {"success": False, "error": "Rate limit exceeded for all events in batch"},
+                slugs,
+                retry=True,
             )
         for slug, count in pending_use.items():
             self.used[(slug, window)] += count
@@ -124,7 +137,9 @@ class FakeEventService:
             body["rate_limited"] = limited
         return self._reply(200, body, slugs)
 
-    def _reply(self, status: int, body: dict[str, Any], slugs: list[str], retry: bool = False) -> httpx.Response:
+    def _reply(
+        self, status: int, body: dict[str, Any], slugs: list[str], retry: bool = False
+    ) -> httpx.Response:
         headers = {}
         known = [slug for slug in slugs if slug in self.limits]
         if self.send_headers and known:

@@ -71,8 +71,12 @@ def test_delete_sends_a_json_body_with_user_id(make_client):
 
 def test_people_writes_use_the_spec_casing_and_leave_out_none(make_client):
     recorder = Recorder(ok({"added": 1, "updated": 0, "skipped": 0}))
-    person = {"first_name": "Ada", "email": "ada@x.io", "title": None,
-              "connection_paths": [{"user_id": "usr_9", "source": "relation", "degree": "2nd"}]}
+    person = {
+        "first_name": "Ada",
+        "email": "ada@x.io",
+        "title": None,
+        "connection_paths": [{"user_id": "usr_9", "source": "relation", "degree": "2nd"}],
+    }
 
     make_client(recorder).add_people("tbl_1", [{"account_domain": "x.io", "people": [person]}])
 
@@ -97,28 +101,46 @@ def test_patch_and_cells_bodies(make_client):
     recorder = Recorder(ok({"updated": 1}))
     client = make_client(recorder, user_id=None)
 
-    client.update_people("tbl_1", [{"accountDomain": "x.io", "people": [{"match": {"email": "a@x.io"},
-                                                                          "patch": {"title": "CTO"}}]}])
+    client.update_people(
+        "tbl_1",
+        [{"accountDomain": "x.io", "people": [{"match": {"email": "a@x.io"}, "patch": {"title": "CTO"}}]}],
+    )
     client.update_cells("tbl_1", [{"rowId": "row_1", "columnId": "status", "value": None}])
 
     assert recorder.requests[0].method == "PATCH"
     assert recorder.body(0) == {
-        "accounts": [{"accountDomain": "x.io", "people": [{"match": {"email": "a@x.io"}, "patch": {"title": "CTO"}}]}]
+        "accounts": [
+            {"accountDomain": "x.io", "people": [{"match": {"email": "a@x.io"}, "patch": {"title": "CTO"}}]}
+        ]
     }
     assert recorder.body(1) == {"updates": [{"rowId": "row_1", "columnId": "status", "value": None}]}
 
 
 def test_reads_send_user_id_and_filters_in_the_query(make_client):
-    recorder = Recorder(ok({"people": [{"first_name": "Ada", "accountDomain": "x.io", "rowId": "row_1"}],
-                            "total": 1, "limit": 25, "offset": 0, "hasMore": False}))
+    recorder = Recorder(
+        ok(
+            {
+                "people": [{"first_name": "Ada", "accountDomain": "x.io", "rowId": "row_1"}],
+                "total": 1,
+                "limit": 25,
+                "offset": 0,
+                "hasMore": False,
+            }
+        )
+    )
 
     page = make_client(recorder).get_targetable_people(
         "tbl_1", target=True, personas=["champion", "decision_maker"], limit=25, offset=0
     )
 
     params = recorder.requests[0].url.params
-    assert dict(params) == {"target": "true", "personas": "champion,decision_maker", "limit": "25",
-                            "offset": "0", "userId": "usr_123"}
+    assert dict(params) == {
+        "target": "true",
+        "personas": "champion,decision_maker",
+        "limit": "25",
+        "offset": "0",
+        "userId": "usr_123",
+    }
     assert page.people[0].account_domain == "x.io"
     assert page.has_more is False
 
@@ -156,8 +178,11 @@ def test_backoff_is_capped_and_attempts_are_bounded(make_client, clock):
 def test_a_429_waits_until_x_ratelimit_reset(make_client, clock):
     reset = "2027-01-15T08:01:00.000Z"  # START is 08:00:00Z
     recorder = Recorder(
-        httpx.Response(429, json={"success": False, "error": "Rate limit exceeded"},
-                       headers={"X-RateLimit-Reset": reset, "Retry-After": "99"}),
+        httpx.Response(
+            429,
+            json={"success": False, "error": "Rate limit exceeded"},
+            headers={"X-RateLimit-Reset": reset, "Retry-After": "99"},
+        ),
         ok(ACK),
     )
 
@@ -176,8 +201,11 @@ def test_a_429_with_only_retry_after_waits_that_long(make_client, clock):
 
 
 def test_a_429_longer_than_the_maximum_wait_is_raised(make_client, clock):
-    recorder = Recorder(httpx.Response(429, json={"success": False, "error": "Rate limit exceeded"},
-                                       headers={"Retry-After": "900"}))
+    recorder = Recorder(
+        httpx.Response(
+            429, json={"success": False, "error": "Rate limit exceeded"}, headers={"Retry-After": "900"}
+        )
+    )
     client = make_client(recorder, retry_policy=RetryPolicy(max_rate_limit_wait=300))
 
     with pytest.raises(RateLimitedError) as error:
@@ -206,7 +234,12 @@ def test_an_event_batch_refused_before_connecting_is_not_flagged(make_client):
 
 @pytest.mark.parametrize(
     "failure",
-    [httpx.ReadTimeout("slow"), httpx.RemoteProtocolError("dropped"), httpx.Response(503), httpx.Response(500)],
+    [
+        httpx.ReadTimeout("slow"),
+        httpx.RemoteProtocolError("dropped"),
+        httpx.Response(503),
+        httpx.Response(500),
+    ],
     ids=["timeout", "dropped", "503", "500"],
 )
 def test_a_row_add_is_not_retried_blindly(make_client, failure):
@@ -277,13 +310,17 @@ def test_data_as_a_list_or_an_object(make_client, data):
 
 
 def test_people_page_as_a_bare_list(make_client):
-    page = make_client(Recorder(ok([{"first_name": "Ada", "email": "a@x.io"}]))).get_targetable_people("tbl_1")
+    page = make_client(Recorder(ok([{"first_name": "Ada", "email": "a@x.io"}]))).get_targetable_people(
+        "tbl_1"
+    )
     assert page.people[0].email == "a@x.io"
     assert page.has_more is None
 
 
 def test_row_ids_from_an_add(make_client):
-    recorder = Recorder(ok({"rows": [{"id": "row_1", "cells": {}}, {"id": "row_2", "cells": {}}], "added": 2}))
+    recorder = Recorder(
+        ok({"rows": [{"id": "row_1", "cells": {}}, {"id": "row_2", "cells": {}}], "added": 2})
+    )
 
     result = make_client(recorder).add_rows("tbl_1", [{"cells": {"a": 1}}, {"cells": {"a": 2}}])
 
@@ -310,7 +347,9 @@ def test_iter_targetable_people_pages_until_has_more_is_false(make_client):
 def test_iter_rows_stops_on_a_short_page_without_flags(make_client):
     recorder = Recorder(ok({"rows": [{"id": "row_1"}, {"id": "row_2"}]}), ok({"rows": [{"id": "row_3"}]}))
 
-    rows = list(make_client(recorder).iter_rows("tbl_1", column_id="domain", operator="is_not_empty", page_size=2))
+    rows = list(
+        make_client(recorder).iter_rows("tbl_1", column_id="domain", operator="is_not_empty", page_size=2)
+    )
 
     assert [row.id for row in rows] == ["row_1", "row_2", "row_3"]
     assert recorder.requests[1].url.params["offset"] == "2"
@@ -325,9 +364,26 @@ def test_iter_rows_refuses_a_page_that_repeats(make_client):
 
 
 def test_read_cells_are_objects_with_value_and_computed_value(make_client):
-    body = {"rows": [{"id": "row_1", "tableId": "tbl_1", "cells": {
-        "status": {"columnId": "status", "rowId": "row_1", "value": "pending", "computedValue": "Pending",
-                   "status": "completed"}}}], "totalMatched": 12, "returned": 1, "truncated": True}
+    body = {
+        "rows": [
+            {
+                "id": "row_1",
+                "tableId": "tbl_1",
+                "cells": {
+                    "status": {
+                        "columnId": "status",
+                        "rowId": "row_1",
+                        "value": "pending",
+                        "computedValue": "Pending",
+                        "status": "completed",
+                    }
+                },
+            }
+        ],
+        "totalMatched": 12,
+        "returned": 1,
+        "truncated": True,
+    }
 
     page = make_client(Recorder(ok(body))).get_rows("tbl_1", row_ids=["row_1"])
 

@@ -24,10 +24,20 @@ from listsync.client import (
 NOW = 1_800_000_000.0
 
 
-def response(status: int, error: str | None = None, *, text: str | None = None, method: str = "POST",
-             path: str = "/v1/events/batch", headers: dict[str, str] | None = None) -> httpx.Response:
-    request = httpx.Request(method, f"https://api.example.com{path}?userId=usr_1",
-                            headers={"Authorization": "Bearer sk_live_SECRET"})
+def response(
+    status: int,
+    error: str | None = None,
+    *,
+    text: str | None = None,
+    method: str = "POST",
+    path: str = "/v1/events/batch",
+    headers: dict[str, str] | None = None,
+) -> httpx.Response:
+    request = httpx.Request(
+        method,
+        f"https://api.example.com{path}?userId=usr_1",
+        headers={"Authorization": "Bearer sk_live_SECRET"},
+    )
     if text is not None:
         return httpx.Response(status, text=text, request=request, headers=headers)
     return httpx.Response(status, json={"success": False, "error": error}, request=request, headers=headers)
@@ -49,7 +59,11 @@ def response(status: int, error: str | None = None, *, text: str | None = None, 
         (401, "Missing API key", AuthenticationError),  # A2
         (401, "Invalid API key", AuthenticationError),  # A2
         (403, "Invalid API key", AuthenticationError),  # A2 alternative
-        (403, "Public keys may only call POST /v1/events and POST /v1/events/batch", AuthenticationError),  # A3
+        (
+            403,
+            "Public keys may only call POST /v1/events and POST /v1/events/batch",
+            AuthenticationError,
+        ),  # A3
         (400, "Invalid JSON body", BadRequestError),  # A4
         (400, "events[3]: signal is required", BadRequestError),  # A4
         (400, "timestamp must be an ISO 8601 string", BadRequestError),  # A4
@@ -80,7 +94,12 @@ def test_every_status_and_message_maps_to_its_error(status, message, kind):
     assert type(error) is kind
     assert isinstance(error, ApiError)
     assert isinstance(error, ListSyncError)
-    assert (error.status, error.method, error.path, error.message) == (status, "POST", "/v1/events/batch", message)
+    assert (error.status, error.method, error.path, error.message) == (
+        status,
+        "POST",
+        "/v1/events/batch",
+        message,
+    )
     assert str(error) == f"POST /v1/events/batch -> {status}: {message}"
 
 

@@ -12,7 +12,9 @@ from listsync.client import AuthenticationError
 
 
 def events(signal: str, count: int, **extra: object) -> list[dict[str, object]]:
-    return [{"signal": signal, "identity": {"type": "account", "id": f"acc-{i}"}, **extra} for i in range(count)]
+    return [
+        {"signal": signal, "identity": {"type": "account", "id": f"acc-{i}"}, **extra} for i in range(count)
+    ]
 
 
 def assert_no_request_over_budget(service) -> None:
@@ -152,7 +154,7 @@ def test_caller_references_are_kept_and_missing_ones_are_deterministic(make_clie
 def test_invalid_and_duplicate_reference_events_are_rejected_not_sent(make_client, event_service):
     service = event_service({"evt": 100})
     client = make_client(service.handler)
-    batch = events("evt", 2, reference="same") + [{"signal": "evt", "identity": {"type": "account"}}]
+    batch = [*events("evt", 2, reference="same"), {"signal": "evt", "identity": {"type": "account"}}]
 
     report = client.send_events(batch, {"evt": "Event"})
 
@@ -236,7 +238,9 @@ def test_a_bad_event_refusing_its_batch_is_isolated(make_client, event_service):
 
 
 def test_authentication_failure_is_raised(make_client):
-    client = make_client(lambda request: httpx.Response(401, json={"success": False, "error": "Invalid API key"}))
+    client = make_client(
+        lambda request: httpx.Response(401, json={"success": False, "error": "Invalid API key"})
+    )
 
     with pytest.raises(AuthenticationError):
         client.send_events(events("evt", 1), {"evt": "Event"})

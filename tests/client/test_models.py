@@ -49,12 +49,21 @@ def violation(validate, data) -> dict[str, str]:
         ({**PERSON, "target": "maybe"}, "target", "Input should be a valid boolean"),
         ({**PERSON, "personas": "champion"}, "personas", "Input should be a valid list"),
         ({**PERSON, "email": 42}, "email", "Input should be a valid string"),
-        ({**PERSON, "connection_paths": [{**PATH, "source": "email"}]}, "connection_paths.0.source",
-         "Input should be 'network' or 'relation'"),
-        ({**PERSON, "connection_paths": [{**PATH, "degree": "3rd"}]}, "connection_paths.0.degree",
-         "Input should be '1st' or '2nd'"),
-        ({**PERSON, "connection_paths": [{"source": "network", "degree": "1st"}]}, "connection_paths.0.userId",
-         "Field required"),
+        (
+            {**PERSON, "connection_paths": [{**PATH, "source": "email"}]},
+            "connection_paths.0.source",
+            "Input should be 'network' or 'relation'",
+        ),
+        (
+            {**PERSON, "connection_paths": [{**PATH, "degree": "3rd"}]},
+            "connection_paths.0.degree",
+            "Input should be '1st' or '2nd'",
+        ),
+        (
+            {**PERSON, "connection_paths": [{"source": "network", "degree": "1st"}]},
+            "connection_paths.0.userId",
+            "Field required",
+        ),
         ({**PERSON, "nickname": "A"}, "nickname", "Extra inputs are not permitted"),
     ],
 )
@@ -67,7 +76,12 @@ def test_every_violation_of_a_record_is_reported_at_once():
         validate_person,
         {"phone_number": "123", "connection_paths": [{"userId": "u", "source": "x", "degree": "9th"}]},
     )
-    assert set(error) == {"first_name", "phone_number", "connection_paths.0.source", "connection_paths.0.degree"}
+    assert set(error) == {
+        "first_name",
+        "phone_number",
+        "connection_paths.0.source",
+        "connection_paths.0.degree",
+    }
 
 
 def test_invalid_record_error_message_lists_fields():
@@ -82,8 +96,14 @@ def test_unknown_persona_keys_are_accepted():
 
 def test_a_valid_person_serialises_in_spec_casing_without_none():
     person = validate_person(
-        {**PERSON, "last_name": None, "phone_number": "+14155550123",
-         "connection_paths": [{"user_id": "usr_1", "source": "relation", "degree": "2nd", "context": None}]}
+        {
+            **PERSON,
+            "last_name": None,
+            "phone_number": "+14155550123",
+            "connection_paths": [
+                {"user_id": "usr_1", "source": "relation", "degree": "2nd", "context": None}
+            ],
+        }
     )
     assert person.to_wire() == {
         "first_name": "Ada",
@@ -133,9 +153,14 @@ def test_event_timestamps(timestamp, wire):
 
 def test_batch_must_hold_one_to_a_hundred_events():
     event = SignalEvent.model_validate(EVENT)
-    assert "at least 1 item" in violation(lambda d: validate_record(EventBatchRequest, d), {"events": []})["events"]
+    assert (
+        "at least 1 item"
+        in violation(lambda d: validate_record(EventBatchRequest, d), {"events": []})["events"]
+    )
     too_many = {"events": [event] * 101}
-    assert "at most 100 items" in violation(lambda d: validate_record(EventBatchRequest, d), too_many)["events"]
+    assert (
+        "at most 100 items" in violation(lambda d: validate_record(EventBatchRequest, d), too_many)["events"]
+    )
     assert len(validate_record(EventBatchRequest, {"events": [event] * 100}).events) == 100
 
 
@@ -192,7 +217,9 @@ def test_person_patch_rules():
     errors = violation(validate_person_patch, {"match": {}, "patch": {}})
     assert set(errors) == {"match", "patch"}
     assert "must change at least one field" in errors["patch"]
-    bad_phone = violation(validate_person_patch, {"match": {"email": "a@x.io"}, "patch": {"phone_number": "1"}})
+    bad_phone = violation(
+        validate_person_patch, {"match": {"email": "a@x.io"}, "patch": {"phone_number": "1"}}
+    )
     assert "patch.phone_number" in bad_phone
 
 
@@ -206,14 +233,26 @@ def test_account_entries_need_a_domain_and_people():
 @pytest.mark.parametrize(
     ("person", "identity", "match"),
     [
-        ({"first_name": "A", "email": " Ada@X.io ", "network_profile_url": "u"}, "email:ada@x.io",
-         {"email": "Ada@X.io"}),
-        ({"first_name": "A", "network_profile_url": "https://n/ada", "phone_number": "+1415"}, "url:https://n/ada",
-         {"network_profile_url": "https://n/ada"}),
-        ({"first_name": "A", "phone_number": "+14155550123"}, "phone:+14155550123",
-         {"phone_number": "+14155550123"}),
-        ({"first_name": "Ada", "last_name": "Lovelace"}, "name:Ada Lovelace",
-         {"first_name": "Ada", "last_name": "Lovelace"}),
+        (
+            {"first_name": "A", "email": " Ada@X.io ", "network_profile_url": "u"},
+            "email:ada@x.io",
+            {"email": "Ada@X.io"},
+        ),
+        (
+            {"first_name": "A", "network_profile_url": "https://n/ada", "phone_number": "+1415"},
+            "url:https://n/ada",
+            {"network_profile_url": "https://n/ada"},
+        ),
+        (
+            {"first_name": "A", "phone_number": "+14155550123"},
+            "phone:+14155550123",
+            {"phone_number": "+14155550123"},
+        ),
+        (
+            {"first_name": "Ada", "last_name": "Lovelace"},
+            "name:Ada Lovelace",
+            {"first_name": "Ada", "last_name": "Lovelace"},
+        ),
         ({"first_name": "Ada"}, None, None),
     ],
 )

@@ -13,7 +13,14 @@ from listsync.client import (
     ServerError,
     TransportError,
 )
-from listsync.client.retry import Repeat, RetryPolicy, backoff_seconds, is_retryable, outcome_unknown, wait_seconds
+from listsync.client.retry import (
+    Repeat,
+    RetryPolicy,
+    backoff_seconds,
+    is_retryable,
+    outcome_unknown,
+    wait_seconds,
+)
 
 NOW = 1000.0
 POLICY = RetryPolicy(max_rate_limit_wait=120)
@@ -26,7 +33,9 @@ def server(status: int) -> ServerError:
 
 def limited(reset_in: float | None = None, retry_after: float | None = None) -> RateLimitedError:
     reset_at = NOW + reset_in if reset_in is not None else None
-    return RateLimitedError(429, "POST", "/v1/events", "Rate limit exceeded", reset_at=reset_at, retry_after=retry_after)
+    return RateLimitedError(
+        429, "POST", "/v1/events", "Rate limit exceeded", reset_at=reset_at, retry_after=retry_after
+    )
 
 
 @pytest.mark.parametrize(
@@ -72,7 +81,15 @@ def test_outcome_unknown(error, unknown):
 
 @pytest.mark.parametrize(
     ("attempt", "rand", "seconds"),
-    [(1, 0.0, 0.5), (2, 0.0, 1.0), (3, 0.0, 2.0), (7, 0.0, 30.0), (20, 0.0, 30.0), (3, 1.0, 1.0), (3, 0.5, 1.5)],
+    [
+        (1, 0.0, 0.5),
+        (2, 0.0, 1.0),
+        (3, 0.0, 2.0),
+        (7, 0.0, 30.0),
+        (20, 0.0, 30.0),
+        (3, 1.0, 1.0),
+        (3, 0.5, 1.5),
+    ],
 )
 def test_backoff_is_exponential_capped_and_jittered(attempt, rand, seconds):
     assert backoff_seconds(attempt, RetryPolicy(), rand) == pytest.approx(seconds)

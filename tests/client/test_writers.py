@@ -1,0 +1,222 @@
+"""Chunked writers: chunking, per-key reports, refusals naming accounts or rows, unknown outcomes."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from listsync.client import AccountKeyed, Keyed, RetryPolicy
+from listsync.client.writers import chunk_by_account
+
+
+class Service:
+    """Answers List writes from a function of the JSON body; records bodies."""
+
+    def __init__(self, answer=None) -> None:
+        self.bodies: list[dict] = []
+        self.answer = answer or (lambda body: httpx.Response(200, json={"success": True, "data": {}}))
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        self.bodies.append(body)
+        return self.answer(body)
+
+
+def people(domains_and_counts: list[tuple[str, int]]) -> list[AccountKeyed]:
+    return [
+        AccountKeyed(f"{domain}#{i}", domain, {"first_name": f"P{i}", "email": f"p{i}@{domain}"})
+        for domain, count in domains_and_counts
+        for i in range(count)
+    ]
+
+
+def test_chunk_by_account_respects_people_and_account_caps_and_splits_big_accounts():
+    items = [(f"k{i}", "big.io", i) for i in range(7)] + [(f"s{i}", f"d{i}.io", i) for i in range(5)]
+    chunks = list(chunk_by_account(items, max_people=4, max_accounts=3))
+
+    assert [[(domain, len(members)) for domain, members in chunk] for chunk in chunks] == [
+        [("big.io", 4)],
+        [("big.io", 3), ("d0.io", 1)],
+        [("d1.io", 1), ("d2.io", 1), ("d3.io", 1)],
+        [("d4.io", 1)],
+    ]
+
+
+def test_chunk_by_account_groups_domains_case_insensitively_in_first_seen_order():
+    items = [("a", "X.io", 1), ("b", "y.io", 2), ("c", "x.IO", 3)]
+    assert list(chunk_by_account(items, max_people=10, max_accounts=10)) == [
+        [("X.io", [("a", 1), ("c", 3)]), ("y.io", [("b", 2)])]
+    ]
+
+
+def test_people_adds_default_to_the_caps_of_a21(make_client):
+    service = Service()
+    report = make_client(service).write_people_adds("tbl_1", people([(f"d{i}.io", 3) for i in range(150)]))
+
+    assert [len(body["accounts"]) for body in service.bodies] == [100, 50]
+    assert all(sum(len(a["people"]) for a in body["accounts"]) <= 500 for body in service.bodies)
+    assert report.requests == 2
+    assert len(report.written) == 450
+    assert service.bodies[0]["userId"] == "usr_123"
+
+
+def test_unknown_accounts_are_dropped_recorded_and_the_rest_resent(make_client):
+    def answer(body):
+        domains = [a["accountDomain"] for a in body["accounts"]]
+        missing = [d for d in domains if d.lower().startswith("ghost")]
+        if missing:
+            return httpx.Response(
+                404, json={"success": False, "error": f"Account not found: {', '.join(missing)}"}
+            )
+        return httpx.Response(200, json={"success": True, "data": {"added": 3, "updated": 1, "skipped": 0}})
+
+    service = Service(answer)
+    report = make_client(service).write_people_adds(
+        "tbl_1", people([("a.io", 2), ("ghost1.io", 1), ("b.io", 2), ("GHOST2.io", 1)])
+    )
+
+    assert [[a["accountDomain"] for a in body["accounts"]] for body in service.bodies] == [
+        ["a.io", "ghost1.io", "b.io", "GHOST2.io"],
+        ["a.io", "b.io"],
+    ]
+    assert report.failed == {
+        "ghost1.io#0": "Account not found: ghost1.io, GHOST2.io",
+        "GHOST2.io#0": "Account not found: ghost1.io, GHOST2.io",
+    }
+    assert report.written == ["a.io#0", "a.io#1", "b.io#0", "b.io#1"]
+    assert report.counts == {"added": 3, "updated": 1, "skipped": 0}
+    assert report.requests == 2
+
+
+def test_a_chunk_failing_after_retries_fails_every_item_and_the_next_chunk_goes_on(make_client):
+    calls = []
+
+    def answer(body):
+        calls.append(body)
+        if len(calls) <= 2:
+            return httpx.Response(503, json={"success": False, "error": "Service unavailable"})
+        return httpx.Response(200, json={"success": True, "data": {"updated": 1}})
+
+    client = make_client(Service(answer), retry_policy=RetryPolicy(max_attempts=2))
+    items = [
+        AccountKeyed(f"k{i}", f"d{i}.io", {"match": {"email": f"p@d{i}.io"}, "patch": {"title": "CTO"}})
+        for i in range(2)
+    ]
+
+    report = client.write_people_patches("tbl_1", items, chunk_size=1)
+
+    assert report.failed == {"k0": "PATCH /v1/lists/tbl_1/targetable-people -> 503: Service unavailable"}
+    assert report.written == ["k1"]
+
+
+def test_invalid_items_fail_alone(make_client):
+    service = Service()
+    items = [
+        AccountKeyed("ok", "a.io", {"email": "p@a.io"}),
+        AccountKeyed("bad", "a.io", {"first_name": "Ada"}),
+    ]
+
+    report = make_client(service).write_people_deletes("tbl_1", items)
+
+    assert report.written == ["ok"]
+    assert (
+        "needs email, network_profile_url, phone_number, or first_name and last_name" in report.failed["bad"]
+    )
+    assert service.bodies[0]["accounts"] == [{"accountDomain": "a.io", "people": [{"email": "p@a.io"}]}]
+
+
+def test_row_adds_map_keys_to_new_row_ids(make_client):
+    def answer(body):
+        rows = [{"id": f"row_{row['cells']['n']}", "cells": row["cells"]} for row in body["rows"]]
+        return httpx.Response(200, json={"success": True, "data": {"rows": rows, "added": len(rows)}})
+
+    items = [Keyed(f"k{n}", {"cells": {"n": n}}) for n in range(5)]
+    report = make_client(Service(answer)).write_row_adds("tbl_1", items, chunk_size=2)
+
+    assert report.requests == 3
+    assert report.row_ids == {f"k{n}": f"row_{n}" for n in range(5)}
+    assert report.counts == {"added": 5}
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [httpx.ReadTimeout("slow"), httpx.Response(503), httpx.Response(500)],
+    ids=["timeout", "503", "500"],
+)
+def test_row_adds_with_an_unknown_outcome_are_reported_not_resent(make_client, failure):
+    sent = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        sent.append(body)
+        if body["rows"][0]["cells"]["n"] == 0 and isinstance(failure, Exception):
+            raise failure
+        if body["rows"][0]["cells"]["n"] == 0:
+            return failure
+        return httpx.Response(200, json={"success": True, "data": {"rows": [{"id": "row_x"}], "added": 1}})
+
+    items = [Keyed("first", {"cells": {"n": 0}}), Keyed("second", {"cells": {"n": 1}})]
+    report = make_client(handler).write_row_adds("tbl_1", items, chunk_size=1)
+
+    assert len(sent) == 2  # each chunk once: the unknown one was not repeated
+    assert list(report.outcome_unknown) == ["first"]
+    assert report.written == ["second"]
+    assert report.failed == {}
+
+
+def test_row_adds_refused_by_the_service_are_failed(make_client):
+    answer = Service(
+        lambda body: httpx.Response(
+            409, json={"success": False, "error": "Duplicate value for unique column domain: x.io"}
+        )
+    )
+
+    report = make_client(answer).write_row_adds("tbl_1", [Keyed("k", {"cells": {"domain": "x.io"}})])
+
+    assert report.failed == {
+        "k": "POST /v1/lists/tbl_1/rows -> 409: Duplicate value for unique column domain: x.io"
+    }
+    assert report.outcome_unknown == {}
+
+
+def test_cell_updates_on_missing_rows_fail_and_the_rest_are_resent(make_client):
+    def answer(body):
+        if any(u["rowId"] == "row_gone" for u in body["updates"]):
+            return httpx.Response(404, json={"success": False, "error": "Rows not found: row_gone"})
+        return httpx.Response(200, json={"success": True, "data": {"updated": len(body["updates"])}})
+
+    service = Service(answer)
+    items = [
+        Keyed(k, {"rowId": r, "columnId": "status", "value": "done"})
+        for k, r in [("a", "row_1"), ("b", "row_gone"), ("c", "row_2")]
+    ]
+
+    report = make_client(service).write_cell_updates("tbl_1", items)
+
+    assert report.failed == {"b": "Rows not found: row_gone"}
+    assert report.written == ["a", "c"]
+    assert [u["rowId"] for u in service.bodies[1]["updates"]] == ["row_1", "row_2"]
+
+
+def test_row_deletes_treat_missing_rows_as_already_deleted(make_client):
+    def answer(body):
+        if "row_gone" in body["rowIds"]:
+            return httpx.Response(404, json={"success": False, "error": "Rows not found: row_gone"})
+        return httpx.Response(
+            200, json={"success": True, "data": {"deleted": len(body["rowIds"]), "notFound": []}}
+        )
+
+    items = [Keyed("a", "row_1"), Keyed("b", "row_gone"), Keyed("c", " "), Keyed("d", "row_2")]
+    report = make_client(Service(answer)).write_row_deletes("tbl_1", items, chunk_size=1000)
+
+    assert sorted(report.written) == ["a", "b", "d"]
+    assert report.not_found == ["row_gone"]
+    assert report.counts == {"deleted": 2}
+    assert "rowId: must be a non-empty string" in report.failed["c"]
+
+
+def test_report_to_dict_is_json(make_client):
+    report = make_client(Service()).write_row_deletes("tbl_1", [Keyed("a", "row_1")])
+    assert json.loads(json.dumps(report.to_dict()))["written"] == ["a"]
