@@ -18,7 +18,7 @@ from listsync import CONNECTION_FORM_BEHAVIOUR, CONNECTION_FORM_FIELDS
 if TYPE_CHECKING:
     import httpx
 
-    from listsync.client import ListSyncClient
+    from listsync.client import ListSyncClient, RetryPolicy
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -56,7 +56,7 @@ class ListSyncHook(BaseHook):
         """Same as :meth:`get_client` (Airflow's generic hook interface)."""
         return self.get_client()
 
-    def _build_client(self) -> ListSyncClient:
+    def _build_client(self, retry_policy: RetryPolicy | None = None) -> ListSyncClient:
         from airflow.sdk.log import mask_secret
 
         from listsync.client import ListSyncClient
@@ -69,7 +69,10 @@ class ListSyncHook(BaseHook):
         # Airflow masks connection passwords already; masking again covers connections built by
         # hand (e.g. from the environment in a plain script) at no cost.
         mask_secret(conn.password)
-        extra = conn.extra_dejson
+        # Forms of older Airflow versions store extras with an ``extra__<type>__`` prefix.
+        extra = {
+            key.removeprefix(f"extra__{self.conn_type}__"): value for key, value in conn.extra_dejson.items()
+        }
         base_url = conn.host if "://" in conn.host else f"https://{conn.host}"
         if conn.port:
             base_url = f"{base_url.rstrip('/')}:{conn.port}"
@@ -80,14 +83,19 @@ class ListSyncHook(BaseHook):
             extra.get("user_id") or None,
             transport=self._transport,
             timeout=float(timeout) if timeout not in (None, "") else DEFAULT_TIMEOUT,
+            retry_policy=retry_policy,
         )
 
     def test_connection(self) -> tuple[bool, str]:
-        """Call GET /v1/lists with the connection; ``(True, message)`` when the key is accepted."""
-        from listsync.client import ListSyncError
+        """Call GET /v1/lists once with the connection; ``(True, message)`` when the key is accepted.
+
+        No retries: the person testing a connection wants the answer now.
+        """
+        from listsync.client import ListSyncError, RetryPolicy
 
         try:
-            lists = self.get_client().list_lists()
+            with self._build_client(RetryPolicy(max_attempts=1)) as client:
+                lists = client.list_lists()
         except (ListSyncError, ValueError) as exc:
             return False, str(exc)
         return True, f"Connected: {len(lists)} List(s) visible"

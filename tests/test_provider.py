@@ -1,0 +1,79 @@
+"""The provider as Airflow sees it: provider info, entry point, and the CLI."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+import listsync
+from listsync import get_provider_info
+
+AIRFLOW = Path(sys.executable).with_name("airflow")
+
+
+def declared_modules() -> list[str]:
+    info = get_provider_info()
+    return [
+        module
+        for section in ("hooks", "operators", "triggers")
+        for entry in info.get(section, [])
+        for module in entry["python-modules"]
+    ]
+
+
+def test_provider_info_is_valid_against_airflows_schema():
+    import jsonschema
+
+    schema_path = Path(importlib.import_module("airflow").__file__).with_name("provider_info.schema.json")
+    jsonschema.validate(get_provider_info(), json.loads(schema_path.read_text()))
+    assert get_provider_info()["versions"] == [listsync.__version__]
+
+
+@pytest.mark.parametrize("module", declared_modules())
+def test_every_declared_module_imports(module):
+    importlib.import_module(module)
+
+
+def test_connection_type_names_an_importable_hook():
+    (conn_type,) = get_provider_info()["connection-types"]
+    module, _, name = conn_type["hook-class-name"].rpartition(".")
+    hook = getattr(importlib.import_module(module), name)
+    assert hook.conn_type == conn_type["connection-type"] == "listsync"
+    assert module in declared_modules()
+
+
+def test_entry_point_is_registered():
+    (entry,) = [ep for ep in entry_points(group="apache_airflow_provider") if ep.value.startswith("listsync")]
+    assert entry.load() is get_provider_info
+
+
+def test_airflow_sees_the_provider_and_its_connection_type(tmp_path):
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path)}
+    listed = subprocess.run(
+        [str(AIRFLOW), "providers", "list", "--output", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    providers = {item["package_name"]: item for item in json.loads(listed.stdout[listed.stdout.index("[") :])}
+    assert providers["airflow-provider-listsync"]["version"] == listsync.__version__
+
+    from airflow.providers_manager import ProvidersManager
+    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+
+    hook = ProvidersManagerTaskRuntime().hooks["listsync"]
+    assert hook is not None
+    assert hook.hook_class_name == "listsync.hooks.listsync.ListSyncHook"
+    assert hook.connection_testable is True
+    manager = ProvidersManager()
+    assert manager.field_behaviours["listsync"]["relabeling"] == {"host": "Base URL", "password": "API key"}
+    assert manager.connection_form_widgets["extra__listsync__user_id"].field["schema"]["title"] == "User ID"
