@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from datetime import datetime, timedelta
 
-from airflow.sdk import dag
+from airflow.sdk import CronDataIntervalTimetable, dag
 from listsync.operators.signals import IngestSignalsOperator
 
 DEFAULT_OUTPUT_DIR = os.environ.get("LISTSYNC_OUTPUT_DIR") or os.path.join(
@@ -39,7 +39,9 @@ ORDER BY event_id
 
 @dag(
     dag_id="signal_backfill",
-    schedule="@daily",
+    # A data-interval timetable: each run's interval is the whole day it is named after (a plain
+    # "@daily" would trigger at midnight with an empty interval in Airflow 3).
+    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
     start_date=datetime(2026, 11, 1),
     end_date=datetime(2026, 11, 10),
     catchup=True,

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -49,7 +49,7 @@ def load_example(name: str) -> ModuleType:
 def test_every_dag_file_imports_without_errors():
     from airflow.dag_processing.dagbag import DagBag
 
-    bag = DagBag(dag_folder=str(DAGS), include_examples=False)
+    bag = DagBag(dag_folder=str(DAGS))
 
     assert bag.import_errors == {}
     assert set(bag.dag_ids) == {"crm_to_list_nightly", "signal_backfill", "upsert_rows"}
@@ -60,14 +60,12 @@ def test_every_dag_file_imports_without_errors():
 def test_nightly_dag_shape():
     from airflow.dag_processing.dagbag import DagBag
 
-    dag = DagBag(dag_folder=str(DAGS / "crm_to_list_nightly.py"), include_examples=False).get_dag(
-        "crm_to_list_nightly"
-    )
+    dag = DagBag(dag_folder=str(DAGS / "crm_to_list_nightly.py")).dags["crm_to_list_nightly"]
     rows, people, report = (
         dag.get_task(t) for t in ("upsert_account_rows", "sync_targetable_people", "report")
     )
 
-    assert dag.timetable.summary == "0 2 * * *"
+    assert (dag.timetable.expression, str(dag.timetable.timezone)) == ("0 2 * * *", "UTC")
     assert people.upstream_task_ids == {"upsert_account_rows"}
     assert report.upstream_task_ids == {"upsert_account_rows", "sync_targetable_people"}
     assert (people.mode, people.delete_scope) == ("mirror", "accounts_in_source")
@@ -76,20 +74,54 @@ def test_nightly_dag_shape():
     assert [a.uri for a in rows.outlets] == [a.uri for a in people.outlets] == ["listsync://tbl_accounts/"]
 
 
-def test_backfill_dag_covers_the_example_history_one_day_per_run():
+def backfill_intervals(dag: Any) -> list[Any]:
+    """The data intervals the scheduler creates for ``dag`` with catchup, start to end date."""
+    from airflow.serialization.decoders import decode_timetable
+    from airflow.serialization.encoders import encode_timetable
+    from airflow.timetables.base import TimeRestriction
+
+    timetable = decode_timetable(encode_timetable(dag.timetable))
+    restriction = TimeRestriction(earliest=dag.start_date, latest=dag.end_date, catchup=dag.catchup)
+    intervals, last = [], None
+    while (
+        info := timetable.next_dagrun_info(last_automated_data_interval=last, restriction=restriction)
+    ) is not None:
+        intervals.append(info.data_interval)
+        last = info.data_interval
+    return intervals
+
+
+def test_backfill_runs_one_day_of_the_example_history_each_and_selects_that_days_events(tmp_path):
+    import jinja2
+    import sqlalchemy as sa
     from airflow.dag_processing.dagbag import DagBag
 
     generate_data = load_example("generate_data")
-    dag = DagBag(dag_folder=str(DAGS / "signal_backfill.py"), include_examples=False).get_dag(
-        "signal_backfill"
-    )
+    dataset = generate_data.generate()
+    generate_data.load(dataset, f"sqlite:///{tmp_path / 'warehouse.db'}")
+    dag = DagBag(dag_folder=str(DAGS / "signal_backfill.py")).dags["signal_backfill"]
     task = dag.get_task("ingest_signal_events")
 
-    assert dag.catchup is True
-    assert dag.start_date.date() == generate_data.HISTORY_START
-    assert (dag.end_date - dag.start_date).days == generate_data.HISTORY_DAYS - 1
+    intervals = backfill_intervals(dag)
+
     assert task.deferrable is True
-    assert "{{ data_interval_start }}" in task.sql and "{{ data_interval_end }}" in task.sql
+    days = [
+        (generate_data.HISTORY_START + timedelta(days=i)).isoformat()
+        for i in range(generate_data.HISTORY_DAYS)
+    ]
+    assert [interval.start.date().isoformat() for interval in intervals] == days
+    assert all(interval.end - interval.start == timedelta(days=1) for interval in intervals)
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'warehouse.db'}")
+    with engine.connect() as conn:
+        for interval, day in zip(intervals, days, strict=True):
+            sql = jinja2.Template(task.sql).render(
+                data_interval_start=interval.start, data_interval_end=interval.end
+            )
+            ids = [row.event_id for row in conn.execute(sa.text(sql))]
+            assert sorted(ids) == sorted(
+                e["event_id"] for e in dataset.events if e["occurred_at"].startswith(day)
+            )
+    engine.dispose()
 
 
 @pytest.fixture(scope="module")
@@ -175,9 +207,9 @@ def connections(
 def run_nightly(logical_date: datetime) -> Any:
     from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
 
-    bag = DagBag(dag_folder=str(DAGS / "crm_to_list_nightly.py"), include_examples=False)
+    bag = DagBag(dag_folder=str(DAGS / "crm_to_list_nightly.py"))
     sync_bag_to_db(bag, "dags-folder", None)
-    return bag.get_dag("crm_to_list_nightly").test(logical_date=logical_date)
+    return bag.dags["crm_to_list_nightly"].test(logical_date=logical_date)
 
 
 def emulator_json(url: str, path: str) -> Any:
