@@ -30,8 +30,8 @@ class FakeTime:
 @pytest.fixture
 def fake_time(monkeypatch: pytest.MonkeyPatch) -> FakeTime:
     fake = FakeTime(datetime(2026, 11, 21, 6, 0, tzinfo=timezone.utc).timestamp())
-    monkeypatch.setattr(rate_limit.time, "time", fake.time)
-    monkeypatch.setattr(rate_limit.asyncio, "sleep", fake.sleep)
+    monkeypatch.setattr(rate_limit, "time", fake.time)
+    monkeypatch.setattr(rate_limit, "sleep", fake.sleep)
     return fake
 
 

@@ -10,10 +10,10 @@ batch even where Airflow has no task state store.
 
 from __future__ import annotations
 
-import asyncio
-import time
+from asyncio import sleep
 from collections.abc import AsyncIterator
 from datetime import datetime, timezone
+from time import time
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -53,8 +53,8 @@ class RateLimitWindowTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Sleep until ``resume_at`` and yield a single event; sends nothing anywhere."""
         deadline = datetime.fromisoformat(self.resume_at).timestamp()
-        while (remaining := deadline - time.time()) > 0:
-            await asyncio.sleep(min(remaining, MAX_SLEEP_SECONDS))
+        while (remaining := deadline - time()) > 0:
+            await sleep(min(remaining, MAX_SLEEP_SECONDS))
         yield TriggerEvent(
             {"status": WINDOW_REOPENED, "resume_at": self.resume_at, "checkpoint": self.checkpoint}
         )

@@ -1,0 +1,230 @@
+"""``IngestSignalsOperator``: signal events from an extract, at the pace the rate limits allow."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from airflow.sdk import BaseOperator
+
+from listsync.operators.extract import check_extract_arguments
+from listsync.sync.events import CheckpointStore, EventMapping
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+__all__ = ["IngestSignalsOperator"]
+
+# The mapping parameters, passed on to EventMapping under the same names.
+_MAPPING_FIELDS = (
+    "signal",
+    "signal_column",
+    "identity_type",
+    "identity_type_column",
+    "identity_id_column",
+    "data_columns",
+    "data_column",
+    "timestamp_column",
+    "reference_column",
+    "version",
+)
+
+
+class IngestSignalsOperator(BaseOperator):
+    """Send the rows of an extract to the service as signal events, each exactly once.
+
+    Rows are mapped to events (give ``signal`` or ``signal_column``, ``identity_type`` or
+    ``identity_type_column``, and ``identity_id_column``), validated (invalid rows go to
+    ``rejects_path`` with their reasons) and sent in a fixed order through the client's
+    rate-aware ``send_events``: every signal at its own limit, signals in parallel, rate-limited
+    events re-sent, unknown signal slugs reported with the service's message.
+
+    After every acknowledged batch a checkpoint goes to the task state store (Airflow 3.3 and
+    newer), so a retried task resumes after the last acknowledged batch instead of sending
+    again; on older Airflow the task logs a warning and a retry starts over. With
+    ``deferrable=True`` a wait for a rate-limit window longer than ``defer_after_seconds`` frees
+    the worker slot: the task defers to :class:`~listsync.triggers.RateLimitWindowTrigger`, which
+    only waits, and resumes from the checkpoint.
+
+    Returns the summary (to XCom): rows read and rejected, events acknowledged per signal,
+    rate-limited re-sends, requests, 429 responses, seconds waited and the checkpoint it resumed
+    from (see :func:`listsync.sync.events.ingest_events`). ``source``, ``sql`` and the mapping
+    are templated, so ``{{ data_interval_start }}`` in ``sql`` backfills one interval per run.
+
+    :param source: the extract file: a local path or an object-storage URI. (templated)
+    :param sql: a query giving the extract, run on ``sql_conn_id``. (templated)
+    :param sql_conn_id: an Airflow database connection (postgres, sqlite...) for ``sql``.
+    :param signal: the signal slug of every event. (templated)
+    :param signal_column: the column holding each event's signal slug. (templated)
+    :param identity_type: the CRM object type of every event (account, contact, deal, lead or a
+        custom type). (templated)
+    :param identity_type_column: the column holding each event's object type. (templated)
+    :param identity_id_column: the column holding the object's id in the CRM. (templated)
+    :param data_columns: columns packed into the event's ``data`` under their names. (templated)
+    :param data_column: a column holding the event's ``data`` as a JSON object. (templated)
+    :param timestamp_column: the column holding when the event happened (ISO 8601; values without
+        an offset are UTC). (templated)
+    :param reference_column: the column holding the event's own reference; without it a
+        reference is derived from signal, identity, timestamp and data. (templated)
+    :param version: the schema version to use: a number or ``"latest"`` (the default).
+    :param signal_types: signal slug → ``"Event"``, ``"Metric"`` or ``"State"``, which sets its
+        pace; a slug not listed is probed with one event and paced by the response's headers.
+    :param batch_size: events per request, 1 to 100.
+    :param deferrable: defer while waiting for a rate-limit window instead of sleeping.
+    :param defer_after_seconds: with ``deferrable``, the longest wait slept through in place.
+    :param rejects_path: where rejected rows go, as JSON lines. (templated)
+    :param dry_run: read, map and count the events; send nothing.
+    :param listsync_conn_id: the ``listsync`` connection.
+    """
+
+    template_fields: Sequence[str] = (
+        "source",
+        "sql",
+        "signal",
+        "signal_column",
+        "identity_type",
+        "identity_type_column",
+        "identity_id_column",
+        "data_columns",
+        "data_column",
+        "timestamp_column",
+        "reference_column",
+        "rejects_path",
+    )
+    template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql"}
+    ui_color = "#fdebd0"
+
+    def __init__(
+        self,
+        *,
+        identity_id_column: str,
+        source: str | None = None,
+        sql: str | None = None,
+        sql_conn_id: str | None = None,
+        signal: str | None = None,
+        signal_column: str | None = None,
+        identity_type: str | None = None,
+        identity_type_column: str | None = None,
+        data_columns: Sequence[str] | None = None,
+        data_column: str | None = None,
+        timestamp_column: str | None = None,
+        reference_column: str | None = None,
+        version: int | float | str | None = None,
+        signal_types: Mapping[str, str] | None = None,
+        batch_size: int = 100,
+        deferrable: bool = False,
+        defer_after_seconds: float = 30.0,
+        rejects_path: str | None = None,
+        dry_run: bool = False,
+        listsync_conn_id: str = "listsync_default",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        check_extract_arguments(source, sql, sql_conn_id)
+        if not 1 <= batch_size <= 100:
+            raise ValueError(f"batch_size must be between 1 and 100 (the service's cap), got {batch_size}")
+        if defer_after_seconds < 0:
+            raise ValueError(f"defer_after_seconds must be 0 or more, got {defer_after_seconds}")
+        self.source = source
+        self.sql = sql
+        self.sql_conn_id = sql_conn_id
+        self.signal = signal
+        self.signal_column = signal_column
+        self.identity_type = identity_type
+        self.identity_type_column = identity_type_column
+        self.identity_id_column = identity_id_column
+        self.data_columns = data_columns
+        self.data_column = data_column
+        self.timestamp_column = timestamp_column
+        self.reference_column = reference_column
+        self.version = version
+        self.signal_types = signal_types
+        self.batch_size = batch_size
+        self.deferrable = deferrable
+        self.defer_after_seconds = defer_after_seconds
+        self.rejects_path = rejects_path
+        # BaseOperator.dry_run() is a method (render templates only), so the flag has its own name.
+        self.is_dry_run = dry_run
+        self.listsync_conn_id = listsync_conn_id
+        # Fail at parse time on a mapping that could never work (one of each pair, a valid version).
+        self._mapping()
+
+    def _mapping(self) -> EventMapping:
+        return EventMapping(**{name: getattr(self, name) for name in _MAPPING_FIELDS})
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        """Ingest the extract, resuming from the task's checkpoint if an earlier try left one."""
+        return self._ingest(context, CheckpointStore(self._task_state_store(context)))
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Resume after :class:`~listsync.triggers.RateLimitWindowTrigger` fired.
+
+        :raises ValueError: the event is not the trigger's "window reopened" event.
+        """
+        from listsync.triggers.rate_limit import WINDOW_REOPENED
+
+        if not isinstance(event, dict) or event.get("status") != WINDOW_REOPENED:
+            raise ValueError(
+                f"expected the rate-limit trigger's {WINDOW_REOPENED!r} event, got "
+                f"{event.get('status') if isinstance(event, dict) else type(event).__name__!r}"
+            )
+        checkpoint = event.get("checkpoint")
+        if checkpoint is not None and not isinstance(checkpoint, dict):
+            raise ValueError(
+                f"the trigger event's checkpoint must be an object, got {type(checkpoint).__name__}"
+            )
+        self.log.info("Rate-limit window reopened at %s; resuming", event.get("resume_at"))
+        # The store's checkpoint wins; the event's copy serves where Airflow has no task state store.
+        return self._ingest(context, CheckpointStore(self._task_state_store(context), fallback=checkpoint))
+
+    def _task_state_store(self, context: Context) -> Any:
+        store = context.get("task_state_store")
+        if store is None:
+            self.log.warning(
+                "This Airflow has no task state store (it needs 3.3 or newer): the checkpoint is kept "
+                "in memory only, so a retry of this task sends every event again"
+            )
+        return store
+
+    def _ingest(self, context: Context, checkpoints: CheckpointStore) -> dict[str, Any]:
+        from listsync.hooks.listsync import ListSyncHook
+        from listsync.operators.extract import read_operator_extract
+        from listsync.sync.events import ingest_events
+        from listsync.sync.rejects import Rejects
+        from listsync.triggers.rate_limit import RateLimitWindowTrigger
+
+        client = None if self.is_dry_run else ListSyncHook(self.listsync_conn_id).get_client()
+        frames = read_operator_extract(source=self.source, sql=self.sql, sql_conn_id=self.sql_conn_id)
+        with Rejects(self.rejects_path) as rejects, client if client is not None else nullcontext():
+            summary = ingest_events(
+                client,
+                frames,
+                self._mapping(),
+                rejects=rejects,
+                signal_types=self.signal_types,
+                batch_size=self.batch_size,
+                checkpoints=checkpoints,
+                max_wait=self.defer_after_seconds if self.deferrable else None,
+                dry_run=self.is_dry_run,
+            )
+        if summary["resume_at"] is not None:
+            self.log.info(
+                "%d of %d events acknowledged; deferring until the rate-limit window reopens at %s",
+                summary["acknowledged"],
+                summary["events"],
+                summary["resume_at"],
+            )
+            self.defer(
+                trigger=RateLimitWindowTrigger(resume_at=summary["resume_at"], checkpoint=checkpoints.load()),
+                method_name="execute_complete",
+            )
+        self.log.info(
+            "Read %d rows (%d rejected); %d of %d events acknowledged, %d rejected by the service",
+            summary["rows_read"],
+            summary["rows_rejected"],
+            summary.get("acknowledged", 0),
+            summary["events"],
+            summary.get("rejected_by_service", 0),
+        )
+        return summary

@@ -1,0 +1,262 @@
+"""IngestSignalsOperator: dag.test() against the emulator, crash and resume, deferral and resume."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from listsync.emulator import demo_config, serve_in_thread
+from listsync.hooks.listsync import ListSyncHook
+from listsync.operators.signals import IngestSignalsOperator
+from listsync.sync.events import CHECKPOINT_KEY, CheckpointStore
+from listsync.triggers.rate_limit import RateLimitWindowTrigger
+
+from .emulated import (
+    API_KEY,
+    INVALID_ROWS,
+    SIGNAL_TYPES,
+    UNKNOWN_SIGNAL_ROWS,
+    FakeClock,
+    client_for,
+    emulator_on,
+    fail_next_batch,
+    ingested_references,
+    mixed_rows,
+)
+
+MAPPING = {
+    "signal_column": "signal",
+    "identity_type_column": "object_type",
+    "identity_id_column": "object_id",
+    "data_column": "payload",
+    "timestamp_column": "occurred_at",
+    "reference_column": "event_id",
+}
+
+
+def valid_references(rows: list[dict[str, str]]) -> set[str]:
+    return {
+        row["event_id"]
+        for row in rows
+        if row["signal"] != "not_a_signal"
+        and row["object_id"]
+        and row["occurred_at"][0] == "2"
+        and row["payload"].startswith("{")
+    }
+
+
+@pytest.fixture
+def extract(tmp_path: Path) -> tuple[Path, list[dict[str, str]]]:
+    rows = mixed_rows()
+    path = tmp_path / "events.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path, rows
+
+
+@pytest.fixture
+def live_emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A demo emulator with 2-second windows, named by the default connection."""
+    with serve_in_thread(demo_config().model_copy(update={"window_seconds": 2})) as url:
+        connection = {
+            "conn_type": "listsync",
+            "host": url,
+            "password": API_KEY,
+            "extra": {"user_id": "usr_demo"},
+        }
+        monkeypatch.setenv("AIRFLOW_CONN_LISTSYNC_DEFAULT", json.dumps(connection))
+        yield url
+
+
+def ingest_dag(dag_id: str, summaries: list[dict[str, Any]], **operator_kwargs: Any) -> Any:
+    from airflow.sdk import DAG, task
+
+    with DAG(dag_id, schedule=None, start_date=datetime(2026, 11, 1), catchup=False) as dag:
+        ingest = IngestSignalsOperator(
+            task_id="ingest",
+            retries=1,
+            retry_delay=timedelta(0),
+            signal_types=SIGNAL_TYPES,
+            **MAPPING,
+            **operator_kwargs,
+        )
+
+        @task
+        def keep(summary: dict[str, Any]) -> None:
+            summaries.append(summary)
+
+        keep(ingest.output)
+    return dag
+
+
+@pytest.mark.slow
+def test_dag_ingests_every_valid_row_once_and_accounts_for_the_rest(
+    run_dag: Callable[..., Any], live_emulator: str, extract: tuple[Path, list], tmp_path: Path
+) -> None:
+    path, rows = extract
+    summaries: list[dict[str, Any]] = []
+    rejects_path = tmp_path / "rejects.jsonl"
+    dag = ingest_dag("signals_e2e", summaries, source=str(path), rejects_path=str(rejects_path))
+
+    run = run_dag(dag)
+
+    assert run.state == "success"
+    assert ingested_references(live_emulator) == dict.fromkeys(valid_references(rows), 1)
+    (summary,) = summaries
+    assert summary["rows_read"] == len(rows)
+    assert summary["rows_rejected"] == INVALID_ROWS
+    assert len(rejects_path.read_text().splitlines()) == INVALID_ROWS
+    assert summary["acknowledged"] == len(valid_references(rows))
+    assert summary["signals"]["not_a_signal"]["rejected_reasons"] == {
+        "Signals not found: not_a_signal": UNKNOWN_SIGNAL_ROWS
+    }
+    assert API_KEY not in json.dumps(summary)
+
+
+@pytest.mark.slow
+def test_a_retried_task_resumes_after_the_last_acknowledged_batch(
+    run_dag: Callable[..., Any],
+    live_emulator: str,
+    extract: tuple[Path, list],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path, rows = extract
+    saves: list[dict[str, Any]] = []
+    original_save = CheckpointStore.save
+
+    def save_then_crash_after_the_third_batch(self: CheckpointStore, checkpoint: dict[str, Any]) -> None:
+        original_save(self, checkpoint)
+        saves.append(checkpoint)
+        if len(saves) == 3:
+            fail_next_batch(live_emulator)  # try 1 dies on its 4th batch, with 3 acknowledged
+
+    monkeypatch.setattr(CheckpointStore, "save", save_then_crash_after_the_third_batch)
+    summaries: list[dict[str, Any]] = []
+    dag = ingest_dag("signals_crash", summaries, source=str(path), batch_size=25)
+
+    run = run_dag(dag)
+
+    assert run.state == "success"
+    (summary,) = summaries
+    acknowledged_by_try_1 = sum(saves[2]["acknowledged"].values())
+    assert acknowledged_by_try_1 == 75
+    assert sum(summary["resumed_from"].values()) == acknowledged_by_try_1
+    assert ingested_references(live_emulator) == dict.fromkeys(valid_references(rows), 1)
+
+
+@pytest.mark.slow
+def test_a_deferrable_task_defers_through_the_trigger_and_completes(
+    run_dag: Callable[..., Any], live_emulator: str, extract: tuple[Path, list]
+) -> None:
+    path, rows = extract
+    summaries: list[dict[str, Any]] = []
+    dag = ingest_dag("signals_defer", summaries, source=str(path), deferrable=True, defer_after_seconds=0)
+
+    run = run_dag(dag)
+
+    assert run.state == "success"
+    (summary,) = summaries
+    # 150 Event and 35 State events cannot go in one window: the task resumed at least once.
+    assert summary["resumed_from"]
+    assert ingested_references(live_emulator) == dict.fromkeys(valid_references(rows), 1)
+
+
+class DictStore:
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        self.values[key] = value
+
+
+def run_trigger(trigger: RateLimitWindowTrigger, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> list:
+    import asyncio
+
+    from listsync.triggers import rate_limit
+
+    monkeypatch.setattr(rate_limit, "time", clock.time)
+    monkeypatch.setattr(rate_limit, "sleep", clock.async_sleep)
+
+    async def collect() -> list:
+        return [event async for event in trigger.run()]
+
+    return asyncio.run(collect())
+
+
+@pytest.mark.parametrize("with_task_state_store", [True, False])
+def test_defer_then_execute_complete_resumes_from_the_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_task_state_store: bool
+) -> None:
+    from airflow.sdk.exceptions import TaskDeferred
+
+    clock = FakeClock()
+    rows = [row for row in mixed_rows(page_visits=150, seats=0, stages=0) if row["signal"] == "page_visit"]
+    rows = [row for row in rows if row["event_id"] in valid_references(rows)]
+    path = tmp_path / "events.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    with emulator_on(clock) as url:
+        monkeypatch.setattr(ListSyncHook, "get_client", lambda self: client_for(url, clock))
+        operator = IngestSignalsOperator(
+            task_id="ingest", source=str(path), deferrable=True, defer_after_seconds=5, **MAPPING
+        )
+        context: dict[str, Any] = {"task_state_store": DictStore()} if with_task_state_store else {}
+
+        with pytest.raises(TaskDeferred) as deferred:
+            operator.execute(context)  # type: ignore[arg-type]
+
+        trigger = deferred.value.trigger
+        classpath, kwargs = trigger.serialize()
+        kwargs = json.loads(json.dumps(kwargs))  # JSON primitives only
+        assert deferred.value.method_name == "execute_complete"
+        assert len(ingested_references(url)) == 100
+        if with_task_state_store:
+            assert context["task_state_store"].values[CHECKPOINT_KEY]["acknowledged"] == {"page_visit": 100}
+
+        # Rebuilt the way the triggerer does it: from the class path and the JSON arguments.
+        rebuilt = import_module(classpath.rsplit(".", 1)[0]).RateLimitWindowTrigger(**kwargs)
+        assert classpath.endswith(".RateLimitWindowTrigger")
+        (event,) = run_trigger(rebuilt, clock, monkeypatch)
+        assert clock.now >= datetime.fromisoformat(kwargs["resume_at"]).timestamp()
+        assert len(ingested_references(url)) == 100  # the trigger sent nothing
+
+        summary = operator.execute_complete(context, event.payload)  # type: ignore[arg-type]
+
+        assert summary["resumed_from"] == {"page_visit": 100}
+        assert summary["acknowledged"] == 150
+        assert ingested_references(url) == dict.fromkeys(valid_references(rows), 1)
+
+
+@pytest.mark.parametrize(
+    "event", [None, {"status": "failed"}, {"status": "window_reopened", "checkpoint": [1]}]
+)
+def test_execute_complete_refuses_an_unexpected_event(event: Any) -> None:
+    operator = IngestSignalsOperator(
+        task_id="ingest", source="x.csv", signal="s", identity_type="a", identity_id_column="id"
+    )
+    with pytest.raises(ValueError, match="trigger"):
+        operator.execute_complete({}, event)  # type: ignore[arg-type]
+
+
+def test_mapping_and_extract_errors_fail_when_the_dag_is_parsed() -> None:
+    with pytest.raises(ValueError, match="exactly one of signal"):
+        IngestSignalsOperator(task_id="a", source="x.csv", identity_type="account", identity_id_column="id")
+    with pytest.raises(ValueError, match="exactly one extract"):
+        IngestSignalsOperator(task_id="b", signal="s", identity_type="account", identity_id_column="id")
+    with pytest.raises(ValueError, match="batch_size"):
+        IngestSignalsOperator(
+            task_id="c",
+            source="x.csv",
+            signal="s",
+            identity_type="a",
+            identity_id_column="id",
+            batch_size=101,
+        )
