@@ -69,6 +69,7 @@ __all__ = [
     "PlannedPatch",
     "SyncMode",
     "apply_people_plan",
+    "check_sync_options",
     "chunk_sizes",
     "plan_people_sync",
     "sync_people",
@@ -216,10 +217,7 @@ def plan_people_sync(
     :param overwrite_with_null: a null in the extract erases the List's value.
     :raises ValueError: an unknown ``mode`` or ``delete_scope``.
     """
-    if mode not in SYNC_MODES:
-        raise ValueError(f"mode must be one of {', '.join(SYNC_MODES)}; got {mode!r}")
-    if delete_scope not in DELETE_SCOPES:
-        raise ValueError(f"delete_scope must be one of {', '.join(DELETE_SCOPES)}; got {delete_scope!r}")
+    check_sync_options(mode, delete_scope)
     carried = [name for name in PERSON_FIELDS if name in fields] if fields is not None else None
 
     plan = PeoplePlan()
@@ -255,6 +253,17 @@ def plan_people_sync(
             and (delete_scope == "list" or person.account_domain in source)
         ]
     return plan
+
+
+def check_sync_options(mode: str, delete_scope: str) -> None:
+    """Check ``mode`` and ``delete_scope`` (callers check early, before reading anything).
+
+    :raises ValueError: an unknown mode or delete scope, naming the allowed values.
+    """
+    if mode not in SYNC_MODES:
+        raise ValueError(f"mode must be one of {', '.join(SYNC_MODES)}; got {mode!r}")
+    if delete_scope not in DELETE_SCOPES:
+        raise ValueError(f"delete_scope must be one of {', '.join(DELETE_SCOPES)}; got {delete_scope!r}")
 
 
 def _index_list(
@@ -568,7 +577,9 @@ def sync_people(
     :raises TooManyRejectsError: more than ``max_reject_fraction`` of the rows were rejected.
     :raises SyncFailedError: some people failed and ``fail_on_error``.
     """
-    chunk_sizes(chunk_size)  # a bad setting fails before anything is read
+    # Bad settings fail before anything is read.
+    check_sync_options(mode, delete_scope)
+    chunk_sizes(chunk_size)
     with Rejects(rejects_path) as rejects:
         prepared = prepare_people(frames, column_map, rejects=rejects, default_region=default_region)
         rejects.check_fraction(prepared.stats.read, max_reject_fraction)

@@ -1,0 +1,162 @@
+"""``SyncTargetablePeopleOperator``: make a List's targetable people match a CRM extract.
+
+The operator only orchestrates: it resolves the extract (``listsync.operators.extract``), gets
+a client from :class:`~listsync.hooks.listsync.ListSyncHook`, and runs
+:func:`listsync.sync.people.sync_people`, whose JSON summary it returns (the task's XCom).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from airflow.sdk import BaseOperator
+
+from listsync.operators.extract import check_extract_arguments, read_operator_extract
+from listsync.sync.people import DeleteScope, SyncMode, check_sync_options, chunk_sizes, sync_people
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from listsync.hooks.listsync import ListSyncHook
+
+__all__ = ["SyncTargetablePeopleOperator"]
+
+
+class SyncTargetablePeopleOperator(BaseOperator):
+    """Diff an extract of contacts against a List's targetable people and write only the changes.
+
+    People are matched by account domain and identity (e-mail, else profile URL, phone, first and
+    last name). New people are added, changed fields patched, and with ``mode="mirror"`` people
+    missing from the extract deleted, in as few requests as the per-request caps allow. Deletes
+    that look like a broken extract are refused (see ``max_delete_fraction``). Rejected rows go
+    to a rejects file with their reasons.
+
+    Returns the JSON summary: rows ``read``, ``rejected``, ``duplicates``; people ``added``,
+    ``updated``, ``deleted``, ``unchanged``, ``failed``; ``planned`` and ``requests`` by kind;
+    ``normalization_version``; ``plan_path`` and ``rejects_path``; ``failure_reasons``.
+
+    :param table_id: the List to sync. (templated)
+    :param column_map: extract column → person field (``first_name``, ``last_name``, ``email``,
+        ``phone_number``, ``network_profile_url``, ``title``, ``personas``, ...) or
+        ``account_domain``; ``account_domain`` and ``first_name`` are required. (templated)
+    :param source: the extract file: a local path or an object-storage URI (CSV, Parquet, JSON
+        lines). Give this or ``sql``. (templated)
+    :param sql: a query giving the extract, run on ``sql_conn_id``. (templated)
+    :param sql_conn_id: the Airflow database connection ``sql`` runs on.
+    :param mode: ``"upsert"`` (add and patch, never delete) or ``"mirror"`` (also delete people
+        not in the extract).
+    :param delete_scope: in mirror mode, ``"accounts_in_source"`` (delete only within accounts the
+        extract names) or ``"list"`` (anywhere in the List).
+    :param max_delete_fraction: the largest share of the List's people one run may delete; more
+        fails the task before any write, with the numbers.
+    :param overwrite_with_null: a null in the extract erases the List's value (default: kept).
+    :param chunk_size: people per request, one number or per kind
+        (``{"add": 500, "patch": 500, "delete": 500}``); at most 500.
+    :param dry_run: compute the plan and write the plan file; send no write.
+    :param fail_on_error: fail the task at the end (after everything else was written) when any
+        person could not be written.
+    :param rejects_path: where rejected rows go, as JSON lines (default: a temporary file, only
+        when some row is rejected). (templated)
+    :param plan_path: where the plan goes, as JSON lines (default: none, or a temporary file in a
+        dry run). (templated)
+    :param listsync_conn_id: the connection to the service.
+    :param user_id: the service user to act as; overrides the connection's ``user_id``. (templated)
+    :param max_reject_fraction: fail before writing when a larger share of the rows is rejected
+        (default 1.0: rejects are counted, never fatal).
+    :param default_region: region of phone numbers written without ``+`` (ISO 3166 code).
+    """
+
+    template_fields: Sequence[str] = (
+        "table_id",
+        "source",
+        "sql",
+        "column_map",
+        "rejects_path",
+        "plan_path",
+        "user_id",
+    )
+    template_ext: Sequence[str] = (".sql",)
+    template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql", "column_map": "json"}
+    ui_color = "#d7ecfa"
+
+    def __init__(
+        self,
+        *,
+        table_id: str,
+        column_map: Mapping[str, str],
+        source: str | None = None,
+        sql: str | None = None,
+        sql_conn_id: str | None = None,
+        mode: SyncMode = "upsert",
+        delete_scope: DeleteScope = "accounts_in_source",
+        max_delete_fraction: float = 0.1,
+        overwrite_with_null: bool = False,
+        chunk_size: int | Mapping[str, int] = 500,
+        dry_run: bool = False,
+        fail_on_error: bool = True,
+        rejects_path: str | None = None,
+        plan_path: str | None = None,
+        listsync_conn_id: str = "listsync_default",
+        user_id: str | None = None,
+        max_reject_fraction: float = 1.0,
+        default_region: str = "US",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        # Settings that are not templated are checked here, so a mistake fails when the DAG is
+        # parsed rather than at run time.
+        check_extract_arguments(source, sql, sql_conn_id)
+        check_sync_options(mode, delete_scope)
+        chunk_sizes(chunk_size)
+        self.table_id = table_id
+        self.column_map = column_map
+        self.source = source
+        self.sql = sql
+        self.sql_conn_id = sql_conn_id
+        self.mode = mode
+        self.delete_scope = delete_scope
+        self.max_delete_fraction = max_delete_fraction
+        self.overwrite_with_null = overwrite_with_null
+        self.chunk_size = chunk_size
+        # Not self.dry_run: BaseOperator.dry_run() is a method Airflow calls.
+        self.is_dry_run = dry_run
+        self.fail_on_error = fail_on_error
+        self.rejects_path = rejects_path
+        self.plan_path = plan_path
+        self.listsync_conn_id = listsync_conn_id
+        self.user_id = user_id
+        self.max_reject_fraction = max_reject_fraction
+        self.default_region = default_region
+
+    @cached_property
+    def hook(self) -> ListSyncHook:
+        """The hook of ``listsync_conn_id``, built on first use."""
+        from listsync.hooks.listsync import ListSyncHook
+
+        return ListSyncHook(self.listsync_conn_id)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        frames = read_operator_extract(source=self.source, sql=self.sql, sql_conn_id=self.sql_conn_id)
+        # The task owns the client for its run: closing it releases the connection pool.
+        with self.hook.get_client() as client:
+            if self.user_id:
+                client.user_id = self.user_id
+            return sync_people(
+                client,
+                self.table_id,
+                frames,
+                self.column_map,
+                mode=self.mode,
+                delete_scope=self.delete_scope,
+                max_delete_fraction=self.max_delete_fraction,
+                overwrite_with_null=self.overwrite_with_null,
+                chunk_size=self.chunk_size,
+                dry_run=self.is_dry_run,
+                fail_on_error=self.fail_on_error,
+                rejects_path=self.rejects_path,
+                plan_path=self.plan_path,
+                max_reject_fraction=self.max_reject_fraction,
+                default_region=self.default_region,
+            )

@@ -1,0 +1,169 @@
+"""SyncTargetablePeopleOperator: construction checks, and end to end through Airflow's dag.test()."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from listsync.emulator import Emulator
+from listsync.operators.people import SyncTargetablePeopleOperator
+
+TABLE = "tbl_people"
+API_KEY = "sk_test_people_secret"
+COLUMN_MAP = {
+    "domain": "account_domain",
+    "email": "email",
+    "first": "first_name",
+    "last": "last_name",
+    "title": "title",
+    "linkedin": "network_profile_url",
+}
+MESSY = """domain,email,first,last,title,linkedin
+WWW.Acme.com,ANN@acme.com,Ann,Lee,CTO,
+acme.com,,Bob,Ray,Engineer,http://www.example.com/in/bob-ray/?trk=x
+beta.io, cy@beta.io ,Cy,Doe,,
+beta.io,not an email,Dee,Fox,,
+"""
+NORMALISED = {
+    "acme.com": [
+        {"email": "ann@acme.com", "first_name": "Ann", "last_name": "Lee", "title": "CTO"},
+        {
+            "first_name": "Bob",
+            "last_name": "Ray",
+            "title": "Engineer",
+            "network_profile_url": "https://www.example.com/in/bob-ray",
+        },
+    ],
+    "beta.io": [{"email": "cy@beta.io", "first_name": "Cy", "last_name": "Doe"}],
+    "gamma.org": [],
+}
+
+
+def test_exactly_one_extract_is_required_at_parse_time() -> None:
+    with pytest.raises(ValueError, match="got neither"):
+        SyncTargetablePeopleOperator(task_id="t", table_id=TABLE, column_map=COLUMN_MAP)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"mode": "replace"}, "mode must be one of upsert, mirror"),
+        ({"delete_scope": "everything"}, "delete_scope must be one of"),
+        ({"chunk_size": 1000}, "between 1 and 500"),
+    ],
+)
+def test_bad_settings_fail_at_parse_time(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        SyncTargetablePeopleOperator(
+            task_id="t", table_id=TABLE, column_map=COLUMN_MAP, source="x.csv", **options
+        )
+
+
+def test_construction_does_no_io_and_keeps_templated_fields_unchanged() -> None:
+    operator = SyncTargetablePeopleOperator(
+        task_id="t",
+        table_id="{{ params.table }}",
+        column_map={"{{ params.column }}": "email"},
+        sql="select * from contacts where day = '{{ ds }}'",
+        sql_conn_id="no_such_connection",
+        listsync_conn_id="no_such_connection_either",
+        user_id="{{ params.user }}",
+        plan_path="/plans/{{ run_id }}.jsonl",
+    )
+
+    for name in operator.template_fields:
+        assert hasattr(operator, name)
+    assert operator.table_id == "{{ params.table }}"
+    assert operator.sql == "select * from contacts where day = '{{ ds }}'"
+    assert operator.plan_path == "/plans/{{ run_id }}.jsonl"
+
+
+def people_view(emulator: Emulator) -> dict[str, list[dict[str, Any]]]:
+    fields = set(COLUMN_MAP.values())
+    return {
+        row.cells["domain"]: sorted(
+            ({k: v for k, v in person.items() if k in fields} for person in row.people),
+            key=lambda person: person["first_name"],
+        )
+        for row in emulator.state.lists[TABLE].rows.values()
+    }
+
+
+@pytest.mark.slow
+def test_a_dag_run_mirrors_the_extract_and_a_second_run_writes_nothing(
+    run_dag: Callable[[Any], Any],
+    client: Any,
+    emulator: Emulator,
+    emulator_url: str,
+    write_requests: Callable[[], dict[str, int]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow.sdk import DAG
+
+    (tmp_path / "contacts.csv").write_text(MESSY, encoding="utf-8")
+    # Ann is there already; Old, someone else's person on an account of the extract, is not in
+    # the extract: mirror mode removes them (1 of 2 people, within max_delete_fraction=0.5).
+    client.add_people(
+        TABLE,
+        [
+            {"accountDomain": "acme.com", "people": [NORMALISED["acme.com"][0]]},
+            {"accountDomain": "beta.io", "people": [{"first_name": "Old", "email": "old@beta.io"}]},
+        ],
+    )
+    emulator.stats.clear()
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LISTSYNC_DEFAULT",
+        json.dumps(
+            {
+                "conn_type": "listsync",
+                "host": emulator_url,
+                "password": API_KEY,
+                "extra": {"user_id": "usr_people"},
+            }
+        ),
+    )
+    with DAG(
+        "people_sync_end_to_end",
+        schedule=None,
+        start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        params={"table": TABLE, "folder": str(tmp_path)},
+    ) as dag:
+        SyncTargetablePeopleOperator(
+            task_id="sync_people",
+            table_id="{{ params.table }}",
+            source="{{ params.folder }}/contacts.csv",
+            column_map=COLUMN_MAP,
+            mode="mirror",
+            max_delete_fraction=0.5,
+            plan_path="{{ params.folder }}/plan-{{ run_id }}.jsonl",
+            rejects_path="{{ params.folder }}/rejects-{{ run_id }}.jsonl",
+        )
+
+    first = run_dag(dag)
+
+    assert first.state == "success"
+    assert people_view(emulator) == NORMALISED
+    assert write_requests() == {"add": 1, "patch": 0, "delete": 1}
+    summary = first.get_task_instance("sync_people").xcom_pull(task_ids="sync_people")
+    assert {k: summary[k] for k in ("read", "rejected", "added", "unchanged", "deleted", "failed")} == {
+        "read": 4,
+        "rejected": 1,
+        "added": 2,
+        "unchanged": 1,
+        "deleted": 1,
+        "failed": 0,
+    }
+    assert Path(summary["plan_path"]).parent == tmp_path
+    assert API_KEY not in json.dumps(summary)
+
+    second = run_dag(dag)
+
+    assert second.state == "success"
+    assert write_requests() == {"add": 1, "patch": 0, "delete": 1}  # nothing more was written
+    assert people_view(emulator) == NORMALISED
