@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from listsync.operators.extract import check_extract_arguments, open_source, sql_engine
+from listsync.operators.extract import check_extract_arguments, open_source, read_operator_extract, sql_engine
 
 
 @pytest.mark.parametrize(
@@ -64,3 +65,41 @@ def test_a_connection_without_sqlalchemy_is_a_clear_error(monkeypatch: pytest.Mo
 
     with pytest.raises(ValueError, match=r"'not_a_db' has hook .* no SQLAlchemy engine"):
         sql_engine("not_a_db")
+
+
+def _rows(frames: Any) -> list[dict[str, Any]]:
+    return [row for frame in frames for row in frame.to_dict("records")]
+
+
+@pytest.mark.parametrize("as_uri", [False, True])
+def test_a_file_extract_is_read_from_a_path_or_a_uri(tmp_path: Path, as_uri: bool) -> None:
+    (tmp_path / "contacts.csv").write_text("email,zip\nann@acme.com,007\n", encoding="utf-8")
+    source = f"file://{tmp_path / 'contacts.csv'}" if as_uri else str(tmp_path / "contacts.csv")
+
+    rows = _rows(read_operator_extract(source=source, sql=None, sql_conn_id=None, chunk_size=10))
+
+    assert rows == [{"email": "ann@acme.com", "zip": "007"}]
+
+
+def test_a_sql_extract_runs_on_the_connections_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+    from contextlib import closing
+
+    database = tmp_path / "crm.db"
+    with closing(sqlite3.connect(database)) as connection, connection:
+        connection.execute("create table contacts (email text, score integer)")
+        connection.execute("insert into contacts values ('ann@acme.com', 3), ('bob@acme.com', null)")
+    monkeypatch.setenv("AIRFLOW_CONN_CRM_DB", json.dumps({"conn_type": "sqlite", "host": str(database)}))
+
+    rows = _rows(
+        read_operator_extract(source=None, sql="select * from contacts order by email", sql_conn_id="crm_db")
+    )
+
+    assert rows == [{"email": "ann@acme.com", "score": 3}, {"email": "bob@acme.com", "score": None}]
+
+
+def test_reading_checks_the_arguments_too() -> None:
+    with pytest.raises(ValueError, match="got both"):
+        read_operator_extract(source="a.csv", sql="select 1", sql_conn_id="db")
