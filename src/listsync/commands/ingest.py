@@ -1,0 +1,170 @@
+"""``listsync ingest``: send the rows of an extract as signal events, outside Airflow.
+
+The same flow as ``IngestSignalsOperator`` (:func:`listsync.sync.events.ingest_events`): map,
+validate, send at the pace the rate limits allow, print the JSON summary. ``--checkpoint FILE``
+keeps the checkpoint in a JSON file, so a run that was interrupted resumes after its last
+acknowledged batch when started again with the same file and extract.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+API_KEY_ENV = "LISTSYNC_API_KEY"
+
+
+class JsonFileStore:
+    """A get/set store over one JSON file: the command line's stand-in for a task state store."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value stored under ``key``, or ``default``."""
+        if not self.path.exists():
+            return default
+        return json.loads(self.path.read_text(encoding="utf-8")).get(key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        """Store ``value`` under ``key``; the file is replaced atomically, so a crash leaves the old one."""
+        data = json.loads(self.path.read_text(encoding="utf-8")) if self.path.exists() else {}
+        data[key] = value
+        partial = self.path.with_name(self.path.name + ".partial")
+        partial.write_text(json.dumps(data), encoding="utf-8")
+        partial.replace(self.path)
+
+
+def _signal_type(text: str) -> tuple[str, str]:
+    slug, sep, kind = text.partition("=")
+    if not sep or not slug or kind not in ("Event", "Metric", "State"):
+        raise argparse.ArgumentTypeError(f"expected SLUG=Event|Metric|State, got {text!r}")
+    return slug, kind
+
+
+def _version(text: str) -> int | float | str:
+    if text == "latest":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number or 'latest', got {text!r}") from None
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``ingest`` command to the ``listsync`` parser."""
+    parser = subparsers.add_parser(
+        "ingest",
+        help="send the rows of an extract as signal events",
+        description=(
+            "Read an extract (a CSV, Parquet or JSON lines file, or a SQL query), map its columns to "
+            "signal events, and send them at the pace the signals' rate limits allow. Prints the JSON "
+            f"summary. The API key is read from ${API_KEY_ENV} unless --api-key is given."
+        ),
+    )
+    extract = parser.add_argument_group("extract (give --source or --sql with --sql-url)")
+    extract.add_argument("--source", help="the extract file: CSV, Parquet or JSON lines")
+    extract.add_argument("--sql", help="a query giving the extract")
+    extract.add_argument("--sql-url", help="SQLAlchemy URL of the database the query runs on")
+    extract.add_argument("--delimiter", help="CSV field separator (default ,)")
+
+    mapping = parser.add_argument_group("mapping (one of each pair)")
+    mapping.add_argument("--signal", help="the signal slug of every event")
+    mapping.add_argument("--signal-column", help="column holding each event's signal slug")
+    mapping.add_argument("--identity-type", help="CRM object type of every event (account, contact...)")
+    mapping.add_argument("--identity-type-column", help="column holding each event's object type")
+    mapping.add_argument("--identity-id-column", required=True, help="column holding the object's CRM id")
+    mapping.add_argument("--data-columns", help="comma-separated columns packed into data under their names")
+    mapping.add_argument("--data-column", help="column holding data as a JSON object")
+    mapping.add_argument("--timestamp-column", help="column holding when the event happened (ISO 8601)")
+    mapping.add_argument("--reference-column", help="column holding the event's reference")
+    mapping.add_argument("--version", type=_version, help="schema version: a number or latest")
+
+    service = parser.add_argument_group("service")
+    service.add_argument("--base-url", required=True, help="the service's base URL")
+    service.add_argument("--api-key", help=f"the API key (default: ${API_KEY_ENV})")
+    service.add_argument(
+        "--signal-type",
+        type=_signal_type,
+        action="append",
+        default=[],
+        metavar="SLUG=TYPE",
+        help="a signal's type (Event, Metric or State), which sets its pace; repeat for each signal",
+    )
+    service.add_argument("--batch-size", type=int, default=100, help="events per request, 1 to 100")
+
+    parser.add_argument("--checkpoint", metavar="FILE", help="JSON file to resume from and checkpoint to")
+    parser.add_argument("--rejects-path", metavar="FILE", help="write rejected rows here as JSON lines")
+    parser.add_argument("--dry-run", action="store_true", help="map and count the events; send nothing")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the ingestion and print the summary; exit status 2 on bad arguments, 1 on a failed run."""
+    # Imported here so `listsync --help` does not pay for pandas and httpx.
+    from listsync.client import ListSyncClient
+    from listsync.client.errors import ListSyncError
+    from listsync.sync.events import CheckpointStore, EventMapping, ingest_events
+    from listsync.sync.rejects import Rejects
+    from listsync.sync.sources import read_extract
+
+    api_key = args.api_key or os.environ.get(API_KEY_ENV)
+    try:
+        mapping = EventMapping(
+            signal=args.signal,
+            signal_column=args.signal_column,
+            identity_type=args.identity_type,
+            identity_type_column=args.identity_type_column,
+            identity_id_column=args.identity_id_column,
+            data_columns=args.data_columns.split(",") if args.data_columns else None,
+            data_column=args.data_column,
+            timestamp_column=args.timestamp_column,
+            reference_column=args.reference_column,
+            version=args.version,
+        )
+        if (args.source is None) == (args.sql is None) or (args.sql is not None and not args.sql_url):
+            raise ValueError("give --source FILE, or --sql QUERY with --sql-url URL")
+        if not api_key and not args.dry_run:
+            raise ValueError(f"no API key: set ${API_KEY_ENV} or give --api-key")
+    except ValueError as exc:
+        print(f"listsync ingest: {exc}", file=sys.stderr)
+        return 2
+    if args.source is not None:
+        frames = read_extract(args.source, delimiter=args.delimiter)
+    else:
+        frames = read_extract(sql=args.sql, url=args.sql_url)
+    checkpoints = CheckpointStore(JsonFileStore(args.checkpoint) if args.checkpoint else None)
+    client = None if args.dry_run else ListSyncClient(args.base_url, api_key or "")
+    try:
+        with Rejects(args.rejects_path) as rejects:
+            summary = ingest_events(
+                client,
+                frames,
+                mapping,
+                rejects=rejects,
+                signal_types=dict(args.signal_type),
+                batch_size=args.batch_size,
+                checkpoints=checkpoints,
+                dry_run=args.dry_run,
+            )
+    except (ListSyncError, ValueError) as exc:
+        # Unreadable extracts, bad mappings and service failures alike: their messages say what to
+        # fix and name the request, never the key (the client keeps it out of them).
+        print(f"listsync ingest: {exc}", file=sys.stderr)
+        if args.checkpoint:
+            print(
+                f"listsync ingest: run again with --checkpoint {args.checkpoint} to resume", file=sys.stderr
+            )
+        return 1
+    finally:
+        if client is not None:
+            client.close()
+    print(json.dumps(summary, indent=2))
+    return 0
