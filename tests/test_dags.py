@@ -240,7 +240,15 @@ def test_nightly_dag_fills_the_list_then_a_second_run_writes_nothing(connections
     }
     assert set(by_domain) == expected_domains
     assert len(rows) == len(expected_domains) == summary["rows"]["rows_added"]
-    assert summary["rows"]["rejected"] == sum(1 for a in dataset.accounts if not a["canonical_domain"])
+    assert summary["rows"]["read"] == len(dataset.accounts)
+    account_rejects = [
+        json.loads(line) for line in Path(summary["rows"]["rejects_path"]).read_text().splitlines()
+    ]
+    assert len(account_rejects) == summary["rows"]["rejected"]
+    unusable = [r for r in account_rejects if r["reasons"][0].startswith("domain (column 'website')")]
+    assert sorted(str(r["original"]["website"]) for r in unusable) == sorted(
+        str(a["website"]) for a in dataset.accounts if not a["canonical_domain"]
+    )
     acme = next(a for a in dataset.accounts if a["canonical_domain"] == "acme.com")
     assert by_domain["acme.com"]["cells"]["metadata"] == json.loads(acme["metadata"])
     assert by_domain["acme.com"]["cells"]["name"] == acme["company_name"].strip()
