@@ -1,0 +1,172 @@
+"""``listsync sync-people``: make a List's targetable people match an extract, outside Airflow.
+
+The same flow and options as ``SyncTargetablePeopleOperator``
+(:func:`listsync.sync.people.sync_people`); prints the JSON summary. Example::
+
+    LISTSYNC_API_KEY=sk_... listsync sync-people --base-url http://127.0.0.1:8080 \\
+        --table-id tbl_accounts --source contacts.csv \\
+        --map domain=account_domain --map email=email --map first=first_name \\
+        --mode mirror --dry-run --plan-path plan.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+API_KEY_ENV = "LISTSYNC_API_KEY"
+WRITE_KINDS = ("add", "patch", "delete")
+
+
+def _column_mapping(text: str) -> tuple[str, str]:
+    # rpartition: field names never hold "=", column names might.
+    column, sep, field = text.rpartition("=")
+    if not sep or not column or not field:
+        raise argparse.ArgumentTypeError(f"expected COLUMN=FIELD, got {text!r}")
+    return column, field.strip()
+
+
+def _chunk_size(text: str) -> tuple[str | None, int]:
+    kind, sep, number = text.rpartition("=")
+    if sep and kind not in WRITE_KINDS:
+        raise argparse.ArgumentTypeError(f"expected N or KIND=N with KIND one of {', '.join(WRITE_KINDS)}")
+    try:
+        return (kind or None), int(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of people, got {number!r}") from None
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``sync-people`` command to the ``listsync`` parser."""
+    parser = subparsers.add_parser(
+        "sync-people",
+        help="make a List's targetable people match an extract",
+        description=(
+            "Diff an extract of contacts against a List's targetable people and write only the "
+            "changes: adds, changed fields, and with --mode mirror deletes. Prints the JSON summary. "
+            "Exit status: 0 done, 1 the sync failed or some people could not be written, 2 bad arguments."
+        ),
+    )
+    parser.add_argument("--table-id", required=True, help="the List to sync")
+    extract = parser.add_argument_group("extract (give --source or --sql with --sql-url)")
+    extract.add_argument("--source", help="the extract file: CSV, Parquet or JSON lines")
+    extract.add_argument("--sql", help="a query giving the extract")
+    extract.add_argument("--sql-url", help="SQLAlchemy URL of the database the query runs on")
+    extract.add_argument("--delimiter", help="CSV field separator (default ,)")
+    parser.add_argument(
+        "--map",
+        dest="column_map",
+        type=_column_mapping,
+        action="append",
+        required=True,
+        metavar="COLUMN=FIELD",
+        help="map an extract column to a person field or account_domain; repeat for each column",
+    )
+
+    sync = parser.add_argument_group("sync")
+    sync.add_argument("--mode", choices=("upsert", "mirror"), default="upsert", help="default upsert")
+    sync.add_argument(
+        "--delete-scope",
+        choices=("accounts_in_source", "list"),
+        default="accounts_in_source",
+        help="where mirror mode deletes (default accounts_in_source)",
+    )
+    sync.add_argument(
+        "--max-delete-fraction",
+        type=float,
+        default=0.1,
+        help="largest share of the List's people one run may delete (default 0.1)",
+    )
+    sync.add_argument(
+        "--overwrite-with-null", action="store_true", help="an empty value in the extract erases the List's"
+    )
+    sync.add_argument(
+        "--chunk-size",
+        type=_chunk_size,
+        action="append",
+        default=[],
+        metavar="N|KIND=N",
+        help="people per request (at most 500), for all kinds or one of add, patch, delete; repeatable",
+    )
+    sync.add_argument(
+        "--max-reject-fraction",
+        type=float,
+        default=1.0,
+        help="fail before writing when a larger share of rows is rejected (default 1.0)",
+    )
+    sync.add_argument("--default-region", default="US", help="region of phone numbers without + (default US)")
+    sync.add_argument("--dry-run", action="store_true", help="plan and write the plan file; send no write")
+    sync.add_argument(
+        "--no-fail-on-error",
+        dest="fail_on_error",
+        action="store_false",
+        help="exit 0 even when some people could not be written (they are counted in the summary)",
+    )
+    sync.add_argument("--rejects-path", metavar="FILE", help="write rejected rows here as JSON lines")
+    sync.add_argument("--plan-path", metavar="FILE", help="write the plan here as JSON lines")
+
+    service = parser.add_argument_group("service")
+    service.add_argument("--base-url", required=True, help="the service's base URL")
+    service.add_argument("--api-key", help=f"the API key (default: ${API_KEY_ENV})")
+    service.add_argument("--user-id", help="the service user to act as (userId)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the sync and print the summary; exit status 2 on bad arguments, 1 on a failed run."""
+    # Imported here so `listsync --help` does not pay for pandas and httpx.
+    from listsync.client import ListSyncClient, ListSyncError
+    from listsync.sync.people import chunk_sizes, sync_people
+    from listsync.sync.plan import SyncFailedError
+    from listsync.sync.sources import read_extract
+
+    api_key = args.api_key or os.environ.get(API_KEY_ENV)
+    sizes = {kind: size for kind, size in args.chunk_size if kind is not None}
+    overall = [size for kind, size in args.chunk_size if kind is None]
+    try:
+        if (args.source is None) == (args.sql is None) or (args.sql is not None and not args.sql_url):
+            raise ValueError("give --source FILE, or --sql QUERY with --sql-url URL")
+        if not api_key:
+            raise ValueError(f"no API key: set ${API_KEY_ENV} or give --api-key")
+        chunk_size = chunk_sizes(
+            {kind: sizes.get(kind, overall[-1] if overall else 500) for kind in WRITE_KINDS}
+        )
+    except ValueError as exc:
+        print(f"listsync sync-people: {exc}", file=sys.stderr)
+        return 2
+    if args.source is not None:
+        frames = read_extract(args.source, delimiter=args.delimiter)
+    else:
+        frames = read_extract(sql=args.sql, url=args.sql_url)
+    with ListSyncClient(args.base_url, api_key, args.user_id) as client:
+        try:
+            summary = sync_people(
+                client,
+                args.table_id,
+                frames,
+                dict(args.column_map),
+                mode=args.mode,
+                delete_scope=args.delete_scope,
+                max_delete_fraction=args.max_delete_fraction,
+                overwrite_with_null=args.overwrite_with_null,
+                chunk_size=chunk_size,
+                dry_run=args.dry_run,
+                fail_on_error=args.fail_on_error,
+                rejects_path=args.rejects_path,
+                plan_path=args.plan_path,
+                max_reject_fraction=args.max_reject_fraction,
+                default_region=args.default_region,
+            )
+        except SyncFailedError as exc:
+            print(json.dumps(exc.summary, indent=2))
+            print(f"listsync sync-people: {exc}", file=sys.stderr)
+            return 1
+        except (ListSyncError, ValueError) as exc:
+            # Unsafe deletes, unreadable extracts, bad maps and service failures alike: their
+            # messages say what to fix and name the request, never the key.
+            print(f"listsync sync-people: {exc}", file=sys.stderr)
+            return 1
+    print(json.dumps(summary, indent=2))
+    return 0
