@@ -220,3 +220,28 @@ def _check_column_matches_rule(values: list[str | None], rule: Any) -> None:
         else:
             assert result.values[position] == expected
             assert position not in result.errors
+
+
+phone_text = st.lists(
+    st.sampled_from([*"0123456789 ()-.+x/", "415", "555", "2671", "ext", "+1", "+44", "00"]), max_size=10
+).map("".join)
+
+
+@given(st.lists(st.one_of(phone_text, st.none()), max_size=30), st.sampled_from(["US", "GB", "FR"]))
+def test_phone_column_agrees_with_the_scalar_rule(values: list[str | None], region: str) -> None:
+    _check_column_matches_rule(values, partial(normalize_phone, default_region=region))
+
+
+def test_one_number_in_several_layouts_gets_each_reason_quoting_its_own_text() -> None:
+    series = pd.Series(["(415) 555-2671", "415.555.2671", "12", "1-2"], dtype=object)
+    result = normalize_column(series, phone_us)
+    assert result.values[:2] == ["+14155552671", "+14155552671"]
+    assert "'12'" in result.errors[2] and "'1-2'" in result.errors[3]
+
+
+def test_rows_get_their_own_copies_of_list_values() -> None:
+    result = normalize_column(pd.Series(["champion", "champion"], dtype=object), normalize_personas)
+    result.values[0].append("changed")
+    assert result.values[1] == ["champion"]
+    again = normalize_column(pd.Series(["champion"], dtype=object), normalize_personas)
+    assert again.values[0] == ["champion"]

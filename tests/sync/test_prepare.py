@@ -294,7 +294,7 @@ messy_people = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=messy_people, chunk_size=st.integers(min_value=1, max_value=7))
 def test_every_row_is_passed_rejected_or_collapsed(rows: list[dict[str, Any]], chunk_size: int) -> None:
     rejects = Rejects()

@@ -18,6 +18,7 @@ distinct value in the column. Both give exactly what the scalar rule gives for e
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timezone, tzinfo
 from decimal import Decimal
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -250,10 +251,7 @@ def check_region(default_region: str) -> str:
     return region
 
 
-@lru_cache(maxsize=65_536)
 def _e164(text: str, region: str) -> str:
-    # Parsing is the expensive part of phone normalisation, and extracts repeat numbers
-    # (switchboards, shared lines), so results are cached per (text, region).
     try:
         number = phonenumbers.parse(text, region)
     except phonenumbers.NumberParseException as exc:
@@ -498,71 +496,6 @@ def to_json_value(value: Any) -> Any:
     return str(value)
 
 
-# --- whole columns -------------------------------------------------------------------------
-
-
-@dataclass
-class ColumnResult:
-    """One column after a rule: ``values[i]`` is the normalised value of position ``i`` (``None``
-    when missing or rejected) and ``errors`` maps positions to the reason they were rejected."""
-
-    values: list[Any]
-    errors: dict[int, str] = field(default_factory=dict)
-
-
-_FAST_PATHS: dict[Callable[..., Any], Callable[[pd.Series], pd.Series]] = {
-    normalize_domain: _fast_domains,
-    normalize_email: _fast_emails,
-}
-
-
-def normalize_column(series: pd.Series, rule: Callable[[Any], Any]) -> ColumnResult:
-    """Apply ``rule`` to every value of ``series`` (by position), missing values giving ``None``.
-
-    Use ``functools.partial`` for rules with options, e.g.
-    ``normalize_column(s, partial(normalize_phone, default_region="GB"))``. The result is the
-    same as calling the rule on each value; domains and e-mails take a vectorised fast path and
-    other rules run once per distinct value.
-    """
-    raw = series.tolist()
-    values: list[Any] = [None] * len(raw)
-    errors: dict[int, str] = {}
-    pending = [position for position, value in enumerate(raw) if not is_missing(value)]
-    fast = _FAST_PATHS.get(rule)
-    if fast is not None and pending and pd.api.types.infer_dtype(series, skipna=True) == "string":
-        decided = fast(series.astype("str")).tolist()
-        undecided = []
-        for position in pending:
-            result = decided[position]
-            if isinstance(result, str):
-                values[position] = result
-            else:
-                undecided.append(position)
-        pending = undecided
-    outcomes: dict[Any, tuple[bool, Any]] = {}
-    for position in pending:
-        value = raw[position]
-        try:
-            key: Any = (type(value), value)
-            hash(key)
-        except TypeError:  # lists and dicts from JSON columns are not cached
-            key = None
-        outcome = outcomes.get(key) if key is not None else None
-        if outcome is None:
-            try:
-                outcome = (True, rule(value))
-            except NormalizationError as exc:
-                outcome = (False, str(exc))
-            if key is not None:
-                outcomes[key] = outcome
-        ok, result = outcome
-        if ok:
-            values[position] = result
-        else:
-            errors[position] = result
-    return ColumnResult(values, errors)
-
-
 def parse_json(value: Any) -> Any:
     """A JSON value from JSON text, or a dict/list (JSON, jsonb, Parquet columns) made JSON-safe."""
     if isinstance(value, str):
@@ -571,3 +504,114 @@ def parse_json(value: Any) -> Any:
         except json.JSONDecodeError as exc:
             raise NormalizationError(f"{value[:40]!r} is not valid JSON: {exc}") from exc
     return to_json_value(value)
+
+
+# --- whole columns -------------------------------------------------------------------------
+
+
+@dataclass
+class ColumnResult:
+    """One column after a rule: ``values[i]`` is the normalised value of position ``i`` (``None``
+    when missing or rejected) and ``errors`` maps positions to the reason they were rejected.
+    """
+
+    values: list[Any]
+    errors: dict[int, str] = field(default_factory=dict)
+
+
+def _phone_keys(text: pd.Series) -> pd.Series:
+    """Numbers written with digits and layout characters only, as ``+`` and digits; NA otherwise.
+
+    phonenumbers ignores spaces, dots, hyphens and brackets, so one number in several layouts
+    (``(415) 555-2671``, ``415.555.2671``) gets one key and is parsed once.
+    """
+    plain = text.str.fullmatch(r"\s*(?:\+\s*)?[0-9\s().-]*[0-9][0-9\s().-]*")
+    return text.str.replace(r"[^0-9+]", "", regex=True).where(plain.fillna(False))
+
+
+# Vectorised shortcuts per rule, for columns of text: a fast path decides the common shapes
+# outright (NA where it cannot); a cache key makes values that must normalise alike share one
+# call of the rule.
+_FAST_PATHS: dict[Callable[..., Any], Callable[[pd.Series], pd.Series]] = {
+    normalize_domain: _fast_domains,
+    normalize_email: _fast_emails,
+}
+_CACHE_KEYS: dict[Callable[..., Any], Callable[[pd.Series], pd.Series]] = {normalize_phone: _phone_keys}
+
+
+def normalize_column(series: pd.Series, rule: Callable[[Any], Any]) -> ColumnResult:
+    """Apply ``rule`` to every value of ``series`` (by position), missing values giving ``None``.
+
+    Use ``functools.partial`` for rules with options, e.g.
+    ``normalize_column(s, partial(normalize_phone, default_region="GB"))``, and reuse one rule
+    object for all the chunks of an extract. The result is the same as calling the rule on
+    each value: domains and e-mails take a vectorised fast path, and outcomes are cached per
+    rule and distinct value across calls (phone numbers per distinct number, whatever their
+    layout), since extracts repeat values (account domains, switchboard numbers).
+    """
+    raw = series.tolist()
+    result = ColumnResult([None] * len(raw))
+    if not raw:
+        return result
+    if pd.api.types.infer_dtype(series, skipna=True) != "string":
+        pending = [position for position, value in enumerate(raw) if not is_missing(value)]
+        _apply(rule, raw, pending, None, result)
+        return result
+    # A column of text (what every CSV gives).
+    function = rule.func if isinstance(rule, partial) else rule
+    text = series.astype("str")
+    pending = [position for position, value in enumerate(raw) if value is not None and value.strip()]
+    fast = _FAST_PATHS.get(function)
+    if fast is not None:
+        decided = fast(text).tolist()
+        undecided = []
+        for position in pending:
+            value = decided[position]
+            if isinstance(value, str):
+                result.values[position] = value
+            else:
+                undecided.append(position)
+        pending = undecided
+    make_keys = _CACHE_KEYS.get(function)
+    keys = make_keys(text).tolist() if make_keys is not None and pending else None
+    _apply(rule, raw, pending, keys, result)
+    return result
+
+
+def _apply(
+    rule: Callable[[Any], Any],
+    raw: list[Any],
+    positions: list[int],
+    keys: list[Any] | None,
+    result: ColumnResult,
+) -> None:
+    """Run ``rule`` on ``raw[p]`` for each position (on its cache key when there is one) into ``result``."""
+    for position in positions:
+        value = raw[position]
+        key = keys[position] if keys is not None and isinstance(keys[position], str) else value
+        try:
+            ok, output = _cached_outcome(rule, key)
+        except TypeError:  # unhashable: lists and dicts from JSON columns
+            ok, output = _outcome(rule, value)
+        if not ok and key is not value:
+            # A failure's reason quotes the input, so it is computed from the value as written.
+            ok, output = _cached_outcome(rule, value)
+        if not ok:
+            result.errors[position] = output
+        elif isinstance(output, (list, dict)):
+            # Cached lists and dicts are shared; each row gets its own copy to change freely.
+            result.values[position] = copy.deepcopy(output)
+        else:
+            result.values[position] = output
+
+
+def _outcome(rule: Callable[[Any], Any], value: Any) -> tuple[bool, Any]:
+    try:
+        return True, rule(value)
+    except NormalizationError as exc:
+        return False, str(exc)
+
+
+# Bounded, and typed so that 1, 1.0 and True (equal as dict keys) are told apart. Keyed by the
+# rule object too, which is why callers reuse one rule object across the chunks of an extract.
+_cached_outcome = lru_cache(maxsize=200_000, typed=True)(_outcome)

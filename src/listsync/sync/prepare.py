@@ -66,6 +66,7 @@ __all__ = [
     "PrepareStats",
     "PreparedPeople",
     "PreparedRows",
+    "Rule",
     "check_column_map",
     "iter_mapped_rows",
     "prepare_people",
@@ -75,6 +76,7 @@ __all__ = [
 ]
 
 Rule = Callable[[Any], Any]
+"""A normalisation rule: one raw value in, the normalised value out, or ``NormalizationError``."""
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
