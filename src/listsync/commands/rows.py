@@ -1,0 +1,183 @@
+"""``listsync upsert-rows``: make a List's rows match an extract, writing only changed cells, outside Airflow.
+
+The same flow and options as ``UpsertRowsOperator`` (:func:`listsync.sync.rows.upsert_rows`);
+prints the JSON summary. Example::
+
+    LISTSYNC_API_KEY=sk_... listsync upsert-rows --base-url http://127.0.0.1:8080 \\
+        --table-id tbl_accounts --key-column domain \\
+        --sql "select * from accounts" --sql-url postgresql://postgres@127.0.0.1/test \\
+        --map website=domain --map arr=arr --map meta=metadata --dry-run --plan-path plan.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from listsync.commands.people import _column_mapping
+
+API_KEY_ENV = "LISTSYNC_API_KEY"
+# The request kinds of a rows upsert (listsync.sync.rows), spelt here so --help stays cheap.
+WRITE_KINDS = ("add_rows", "update_cells", "delete_rows")
+
+
+def _chunk_size(text: str) -> tuple[str | None, int]:
+    kind, sep, number = text.rpartition("=")
+    if sep and kind not in WRITE_KINDS:
+        raise argparse.ArgumentTypeError(f"expected N or KIND=N with KIND one of {', '.join(WRITE_KINDS)}")
+    try:
+        return (kind or None), int(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of items, got {number!r}") from None
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``upsert-rows`` command to the ``listsync`` parser."""
+    parser = subparsers.add_parser(
+        "upsert-rows",
+        help="make a List's rows match an extract, writing only changed cells",
+        description=(
+            "Diff an extract against a List's rows by a key column and write only the changes: new "
+            "rows, changed cells, and with --delete-missing the removal of rows the extract lacks. "
+            "Prints the JSON summary. Exit status: 0 done, 1 the upsert failed or some rows could "
+            "not be written, 2 bad arguments."
+        ),
+    )
+    parser.add_argument("--table-id", required=True, help="the List to write")
+    parser.add_argument("--key-column", required=True, help="the List column id that identifies a row")
+    parser.add_argument(
+        "--key-kind",
+        choices=("domain", "text"),
+        default="domain",
+        help="normalise keys as domains (default) or as trimmed text",
+    )
+    extract = parser.add_argument_group("extract (give --source or --sql with --sql-url)")
+    extract.add_argument("--source", help="the extract file: CSV, Parquet or JSON lines")
+    extract.add_argument("--sql", help="a query giving the extract")
+    extract.add_argument("--sql-url", help="SQLAlchemy URL of the database the query runs on")
+    extract.add_argument("--delimiter", help="CSV field separator (default ,)")
+    parser.add_argument(
+        "--map",
+        dest="column_map",
+        type=_column_mapping,
+        action="append",
+        required=True,
+        metavar="COLUMN=COLUMN_ID",
+        help="map an extract column to a List column id; repeat for each column",
+    )
+    parser.add_argument(
+        "--json-column",
+        dest="json_columns",
+        action="append",
+        default=[],
+        metavar="COLUMN",
+        help="an extract column whose text holds JSON (jsonb columns need none); repeatable",
+    )
+
+    upsert = parser.add_argument_group("upsert")
+    upsert.add_argument(
+        "--delete-missing", action="store_true", help="delete List rows whose key is not in the extract"
+    )
+    upsert.add_argument(
+        "--max-delete-fraction",
+        type=float,
+        default=0.1,
+        help="largest share of the List's rows one run may delete (default 0.1)",
+    )
+    upsert.add_argument(
+        "--overwrite-with-null",
+        action="store_true",
+        help="an empty value in the extract clears the List's cell",
+    )
+    upsert.add_argument(
+        "--chunk-size",
+        type=_chunk_size,
+        action="append",
+        default=[],
+        metavar="N|KIND=N",
+        help=(
+            "items per request, for all kinds or one of add_rows (at most 500), update_cells, "
+            "delete_rows (at most 1000); repeatable"
+        ),
+    )
+    upsert.add_argument(
+        "--max-reject-fraction",
+        type=float,
+        default=1.0,
+        help="fail before writing when a larger share of rows is rejected (default 1.0)",
+    )
+    upsert.add_argument("--dry-run", action="store_true", help="plan and write the plan file; send no write")
+    upsert.add_argument(
+        "--no-fail-on-error",
+        dest="fail_on_error",
+        action="store_false",
+        help="exit 0 even when some rows could not be written (they are counted in the summary)",
+    )
+    upsert.add_argument("--rejects-path", metavar="FILE", help="write rejected rows here as JSON lines")
+    upsert.add_argument("--plan-path", metavar="FILE", help="write the plan here as JSON lines")
+
+    service = parser.add_argument_group("service")
+    service.add_argument("--base-url", required=True, help="the service's base URL")
+    service.add_argument("--api-key", help=f"the API key (default: ${API_KEY_ENV})")
+    service.add_argument("--user-id", help="the service user to act as (userId)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the upsert and print the summary; exit status 2 on bad arguments, 1 on a failed run."""
+    # Imported here so `listsync --help` does not pay for pandas and httpx.
+    from listsync.client import ListSyncClient, ListSyncError
+    from listsync.sync.plan import SyncFailedError
+    from listsync.sync.rows import chunk_sizes, upsert_rows
+    from listsync.sync.sources import read_extract
+
+    api_key = args.api_key or os.environ.get(API_KEY_ENV)
+    overall = [size for kind, size in args.chunk_size if kind is None]
+    by_kind = {kind: size for kind, size in args.chunk_size if kind is not None}
+    try:
+        if (args.source is None) == (args.sql is None) or (args.sql is not None and not args.sql_url):
+            raise ValueError("give --source FILE, or --sql QUERY with --sql-url URL")
+        if not api_key:
+            raise ValueError(f"no API key: set ${API_KEY_ENV} or give --api-key")
+        sizes = chunk_sizes(overall[-1] if overall else None)
+        sizes = chunk_sizes({**sizes, **by_kind})
+    except ValueError as exc:
+        print(f"listsync upsert-rows: {exc}", file=sys.stderr)
+        return 2
+    if args.source is not None:
+        frames = read_extract(args.source, delimiter=args.delimiter)
+    else:
+        frames = read_extract(sql=args.sql, url=args.sql_url)
+    with ListSyncClient(args.base_url, api_key, args.user_id) as client:
+        try:
+            summary = upsert_rows(
+                client,
+                args.table_id,
+                frames,
+                key_column=args.key_column,
+                column_map=dict(args.column_map),
+                key_kind=args.key_kind,
+                json_columns=args.json_columns,
+                delete_missing=args.delete_missing,
+                max_delete_fraction=args.max_delete_fraction,
+                overwrite_with_null=args.overwrite_with_null,
+                chunk_size=sizes,
+                dry_run=args.dry_run,
+                fail_on_error=args.fail_on_error,
+                rejects_path=args.rejects_path,
+                plan_path=args.plan_path,
+                max_reject_fraction=args.max_reject_fraction,
+            )
+        except SyncFailedError as exc:
+            print(json.dumps(exc.summary, indent=2))
+            print(f"listsync upsert-rows: {exc}", file=sys.stderr)
+            return 1
+        except (ListSyncError, ValueError) as exc:
+            # Unsafe deletes, unreadable extracts, bad maps and service failures alike: their
+            # messages say what to fix and name the request, never the key.
+            print(f"listsync upsert-rows: {exc}", file=sys.stderr)
+            return 1
+    print(json.dumps(summary, indent=2))
+    return 0
