@@ -223,6 +223,13 @@ def test_person_patch_rules():
     assert "patch.phone_number" in bad_phone
 
 
+def test_person_patch_sends_explicit_nulls_and_leaves_out_unset_fields():
+    patch = validate_person_patch({"match": {"email": "a@x.io"}, "patch": {"title": None, "bio": "New"}})
+    assert patch.to_wire() == {"match": {"email": "a@x.io"}, "patch": {"title": None, "bio": "New"}}
+    errors = violation(validate_person_patch, {"match": {"email": "a@x.io"}, "patch": {"first_name": None}})
+    assert errors["patch"] == "first_name is required and cannot be cleared"
+
+
 def test_account_entries_need_a_domain_and_people():
     errors = violation(lambda d: validate_record(AccountPeople, d), {"accountDomain": "", "people": []})
     assert set(errors) == {"accountDomain", "people"}

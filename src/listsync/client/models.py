@@ -148,17 +148,30 @@ class PersonMatch(WireModel):
 
 
 class PersonPatch(WireModel):
-    """One person to update (§4.5): ``match`` finds them, ``patch`` lists the fields to change."""
+    """One person to update (§4.5): ``match`` finds them, ``patch`` lists the fields to change.
+
+    A field given as ``None`` in ``patch`` is sent as ``null``, which clears it on the List;
+    fields not given are left out and stay as they are. ``first_name`` cannot be cleared.
+    """
 
     match: PersonMatch
     patch: PersonFields
 
     @field_validator("patch")
     @classmethod
-    def _patch_not_empty(cls, value: PersonFields) -> PersonFields:
-        if not value.model_dump(exclude_none=True):
+    def _patch_changes_something(cls, value: PersonFields) -> PersonFields:
+        if not value.model_fields_set:
             raise ValueError("must change at least one field")
+        if "first_name" in value.model_fields_set and value.first_name is None:
+            raise ValueError("first_name is required and cannot be cleared")
         return value
+
+    @model_serializer(mode="wrap")
+    def _send_explicit_nulls(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            data["patch"] = self.patch.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        return data
 
 
 class AccountPeople(WireModel):
