@@ -115,7 +115,8 @@ class Emulator:
             raise ApiError(403, PUBLIC_KEY_REFUSED)
         raise ApiError(401, "Invalid API key")
 
-    async def forced_fault_response(self, endpoint: str, fault: FaultRule) -> Response:
+    def forced_fault_response(self, endpoint: str, fault: FaultRule) -> Response:
+        """The answer of an ``error`` or ``rate_limit`` fault."""
         if fault.kind == "error":
             return error_response(fault.status, INJECTED_ERRORS[fault.status])
         message = "Rate limit exceeded"
@@ -154,7 +155,7 @@ class EmulatorApp(FastAPI):
             await drop_connection(send)
             return
         if fault is not None:
-            response = await emulator.forced_fault_response(endpoint, fault)
+            response = emulator.forced_fault_response(endpoint, fault)
             emulator.stats.record(endpoint, response.status_code)
             await response(scope, receive, send)
             return

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -46,24 +47,34 @@ class FaultInjector:
         self._rng = random.Random(seed)
         # Each rule with the number of firings it has left (None: unlimited, by probability).
         self._rules: list[tuple[FaultRule, int | None]] = []
+        # Tests arm faults from their own thread while the server thread consumes them.
+        self._lock = threading.Lock()
         self.add(rules)
 
     def add(self, rules: Iterable[FaultRule]) -> None:
-        self._rules.extend((rule, rule.times) for rule in rules)
+        with self._lock:
+            self._rules.extend((rule, rule.times) for rule in rules)
 
     def clear(self) -> None:
-        self._rules.clear()
+        with self._lock:
+            self._rules = []
 
     def reset(self, rules: Iterable[FaultRule]) -> None:
         """Back to ``rules`` and to the seed's first draw."""
-        self._rng = random.Random(self._seed)
         self.clear()
+        with self._lock:
+            self._rng = random.Random(self._seed)
         self.add(rules)
 
     def snapshot(self) -> list[dict[str, Any]]:
-        return [{**rule.model_dump(), "remaining": left} for rule, left in self._rules]
+        with self._lock:
+            return [{**rule.model_dump(), "remaining": left} for rule, left in self._rules]
 
     def decide(self, endpoint: str) -> FaultDecision:
+        with self._lock:
+            return self._decide(endpoint)
+
+    def _decide(self, endpoint: str) -> FaultDecision:
         latency = 0.0
         fault: FaultRule | None = None
         kept: list[tuple[FaultRule, int | None]] = []
