@@ -153,7 +153,8 @@ def test_invalid_input_is_refused_before_sending(make_client):
     assert recorder.requests == []
 
 
-def test_a_503_then_200_on_a_read_succeeds_after_backoff(make_client, clock):
+def test_a_503_then_200_on_a_read_succeeds_after_backoff(make_client, clock, caplog):
+    caplog.set_level(logging.DEBUG)
     recorder = Recorder(httpx.Response(503, text="busy"), ok([{"id": "tbl_1", "name": "Accounts"}]))
 
     lists = make_client(recorder).list_lists()
@@ -161,6 +162,8 @@ def test_a_503_then_200_on_a_read_succeeds_after_backoff(make_client, clock):
     assert [item.id for item in lists] == ["tbl_1"]
     assert len(recorder.requests) == 2
     assert clock.sleeps == [0.5]  # the first backoff step, no jitter
+    assert "Attempt 1 failed (GET /v1/lists -> 503: busy); retrying in 0.5 s" in caplog.text
+    assert API_KEY not in caplog.text
 
 
 def test_backoff_is_capped_and_attempts_are_bounded(make_client, clock):

@@ -22,6 +22,7 @@ the backoff), unless that wait is longer than ``max_rate_limit_wait``: then it i
 from __future__ import annotations
 
 import enum
+import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from listsync.client.errors import (
 )
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class Repeat(enum.Enum):
@@ -105,11 +107,14 @@ def wait_seconds(
 
 @dataclass
 class Attempts:
-    """What happened while retrying one request."""
+    """What happened while retrying one request.
 
-    count: int = 0
+    :ivar waited: seconds slept between attempts.
+    :ivar after_unknown_outcome: an attempt was made after one whose outcome was unknown, so the
+        request may have been applied more than once.
+    """
+
     waited: float = 0.0
-    rate_limited: int = 0
     after_unknown_outcome: bool = False
 
 
@@ -126,8 +131,8 @@ def call_with_retries(
 ) -> T:
     """Call ``send`` until it returns, retrying what :func:`is_retryable` allows.
 
-    :param attempts: filled in with the number of attempts, seconds waited, 429s met and whether
-        a later attempt followed one whose outcome was unknown.
+    :param attempts: filled in with the seconds waited and whether a later attempt followed one
+        whose outcome was unknown.
     :param retry_rate_limited: ``False`` raises a 429 at once (for callers that pace themselves).
     """
     record = attempts if attempts is not None else Attempts()
@@ -143,15 +148,13 @@ def call_with_retries(
 
     def before_sleep(state: RetryCallState) -> None:
         error = state.outcome.exception() if state.outcome is not None else None
-        if isinstance(error, RateLimitedError):
-            record.rate_limited += 1
         if error is not None and outcome_unknown(error):
             record.after_unknown_outcome = True
         record.waited += state.upcoming_sleep
-
-    def counted_send() -> T:
-        record.count += 1
-        return send()
+        # Error messages name the method, path and the service's message, never a header.
+        log.warning(
+            "Attempt %d failed (%s); retrying in %.1f s", state.attempt_number, error, state.upcoming_sleep
+        )
 
     retrying = Retrying(
         stop=stop_after_attempt(policy.max_attempts),
@@ -161,4 +164,4 @@ def call_with_retries(
         before_sleep=before_sleep,
         reraise=True,
     )
-    return retrying(counted_send)
+    return retrying(send)
