@@ -144,7 +144,8 @@ class SignalBudget:
     def observe(self, info: RateLimitInfo, now: float) -> None:
         """Align to headers that describe this signal alone (a single-signal response)."""
         if info.limit is not None and not self.known:
-            self.limit = info.limit
+            # A limit below one would leave the signal waiting forever.
+            self.limit = max(1, info.limit)
             self.known = True
         if info.reset_at is not None and info.reset_at > now:
             self.window_end = info.reset_at
