@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
 from datetime import datetime, timezone
@@ -118,7 +119,8 @@ def main() -> None:
             f"\n## Emulator throughput ({stamp})\n\n"
             f"`benchmarks/emulator_throughput.py`; machine: 2 cores / 24 GiB, python-svc "
             f"(Python {platform.python_version()}); server in a thread of the client's process "
-            f"(serve_in_thread, uvicorn), one keep-alive connection.\n\n"
+            f"(serve_in_thread, uvicorn), one keep-alive connection; load average at the end "
+            f"{os.getloadavg()[0]:.1f} (the machine is shared with other engineers' test runs).\n\n"
         )
         with RESULTS.open("a", encoding="utf-8") as out:
             out.write(header + "\n".join(lines) + "\n")
