@@ -237,6 +237,27 @@ def test_a_bad_event_refusing_its_batch_is_isolated(make_client, event_service):
     assert report.signals["evt"].rejected == {"evt:1": "Missing required data keys for signal evt: x"}
 
 
+def test_a_batch_error_naming_an_event_rejects_it_and_resends_the_rest(make_client, event_service):
+    service = event_service({"evt": 100})
+    refused = []
+
+    def refuse_indexed(request: httpx.Request) -> httpx.Response:
+        sent = json.loads(request.content)["events"]
+        for index, event in enumerate(sent):
+            if event["reference"] == "evt:2":
+                refused.append(len(sent))
+                error = f"events[{index}]: timestamp must be an ISO 8601 string"
+                return httpx.Response(400, json={"success": False, "error": error})
+        return service.handler(request)
+
+    report = make_client(refuse_indexed).send_events(events("evt", 5), {"evt": "Event"})
+
+    assert refused == [5]  # refused once, as a whole batch
+    assert report.signals["evt"].rejected == {"evt:2": "events[2]: timestamp must be an ISO 8601 string"}
+    assert sorted(service.ingested) == ["evt:0", "evt:1", "evt:3", "evt:4"]
+    assert report.requests == 2
+
+
 def test_authentication_failure_is_raised(make_client):
     client = make_client(
         lambda request: httpx.Response(401, json={"success": False, "error": "Invalid API key"})

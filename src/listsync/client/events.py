@@ -14,9 +14,10 @@ How it keeps every event: each event carries a ``reference`` (the caller's, else
 acknowledgement and every ``rate_limited`` entry maps back to exactly one event. Events not
 acknowledged by a response, whether listed in ``rate_limited`` or not, go back to the head of
 their signal's queue. A 429 re-queues the whole batch and waits for the reset. ``404 Signals
-not found`` rejects the events of those slugs with that message and sends the rest. A 400 on a
-batch of several events (one bad event refuses the whole batch) re-sends them one per request,
-so only the bad one is rejected. A batch whose fate was unknown (timeout after sending) is sent
+not found`` rejects the events of those slugs with that message and sends the rest. A 400
+refuses a whole batch for one bad event: when the message names it (``events[<i>]: ...``, A27)
+that event is rejected and the rest re-queued; otherwise the batch's events are re-sent one per
+request, so only the bad one is rejected. A batch whose fate was unknown (timeout after sending) is sent
 again and its events are counted as ``possibly_duplicated``. Other errors (authentication, a
 server failing after retries) are raised: the checkpoint lets a retry resume.
 
@@ -30,6 +31,7 @@ acknowledged; ``ranges`` lists half-open position ranges acknowledged beyond it.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient
 
 CHECKPOINT_VERSION = 1
+_EVENT_INDEX = re.compile(r"^events\[(?P<index>\d+)\]")
 NO_SIGNAL = "(no signal)"
 """Report key for events that name no signal."""
 
@@ -417,13 +420,19 @@ class _Sender:
         self._requeue([item for item in batch if item.signal not in unknown])
 
     def _bad_request(self, batch: list[_Pending], exc: BadRequestError) -> None:
-        if len(batch) == 1:
-            item = batch[0]
-            self.report.signal(item.signal).rejected[item.reference] = exc.message
+        # One bad event refuses the whole batch, and nothing was counted against a limit (A4).
+        named = _EVENT_INDEX.match(exc.message)
+        index = int(named["index"]) if named else None
+        if len(batch) == 1 or (index is not None and index < len(batch)):
+            bad = batch[index or 0]
+            self.report.signal(bad.signal).rejected[bad.reference] = exc.message
+            rest = [item for item in batch if item is not bad]
+            for item in rest:
+                self.budgets[item.signal].refund(1)
+            self._requeue(rest)
             return
-        # One bad event refuses the whole batch, and nothing was counted (A4): send each event on
-        # its own so that only the bad one is rejected.
-        # The budget they were given stays spent: the same events go out, only in more requests.
+        # The message does not say which event is bad: send each on its own so that only the bad
+        # one is rejected. Their budget stays spent: the same events go out, in more requests.
         for item in batch:
             self._send([item])
 
