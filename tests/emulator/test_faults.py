@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
 
@@ -144,3 +146,15 @@ def test_inspection_endpoints_are_never_faulted(client_for):
     client = client_for(with_faults({"endpoint": "*", "kind": "error"}))
     assert client.get("/_emulator/stats").status_code == 200
     assert client.get("/_emulator/state").status_code == 200
+
+
+def test_drops_through_asgi_transport_surface_as_remote_protocol_errors(app, emulator):
+    async def post_rows() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://emulator") as http:
+            await http.post(ROWS, json=ONE_ROW, headers={"Authorization": "Bearer sk_demo_listsync"})
+
+    emulator.faults.add([FaultRule(endpoint=ROW_ADDS, kind="drop_after", times=1)])
+    with pytest.raises(httpx.RemoteProtocolError):
+        asyncio.run(post_rows())
+    assert len(emulator.state.lists["tbl_accounts"].rows) == 1

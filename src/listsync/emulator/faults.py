@@ -19,8 +19,6 @@ import httpx
 
 from listsync.emulator.config import FaultRule
 
-TERMINAL_KINDS = frozenset(("error", "drop_before", "drop_after", "rate_limit"))
-
 
 class ConnectionDropped(httpx.RemoteProtocolError):
     """Raised to an in-process caller (``httpx.ASGITransport``, Starlette's ``TestClient``) where
