@@ -185,13 +185,22 @@ def test_checkpoint_records_acknowledged_prefix_and_a_resumed_run_skips_it(make_
     assert Counter(service.ingested) == Counter(f"st:{i}" for i in range(70))
 
 
-def test_checkpoint_keeps_acknowledged_events_beyond_a_gap():
-    from listsync.client.events import _Acked
+def test_checkpoint_keeps_acknowledged_events_beyond_a_gap(make_client, event_service):
+    service = event_service({"evt": 100})
+    client = make_client(service.handler)
+    batch = events("evt", 5)
+    batch[2]["timestamp"] = "not a time"  # rejected: leaves a gap in the acknowledged prefix
 
-    acked = _Acked({"prefix": 2, "ranges": [[5, 7]]})
-    acked.positions.add(9)
+    first = client.send_events(batch, {"evt": "Event"})
 
-    assert acked.to_dict() == {"prefix": 2, "ranges": [[5, 7], [9, 10]]}
+    assert first.checkpoint == {"version": 1, "signals": {"evt": {"prefix": 2, "ranges": [[3, 5]]}}}
+
+    batch[2]["timestamp"] = "2026-11-21T06:00:00Z"
+    second = client.send_events(batch, {"evt": "Event"}, checkpoint=first.checkpoint)
+
+    assert second.signals["evt"].skipped == 4
+    assert service.calls[-1].references == ["evt:2"]
+    assert second.checkpoint == {"version": 1, "signals": {"evt": {"prefix": 5, "ranges": []}}}
 
 
 def test_max_wait_returns_early_leaving_events_unsent(make_client, event_service, clock):

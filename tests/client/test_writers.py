@@ -6,6 +6,8 @@ import json
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from listsync.client import AccountKeyed, Keyed, RetryPolicy
 from listsync.client.writers import chunk_by_account
@@ -42,6 +44,26 @@ def test_chunk_by_account_respects_people_and_account_caps_and_splits_big_accoun
         [("d1.io", 1), ("d2.io", 1), ("d3.io", 1)],
         [("d4.io", 1)],
     ]
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["a.io", "B.io", "b.io", "c.io"]), st.integers()), max_size=60),
+    st.integers(1, 7),
+    st.integers(1, 4),
+)
+def test_chunk_by_account_keeps_every_item_once_within_caps(pairs, max_people, max_accounts):
+    items = [(f"k{i}", domain, value) for i, (domain, value) in enumerate(pairs)]
+
+    chunks = list(chunk_by_account(items, max_people=max_people, max_accounts=max_accounts))
+
+    flat = [key for chunk in chunks for _, members in chunk for key, _ in members]
+    assert sorted(flat) == sorted(key for key, _, _ in items)
+    for chunk in chunks:
+        assert 0 < sum(len(members) for _, members in chunk) <= max_people
+        assert len(chunk) <= max_accounts
+    for domain in {d.lower() for _, d, _ in items}:
+        in_order = [key for key, d, _ in items if d.lower() == domain]
+        assert [key for key in flat if key in in_order] == in_order
 
 
 def test_chunk_by_account_groups_domains_case_insensitively_in_first_seen_order():
