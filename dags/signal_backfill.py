@@ -3,9 +3,13 @@
 ``catchup=True`` over the example history (2026-11-01 to 2026-11-10): each daily run ingests the
 events of its own data interval, selected by the templated query. Re-running a day is safe: each
 event carries the warehouse's ``event_id`` as its reference, and a retried task resumes after the
-last acknowledged batch. Start it, or a range of it, with::
+last acknowledged batch. Unpaused, the scheduler catches up on every day; to (re-)run a range of
+days, ask the scheduler for a backfill::
 
-    airflow dags backfill signal_backfill --start-date 2026-11-01 --end-date 2026-11-10
+    airflow backfill create --dag-id signal_backfill --from-date 2026-11-01 --to-date 2026-11-10
+
+A manual run (``airflow dags test signal_backfill 2026-11-04``) covers the last whole day before
+its date, here 2026-11-03. The rejects of each day go to a folder named after that day.
 
 The three signals have their own rate limits (Event 100, Metric 1,000, State 30 events a minute,
 shared by everyone sending to that signal); when the next batch has to wait for a window, the task
@@ -18,13 +22,14 @@ import os
 from datetime import datetime, timedelta
 
 from airflow.sdk import CronDataIntervalTimetable, dag
+
 from listsync.operators.signals import IngestSignalsOperator
 
 DEFAULT_OUTPUT_DIR = os.environ.get("LISTSYNC_OUTPUT_DIR") or os.path.join(
     os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow")), "listsync"
 )
 OUTPUT_DIR = f"{{{{ var.value.get('listsync_output_dir', {DEFAULT_OUTPUT_DIR!r}) }}}}"
-RUN_DIR = OUTPUT_DIR + "/signal_backfill/{{ ds_nodash }}"
+RUN_DIR = OUTPUT_DIR + "/signal_backfill/{{ data_interval_start | ds_nodash }}"
 
 # The interval bounds render as '2026-11-01 00:00:00+00:00', which both a PostgreSQL timestamptz
 # and the ISO text of the SQLite example warehouse compare correctly against. Ordering by the
@@ -63,6 +68,8 @@ def signal_backfill() -> None:
         data_column="payload",
         timestamp_column="occurred_at",
         reference_column="event_id",
+        # Each signal is paced at its type's limit from the first batch on.
+        signal_types={"page_visit": "Event", "seats_used": "Metric", "deal_stage": "State"},
         deferrable=True,
         rejects_path=f"{RUN_DIR}/events.rejects.jsonl",
     )

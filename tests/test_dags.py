@@ -275,3 +275,29 @@ def test_nightly_dag_fills_the_list_then_a_second_run_writes_nothing(connections
     again = json.loads((connections / "crm_to_list_nightly" / "20261121T020000" / "summary.json").read_text())
     assert again["rows"]["requests"]["total"] == again["people"]["requests"]["total"] == 0
     assert again["people"]["unchanged"] == len(people)
+
+
+@pytest.mark.slow
+def test_backfill_run_ingests_its_day_once_and_reports_the_unknown_slug(connections, warehouse, emulator_url):
+    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+
+    _, dataset = warehouse
+    day = "2026-11-03"  # the day with an event of the unknown slug page_view
+    bag = DagBag(dag_folder=str(DAGS / "signal_backfill.py"))
+    sync_bag_to_db(bag, "dags-folder", None)
+    accepted_before = len(emulator_json(emulator_url, "state")["events"])
+
+    # A manual run covers the last whole day before its logical date.
+    run_date = datetime.fromisoformat(day).replace(tzinfo=timezone.utc) + timedelta(days=1)
+    run = bag.dags["signal_backfill"].test(logical_date=run_date)
+
+    assert run.state == "success"
+    ingested = emulator_json(emulator_url, "state")["events"][accepted_before:]
+    of_the_day = [e for e in dataset.events if e["occurred_at"].startswith(day)]
+    known = {"page_visit", "seats_used", "deal_stage"}
+    expected = {e["event_id"] for e in of_the_day if e["signal"] in known and e["object_id"]}
+    references = [e["reference"] for e in ingested]
+    assert sorted(references) == sorted(expected)
+    summary = run.get_task_instance("ingest_signal_events").xcom_pull(task_ids="ingest_signal_events")
+    assert summary["acknowledged"] == len(expected)
+    assert summary["signals"]["page_view"]["rejected_reasons"] == {"Signals not found: page_view": 1}
