@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import random
 from datetime import datetime, timezone
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from listsync.sync.events import EventMapping, event_reference, prepare_events
 from listsync.sync.prepare import ColumnMappingError
@@ -142,3 +145,36 @@ def test_aware_timestamps_from_typed_sources_are_used_as_they_are() -> None:
     assert event.timestamp == "2026-11-01T12:30:00.000000Z"
     assert event.identity.id == "17"
     assert event.data is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.lists(
+        st.fixed_dictionaries(
+            {
+                "signal": st.sampled_from(["page_visit", "seats_used", ""]),
+                "account_id": st.sampled_from(["1", "2", "007", None]),
+                "seats": st.integers(0, 3),
+                "plan": st.sampled_from(["team", None]),
+                "at": st.sampled_from(["2026-11-01T09:00:00Z", "2026-11-01T10:00:00+02:00", None, "later"]),
+            }
+        ),
+        max_size=25,
+    ),
+    seed=st.randoms(use_true_random=False),
+    chunk=st.integers(1, 10),
+)
+def test_any_extract_gives_the_same_events_whatever_its_row_order_and_chunks(
+    rows: list[dict], seed: random.Random, chunk: int
+) -> None:
+    shuffled = rows[:]
+    seed.shuffle(shuffled)
+    as_read = prepare_events([frame(rows)] if rows else [], MAPPING, rejects=Rejects())
+    reordered = prepare_events(
+        [frame(shuffled[i : i + chunk]) for i in range(0, len(shuffled), chunk)], MAPPING, rejects=Rejects()
+    )
+
+    assert [e.to_wire() for e in as_read.events] == [e.to_wire() for e in reordered.events]
+    stats = as_read.stats
+    assert stats.read == len(rows) == stats.passed + stats.rejected + stats.duplicates
+    assert len({e.reference for e in as_read.events}) == len(as_read.events)

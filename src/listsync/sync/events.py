@@ -449,11 +449,14 @@ def ingest_events(
     if client is None:
         raise ValueError("ingest_events needs a client unless dry_run=True")
     previous: dict[str, Any] = saved["totals"] if saved else {}
+    total = len(prepared.events)
     if saved:
-        log.info("Resuming from checkpoint: %s", saved["acknowledged"])
+        log.info("Resuming from the checkpoint; acknowledged before, per signal: %s", saved["acknowledged"])
 
     def on_checkpoint(client_checkpoint: dict[str, Any]) -> None:
-        store.save(_envelope(fingerprints, client_checkpoint, previous))
+        envelope = _envelope(fingerprints, client_checkpoint, previous)
+        store.save(envelope)
+        log.info("Checkpoint: %d of %d events acknowledged", sum(envelope["acknowledged"].values()), total)
 
     report = client.send_events(
         prepared.events,
