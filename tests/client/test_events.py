@@ -91,6 +91,24 @@ def test_rate_limited_entries_without_reference_are_still_requeued(make_client, 
     assert report.signals["evt"].acknowledged == 90
 
 
+def test_events_missing_from_a_response_are_resent_and_flagged(make_client, event_service, clock):
+    service = event_service({"evt": 100})
+
+    def drop_last_ack(request: httpx.Request) -> httpx.Response:
+        answer = service.handler(request)
+        body = answer.json()
+        if len(body["data"]) > 1:
+            body["data"] = body["data"][:-1]  # the service ingested it but did not say so
+        return httpx.Response(200, json=body, headers=answer.headers)
+
+    report = make_client(drop_last_ack).send_events(events("evt", 3), {"evt": "Event"})
+
+    assert report.signals["evt"].acknowledged == 3
+    assert report.signals["evt"].possibly_duplicated == 1
+    assert Counter(service.ingested)["evt:2"] == 2
+    assert clock.sleeps == []  # not rate limited: re-sent at once
+
+
 def test_a_429_waits_until_the_reset_header(make_client, event_service, clock):
     service = event_service({"st": 30})
     service.used[("st", service.window())] = 30  # window already spent by someone else

@@ -356,21 +356,27 @@ class _Sender:
 
         info = RateLimitInfo(result.rate_limit_limit, result.rate_limit_remaining, result.rate_limit_reset_at)
         self._learn(slugs, info, now)
-        back: list[_Pending] = []
+        back = [item for item in batch if item.reference not in acked]
+        unlisted = [item for item in back if item.reference not in limited]
+        anonymous = sum(1 for entry in result.rate_limited if not entry.reference)
+        if len(unlisted) > anonymous:
+            # Neither acknowledged nor listed as rate limited: the service may have ingested them.
+            for item in unlisted:
+                item.maybe_sent = True
         for item in batch:
             report = self.report.signal(item.signal)
             ack_id = acked.get(item.reference)
             if ack_id is None:
-                # Listed in rate_limited, or missing from the response: never dropped.
+                # Re-queued, never dropped.
                 report.rate_limited_resends += 1
-                back.append(item)
                 continue
             report.acknowledged += 1
             report.ack_ids.append(ack_id)
             report.possibly_duplicated += item.maybe_sent
             self._acked(item.signal).positions.add(item.position)
-        limited_slugs = list(dict.fromkeys(item.signal for item in back))
-        for slug in limited_slugs:
+        # Only a rate_limited entry says a signal's window is spent.
+        spent = [item for item in back if item.reference in limited] + (unlisted if anonymous else [])
+        for slug in dict.fromkeys(item.signal for item in spent):
             self.budgets[slug].exhaust(info.reset_at, now)
         self._requeue(back)
         if acked and self.on_checkpoint is not None:
