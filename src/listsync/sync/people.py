@@ -272,10 +272,14 @@ def _index_list(
     """Index the List's people per account under every key an extract person may match them by."""
     index: dict[str, dict[str, _ListPerson]] = {}
     listed: list[_ListPerson] = []
+    domains: dict[str | None, str] = {}  # many people per account: normalise each domain once
     for record in current:
         plan.current_people += 1
         fields = _fields(record)
-        domain = _list_domain(_account_domain(record))
+        raw_domain = _account_domain(record)
+        domain = domains.get(raw_domain)
+        if domain is None:
+            domain = domains[raw_domain] = _list_domain(raw_domain)
         normalised = _normalised_list_fields(fields)
         identity = person_identity(normalised)
         if identity is None:
@@ -337,7 +341,7 @@ def _changes(
         if value is None:
             if overwrite_with_null and before is not None:
                 changes[name] = (before, None)
-        elif _canonical(value) != _canonical(before):
+        elif value != before and _canonical(value) != _canonical(before):
             changes[name] = (before, value)
     return changes
 
@@ -362,7 +366,9 @@ def _match_of(fields: Mapping[str, Any]) -> dict[str, Any]:
 def _fields(record: PersonRecord) -> dict[str, Any]:
     """The person fields a record carries; absent fields stay absent (they are not in the extract)."""
     if isinstance(record, BaseModel):
-        data = {name: getattr(record, name) for name in PERSON_FIELDS if name in record.model_fields_set}
+        # Read the instance dict once: attribute access per field dominates a 100k-person plan.
+        values, present = vars(record), record.model_fields_set
+        data = {name: values[name] for name in PERSON_FIELDS if name in present}
     else:
         data = {name: record[name] for name in PERSON_FIELDS if name in record}
     paths = data.get("connection_paths")
