@@ -74,10 +74,17 @@ def live_emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         yield url
 
 
-def ingest_dag(dag_id: str, summaries: list[dict[str, Any]], **operator_kwargs: Any) -> Any:
+def ingest_dag(
+    dag_id: str,
+    summaries: list[dict[str, Any]],
+    params: dict[str, Any] | None = None,
+    **operator_kwargs: Any,
+) -> Any:
     from airflow.sdk import DAG, task
 
-    with DAG(dag_id, schedule=None, start_date=datetime(2026, 11, 1), catchup=False) as dag:
+    with DAG(
+        dag_id, schedule=None, start_date=datetime(2026, 11, 1), catchup=False, params=params or {}
+    ) as dag:
         ingest = IngestSignalsOperator(
             task_id="ingest",
             retries=1,
@@ -97,12 +104,22 @@ def ingest_dag(dag_id: str, summaries: list[dict[str, Any]], **operator_kwargs: 
 
 @pytest.mark.slow
 def test_dag_ingests_every_valid_row_once_and_accounts_for_the_rest(
-    run_dag: Callable[..., Any], live_emulator: str, extract: tuple[Path, list], tmp_path: Path
+    run_dag: Callable[..., Any],
+    live_emulator: str,
+    extract: tuple[Path, list],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     path, rows = extract
     summaries: list[dict[str, Any]] = []
     rejects_path = tmp_path / "rejects.jsonl"
-    dag = ingest_dag("signals_e2e", summaries, source=str(path), rejects_path=str(rejects_path))
+    dag = ingest_dag(
+        "signals_e2e",
+        summaries,
+        params={"extract": str(path), "rejects": str(rejects_path)},
+        source="{{ params.extract }}",
+        rejects_path="{{ params.rejects }}",
+    )
 
     run = run_dag(dag)
 
@@ -117,6 +134,8 @@ def test_dag_ingests_every_valid_row_once_and_accounts_for_the_rest(
         "Signals not found: not_a_signal": UNKNOWN_SIGNAL_ROWS
     }
     assert API_KEY not in json.dumps(summary)
+    assert "Signals not found: not_a_signal" in caplog.text
+    assert API_KEY not in caplog.text
 
 
 @pytest.mark.slow
