@@ -10,6 +10,9 @@ import uuid
 from pathlib import Path
 
 import httpx
+import pytest
+
+from listsync.cli import main
 
 # Generous: this bounds a hung start, it does not measure start-up time.
 GIVE_UP_AFTER_SECONDS = 30
@@ -63,3 +66,17 @@ def test_listsync_emulator_answers_a_real_event_post(tmp_path):
         process.terminate()
         process.wait(timeout=GIVE_UP_AFTER_SECONDS)
         log.close()
+
+
+@pytest.mark.parametrize(
+    ("argv", "reason"),
+    [
+        (["--window-seconds", "0"], "greater than 0"),
+        (["--config", "/nonexistent/emulator.yaml"], "No such file"),
+    ],
+)
+def test_invalid_configuration_exits_2_without_serving(capsys, argv, reason):
+    assert main(["emulator", *argv]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("listsync emulator: invalid configuration:")
+    assert reason in error

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,15 +32,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     # Imported here so `listsync --help` does not pay for FastAPI and uvicorn.
-    from listsync.emulator import demo_config, load_config
+    import yaml
+
+    from listsync.emulator import EmulatorConfig, demo_config, load_config
     from listsync.emulator.server import serve_forever
 
-    config = load_config(args.config) if args.config else demo_config()
-    overrides = {
-        "window_seconds": args.window_seconds,
-        "seed": args.seed,
-        "state_file": args.state_file,
-    }
-    config = config.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+    overrides = {"window_seconds": args.window_seconds, "seed": args.seed, "state_file": args.state_file}
+    try:
+        config = load_config(args.config) if args.config else demo_config()
+        # Validated again, so a bad option (say --window-seconds 0) is refused like a bad config file.
+        config = EmulatorConfig.model_validate(
+            {**config.model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
+        )
+    except (OSError, ValueError, yaml.YAMLError) as exc:  # pydantic's ValidationError is a ValueError
+        print(f"listsync emulator: invalid configuration: {exc}", file=sys.stderr)
+        return 2
     serve_forever(config, args.host, args.port)
     return 0
