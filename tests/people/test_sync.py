@@ -221,12 +221,6 @@ def test_a_null_in_the_extract_keeps_the_list_value(sync: SyncFn, list_people: C
     assert ann["title"] == "CTO"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=SyncFailedError,
-    reason="the client's PersonPatch drops None fields (to_wire excludes None) and refuses an all-None "
-    "patch, so an explicit null cannot be sent yet; the plan holds it (see test_planner)",
-)
 def test_overwrite_with_null_erases_the_list_value(sync: SyncFn, list_people: Callable[[], Any]) -> None:
     sync()
 
