@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,19 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from listsync.commands import ingest
+from listsync.cli import main
 from listsync.emulator import demo_config, serve_in_thread
 
 from .emulated import API_KEY, INVALID_ROWS, ingested_references, mixed_rows
-
-
-def main(argv: list[str]) -> int:
-    """``listsync <argv>`` with the ingest command alone, as ``listsync.cli.main`` builds it."""
-    parser = argparse.ArgumentParser(prog="listsync")
-    ingest.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    result: int = args.func(args)
-    return result
 
 
 @pytest.fixture
