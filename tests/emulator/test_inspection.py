@@ -159,3 +159,17 @@ def test_serve_in_thread_serves_and_stops(clock):
 def test_serve_in_thread_accepts_a_config():
     with serve_in_thread(demo_config()) as base_url:
         assert httpx.get(f"{base_url}/_emulator/stats").status_code == 200
+
+
+def test_people_queries_after_a_reset_see_the_new_people(client, add_accounts):
+    def first_names() -> list[str]:
+        return [p["first_name"] for p in client.get(PEOPLE).json()["data"]["people"]]
+
+    # The same sequence of writes before and after the reset, with other people.
+    for name in ("Old", "New"):
+        add_accounts("acme.com")
+        client.post(
+            PEOPLE, json={"accounts": [{"accountDomain": "acme.com", "people": [{"first_name": name}]}]}
+        )
+        assert first_names() == [name]
+        client.post("/_emulator/reset")

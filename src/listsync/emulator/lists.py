@@ -296,9 +296,6 @@ class ListOperations:
         self._users = frozenset(config.users)
         self._state = state
         self._clock = clock
-        # (tableId, filters) -> (List version, matching people): consecutive pages of one query
-        # slice the same list instead of filtering the whole List again.
-        self._people_queries: dict[tuple[str, tuple[object, ...]], tuple[int, list[tuple[Row, Person]]]] = {}
 
     def table(self, table_id: str) -> ListState:
         lst = self._state.lists.get(table_id)
@@ -452,11 +449,9 @@ class ListOperations:
         domain = params.get("accountDomain")
         limit = _int_param(params, "limit", DEFAULT_PAGE, 1, MAX_PAGE)
         offset = _int_param(params, "offset", 0, 0, None)
-        key = (lst.id, (target, contactable, personas, search, domain and normalize_domain(domain)))
-        cached = self._people_queries.get(key)
-        if cached is not None and cached[0] == lst.version:
-            matches = cached[1]
-        else:
+        key = (target, contactable, personas, search, domain and normalize_domain(domain))
+        matches = lst.people_queries.get(key)
+        if matches is None:
             rows = lst.rows.values() if domain is None else filter(None, [lst.row_for_domain(domain)])
             matches = [
                 (row, person)
@@ -467,9 +462,9 @@ class ListOperations:
                 and (not personas or not personas.isdisjoint(person.get("personas") or ()))
                 and (not search or self._mentions(lst, row, person, search))
             ]
-            if len(self._people_queries) > 32:
-                self._people_queries.clear()
-            self._people_queries[key] = (lst.version, matches)
+            if len(lst.people_queries) > 32:
+                lst.people_queries.clear()
+            lst.people_queries[key] = matches
         page = matches[offset : offset + limit]
         return {
             "people": [

@@ -50,8 +50,10 @@ class ListState:
         self.columns: dict[str, ColumnConfig] = {c.id: c for c in config.columns}
         self.rows: dict[str, Row] = {}
         self._rows_by_domain: dict[str, Row] = {}
-        # Bumped on every change; query caches keyed by it never serve stale pages.
-        self.version = 0
+        # Filters of recent GET targetable-people queries -> the (row, person) pairs they match,
+        # so consecutive pages slice one list instead of filtering the whole List again. Any
+        # change empties it; it lives and dies with this List, so a reset never serves old pages.
+        self.people_queries: dict[tuple[object, ...], list[tuple[Row, Person]]] = {}
 
     @property
     def id(self) -> str:
@@ -67,7 +69,7 @@ class ListState:
 
     def changed(self) -> None:
         """Call after any change to rows, cells or people."""
-        self.version += 1
+        self.people_queries.clear()
         index: dict[str, Row] = {}
         for row in self.rows.values():
             domain = self.account_domain(row)
@@ -78,7 +80,7 @@ class ListState:
 
     def people_changed(self) -> None:
         """Cheaper than :meth:`changed` when only people moved: the domain index still holds."""
-        self.version += 1
+        self.people_queries.clear()
 
     def snapshot(self) -> dict[str, Any]:
         return {
