@@ -233,13 +233,15 @@ def describe_run(summary: dict[str, Any], with_reasons: bool) -> list[str]:
                 lines.append(f"  Rejected {label}, and why:")
                 lines.extend(f"    {n:>2} x {reason}" for n, reason in reasons)
     sent = [
-        f"{n} {kind.replace('_', ' ')}"
-        for part in (rows, people)
-        for kind, n in part["requests"].items()
-        if kind != "total" and n
+        f"{label}: "
+        + ", ".join(
+            f"{n} {kind.replace('_', ' ')}" for kind, n in part["requests"].items() if kind != "total"
+        )
+        for label, part in (("rows", rows), ("people", people))
+        if part["requests"]["total"]
     ]
     total = rows["requests"]["total"] + people["requests"]["total"]
-    lines.append(f"  Write requests: {total}" + (f" ({', '.join(sent)})" if sent else ""))
+    lines.append(f"  Write requests: {total}" + (f" ({'; '.join(sent)})" if sent else ""))
     lines.append(f"  Plan, rejects and summary files: {relative(Path(rows['plan_path']).parent)}/")
     return lines
 
