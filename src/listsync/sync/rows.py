@@ -315,6 +315,9 @@ def _json_number(value: Any) -> int | float:
     return number
 
 
+_SAME_TYPE_SCALARS = frozenset((str, int, float, bool))
+
+
 def cell_values_equal(desired: Any, current: Any) -> bool:
     """Whether the List already holds ``desired`` (an extract value) in a cell whose value is ``current``.
 
@@ -324,6 +327,10 @@ def cell_values_equal(desired: Any, current: Any) -> bool:
     ``datetime`` to any ISO 8601 string of the same instant; mappings and sequences element by
     element, key order ignored.
     """
+    # Fast path for the common case, a scalar read back as the type it was sent as: for these
+    # types Python's equality is exactly the rules below (JSON holds no NaN).
+    if type(desired) is type(current) and type(desired) in _SAME_TYPE_SCALARS:
+        return bool(desired == current)
     if desired is None or current is None:
         return desired is None and current is None
     if isinstance(desired, dt.datetime):
