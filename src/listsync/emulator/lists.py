@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from datetime import date, datetime
+from operator import ge, gt, le, lt
 from typing import Any
 
 from listsync.emulator.config import ColumnConfig, EmulatorConfig
@@ -208,55 +209,70 @@ def _is_empty(value: object) -> bool:
     return value is None or value in ("", [], {})
 
 
+_LIKE_WILDCARDS = {"%": ".*", "_": "."}
+_ORDERINGS: dict[str, Callable[[Any, Any], bool]] = {"gt": gt, "gte": ge, "lt": lt, "lte": le}
+
+
 def _like(pattern: str) -> re.Pattern[str]:
     """SQL LIKE: ``%`` any run, ``_`` one character; without wildcards an exact match."""
-    parts = ("." * (c == "_") + ".*" * (c == "%") if c in "%_" else re.escape(c) for c in pattern)
+    parts = (_LIKE_WILDCARDS.get(c) or re.escape(c) for c in pattern)
     return re.compile("".join(parts), re.IGNORECASE | re.DOTALL)
 
 
 def _row_filter(column: ColumnConfig, operator: str, query: str | None) -> Callable[[object], bool]:
-    """A predicate on a cell value for the documented GET rows filter mode."""
-    if operator == "is_empty":
-        return _is_empty
-    if operator == "is_not_empty":
-        return lambda value: not _is_empty(value)
+    """A predicate on a cell value for the documented GET rows filter mode.
+
+    Text comparisons ignore case; on a number column the ordering operators and ``eq`` compare
+    numbers; on an enum column ``eq`` matches an option's key or label (public docs).
+    """
+    if operator in ("is_empty", "is_not_empty"):
+        wanted_empty = operator == "is_empty"
+        return lambda value: _is_empty(value) is wanted_empty
     if query is None:
         raise _bad(f"query is required for operator {operator}")
-    if operator in ("gt", "gte", "lt", "lte"):
-        compare = {
-            "gt": lambda a, b: a > b,
-            "gte": lambda a, b: a >= b,
-            "lt": lambda a, b: a < b,
-            "lte": lambda a, b: a <= b,
-        }[operator]
-        if column.type == "number":
-            try:
-                bound = float(query)
-            except ValueError:
-                raise _bad(f"query must be a number for column {column.id}") from None
-            return lambda value: isinstance(value, (int, float)) and compare(float(value), bound)
-        return lambda value: not _is_empty(value) and compare(_text(value), query)
+    if operator in _ORDERINGS:
+        ordered = _ORDERINGS[operator]
+        if column.type != "number":
+            return lambda value: not _is_empty(value) and ordered(_text(value), query)
+        try:
+            bound = float(query)
+        except ValueError:
+            raise _bad(f"query must be a number for column {column.id}") from None
+        return lambda value: isinstance(value, (int, float)) and ordered(float(value), bound)
     wanted = query.lower()
-    if operator in ("eq", "not_eq"):
-        if column.type == "enum":
-            keys = {o.key for o in column.options if wanted in (o.key.lower(), o.label.lower())}
-            equal: Callable[[object], bool] = lambda value: value in keys  # noqa: E731
-        elif column.type == "number":
-            equal = lambda value: _number_equals(value, query)  # noqa: E731
-        else:
-            equal = lambda value: not _is_empty(value) and _text(value).lower() == wanted  # noqa: E731
-        return equal if operator == "eq" else (lambda value: not equal(value))
-    if operator in ("contains", "not_contains"):
-        contains: Callable[[object], bool] = lambda value: (  # noqa: E731
-            not _is_empty(value) and wanted in _text(value).lower()
-        )
-        return contains if operator == "contains" else (lambda value: not contains(value))
-    if operator == "like":
+    # not_eq and not_contains are the negations of eq and contains.
+    positive = operator.removeprefix("not_")
+    test: Callable[[object], bool]
+    if positive == "eq" and column.type == "enum":
+        keys = {o.key for o in column.options if wanted in (o.key.lower(), o.label.lower())}
+
+        def test(value: object) -> bool:
+            return value in keys
+
+    elif positive == "eq" and column.type == "number":
+
+        def test(value: object) -> bool:
+            return _number_equals(value, query)
+
+    elif positive == "like":
         pattern = _like(query)
-        return lambda value: not _is_empty(value) and pattern.fullmatch(_text(value)) is not None
-    if operator == "starts_with":
-        return lambda value: not _is_empty(value) and _text(value).lower().startswith(wanted)
-    return lambda value: not _is_empty(value) and _text(value).lower().endswith(wanted)
+
+        def test(value: object) -> bool:
+            return not _is_empty(value) and pattern.fullmatch(_text(value)) is not None
+
+    else:
+        text_tests: dict[str, Callable[[str], bool]] = {
+            "eq": lambda text: text == wanted,
+            "contains": lambda text: wanted in text,
+            "starts_with": lambda text: text.startswith(wanted),
+            "ends_with": lambda text: text.endswith(wanted),
+        }
+        text_test = text_tests[positive]
+
+        def test(value: object) -> bool:
+            return not _is_empty(value) and text_test(_text(value).lower())
+
+    return (lambda value: not test(value)) if positive != operator else test
 
 
 def _number_equals(value: object, query: str) -> bool:
