@@ -26,14 +26,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timezone, tzinfo
 from decimal import Decimal
-from functools import lru_cache, partial
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import idna
+import numpy as np
 import pandas as pd
 import phonenumbers
+import pyarrow as pa
+import pyarrow.compute as pc
 
 NORMALIZATION_VERSION = "1"
 
@@ -157,20 +160,23 @@ def normalize_domain(value: Any) -> str:
     return _check_host(text, original)
 
 
-def _fast_domains(text: pd.Series) -> pd.Series:
-    """Vectorised :func:`normalize_domain` for plain ASCII values; NA where it cannot decide."""
-    host = (
-        text.str.strip()
-        .str.lower()
-        .str.replace(r"^[a-z][a-z0-9+.-]*://", "", regex=True)
-        .str.replace(r"[/?#].*$", "", regex=True)
-        .str.replace(r":\d*$", "", regex=True)
-        .str.replace(r"\.+$", "", regex=True)
-        .str.replace(r"^www\.", "", regex=True)
-    )
+def _fast_domains(text: pa.Array) -> pa.Array:
+    """Vectorised :func:`normalize_domain` for plain ASCII values; null where it cannot decide."""
+    low = pc.utf8_lower(pc.utf8_trim_whitespace(text))
+    short = pc.less_equal(pc.utf8_length(low), _MAX_DOMAIN_LENGTH)
+    bare = pc.and_(pc.match_substring_regex(low, f"^{_HOST}$"), pc.invert(pc.starts_with(low, "www.")))
+    bare = pc.fill_null(pc.and_(bare, short), False)
+    # Most values are a bare host already; only the others pay for the clean-up.
+    others = pc.filter(low, pc.invert(bare))
+    for pattern in (r"^[a-z][a-z0-9+.-]*://", r"[/?#].*$", r":[0-9]*$", r"\.+$", r"^www\."):
+        others = pc.replace_substring_regex(others, pattern, "")
     # Anything with user info, odd characters or an unusual shape goes to the scalar rule.
-    decided = host.str.fullmatch(_HOST) & (host.str.len() <= _MAX_DOMAIN_LENGTH) & ~text.str.contains("@")
-    return host.where(decided.fillna(False))
+    cleaned_ok = pc.and_(
+        pc.match_substring_regex(others, f"^{_HOST}$"),
+        pc.less_equal(pc.utf8_length(others), _MAX_DOMAIN_LENGTH),
+    )
+    cleaned = pc.if_else(pc.and_(cleaned_ok, pc.invert(pc.match_substring(others, "@"))), others, None)
+    return pc.replace_with_mask(low, pc.invert(bare), cleaned)
 
 
 # --- e-mail --------------------------------------------------------------------------------
@@ -225,16 +231,17 @@ def normalize_email(value: Any) -> str:
     return address
 
 
-def _fast_emails(text: pd.Series) -> pd.Series:
-    """Vectorised :func:`normalize_email` for plain ASCII addresses; NA where it cannot decide."""
-    address = text.str.strip().str.lower()
-    local = address.str.extract(r"^([^@]*)@", expand=False)
-    decided = (
-        address.str.fullmatch(rf"{_LOCAL}@{_HOST}")
-        & (local.str.len() <= _MAX_LOCAL_LENGTH)
-        & (address.str.len() <= _MAX_EMAIL_LENGTH)
+def _fast_emails(text: pa.Array) -> pa.Array:
+    """Vectorised :func:`normalize_email` for plain ASCII addresses; null where it cannot decide."""
+    address = pc.utf8_lower(pc.utf8_trim_whitespace(text))
+    decided = pc.and_(
+        pc.match_substring_regex(address, f"^{_LOCAL}@{_HOST}$"),
+        pc.and_(
+            pc.less_equal(pc.find_substring(address, "@"), _MAX_LOCAL_LENGTH),
+            pc.less_equal(pc.utf8_length(address), _MAX_EMAIL_LENGTH),
+        ),
     )
-    return address.where(decided.fillna(False))
+    return pc.if_else(decided, address, None)
 
 
 # --- phone ---------------------------------------------------------------------------------
@@ -519,24 +526,26 @@ class ColumnResult:
     errors: dict[int, str] = field(default_factory=dict)
 
 
-def _phone_keys(text: pd.Series) -> pd.Series:
-    """Numbers written with digits and layout characters only, as ``+`` and digits; NA otherwise.
+def _phone_keys(text: pa.Array) -> pa.Array:
+    """Numbers written with digits and layout characters only, as ``+`` and digits; null otherwise.
 
     phonenumbers ignores spaces, dots, hyphens and brackets, so one number in several layouts
     (``(415) 555-2671``, ``415.555.2671``) gets one key and is parsed once.
     """
-    plain = text.str.fullmatch(r"\s*(?:\+\s*)?[0-9\s().-]*[0-9][0-9\s().-]*")
-    return text.str.replace(r"[^0-9+]", "", regex=True).where(plain.fillna(False))
+    plain = pc.match_substring_regex(text, r"^\s*(?:\+\s*)?[0-9\s().-]*[0-9][0-9\s().-]*$")
+    return pc.if_else(plain, pc.replace_substring_regex(text, r"[^0-9+]", ""), None)
 
 
 # Vectorised shortcuts per rule, for columns of text: a fast path decides the common shapes
 # outright (NA where it cannot); a cache key makes values that must normalise alike share one
 # call of the rule.
-_FAST_PATHS: dict[Callable[..., Any], Callable[[pd.Series], pd.Series]] = {
+_FAST_PATHS: dict[Callable[..., Any], Callable[[pa.Array], pa.Array]] = {
     normalize_domain: _fast_domains,
     normalize_email: _fast_emails,
 }
-_CACHE_KEYS: dict[Callable[..., Any], Callable[[pd.Series], pd.Series]] = {normalize_phone: _phone_keys}
+_CACHE_KEYS: dict[Callable[..., Any], Callable[[pa.Array], pa.Array]] = {normalize_phone: _phone_keys}
+# Rules whose outputs are lists or dicts: cached outputs are shared, so each row gets a copy.
+_CONTAINER_RULES = frozenset({normalize_personas, parse_connection_paths, parse_json, to_json_value})
 
 
 def normalize_column(series: pd.Series, rule: Callable[[Any], Any]) -> ColumnResult:
@@ -557,24 +566,43 @@ def normalize_column(series: pd.Series, rule: Callable[[Any], Any]) -> ColumnRes
         pending = [position for position, value in enumerate(raw) if not is_missing(value)]
         _apply(rule, raw, pending, None, result)
         return result
-    # A column of text (what every CSV gives).
+    return _normalize_text_column(raw, rule, result)
+
+
+def _normalize_text_column(raw: list[Any], rule: Callable[[Any], Any], result: ColumnResult) -> ColumnResult:
+    """:func:`normalize_column` for a column of text (what every CSV gives), without a Python
+    step per row beyond the missing-value test: the fast path decides what it can, then the
+    rule runs once per distinct key and the outcomes are spread back by position."""
     function = rule.func if isinstance(rule, partial) else rule
-    text = series.astype("str")
-    pending = [position for position, value in enumerate(raw) if value is not None and value.strip()]
+    text = pa.array(raw, type=pa.string())
+    values = np.full(len(raw), None, dtype=object)
+    pending = np.fromiter((value is not None and bool(value.strip()) for value in raw), bool, len(raw))
     fast = _FAST_PATHS.get(function)
     if fast is not None:
-        decided = fast(text).tolist()
-        undecided = []
-        for position in pending:
-            value = decided[position]
-            if isinstance(value, str):
-                result.values[position] = value
-            else:
-                undecided.append(position)
-        pending = undecided
-    make_keys = _CACHE_KEYS.get(function)
-    keys = make_keys(text).tolist() if make_keys is not None and pending else None
-    _apply(rule, raw, pending, keys, result)
+        decided = fast(text).to_numpy(zero_copy_only=False)
+        done = pending & (decided != None)  # noqa: E711 (elementwise on an object array)
+        values[done] = decided[done]
+        pending &= ~done
+    positions = np.flatnonzero(pending)
+    if positions.size:
+        inputs = np.asarray(raw, dtype=object)[positions]
+        make_keys = _CACHE_KEYS.get(function)
+        if make_keys is not None:
+            keys = make_keys(text).to_numpy(zero_copy_only=False)[positions]
+            inputs = np.where(keys == None, inputs, keys)  # noqa: E711 (elementwise)
+        codes, distinct = pd.factorize(inputs)
+        outcomes = [_cached_outcome(rule, key) for key in distinct]
+        passed = np.fromiter((ok for ok, _ in outcomes), bool, len(outcomes))
+        outputs = np.empty(len(outcomes), dtype=object)
+        outputs[:] = [output for _, output in outcomes]
+        good = passed[codes]
+        values[positions[good]] = outputs[codes[good]]
+        for position in positions[~good].tolist():
+            # A failure's reason quotes the input, so it is computed from the value as written.
+            result.errors[position] = _cached_outcome(rule, raw[position])[1]
+    result.values = values.tolist()
+    if function in _CONTAINER_RULES:
+        result.values = [copy.deepcopy(value) if value is not None else None for value in result.values]
     return result
 
 
@@ -612,6 +640,30 @@ def _outcome(rule: Callable[[Any], Any], value: Any) -> tuple[bool, Any]:
         return False, str(exc)
 
 
-# Bounded, and typed so that 1, 1.0 and True (equal as dict keys) are told apart. Keyed by the
-# rule object too, which is why callers reuse one rule object across the chunks of an extract.
-_cached_outcome = lru_cache(maxsize=200_000, typed=True)(_outcome)
+# Rules for which rule(rule(x)) == rule(x): an output they produced is known to pass unchanged,
+# so "+14155552671" is not parsed again once "(415) 555-2671" has given it.
+_IDEMPOTENT = frozenset({normalize_domain, normalize_email, normalize_phone, normalize_text})
+_CACHE_LIMIT = 200_000
+_outcomes: dict[tuple[Any, type, Any], tuple[bool, Any]] = {}
+
+
+def _cached_outcome(rule: Callable[[Any], Any], value: Any) -> tuple[bool, Any]:
+    """``_outcome(rule, value)``, remembered per rule object and typed value.
+
+    The type is part of the key because 1, 1.0 and True are equal as dict keys but not to every
+    rule. Memory is bounded by emptying the memo when it is full: simpler than an eviction
+    order, and an extract's repeated values are back in it within a chunk. Raises
+    ``TypeError`` for unhashable values.
+    """
+    key = (rule, type(value), value)
+    outcome = _outcomes.get(key)
+    if outcome is None:
+        outcome = _outcome(rule, value)
+        if len(_outcomes) >= _CACHE_LIMIT:
+            _outcomes.clear()
+        _outcomes[key] = outcome
+        ok, output = outcome
+        function = rule.func if isinstance(rule, partial) else rule
+        if ok and function in _IDEMPOTENT:
+            _outcomes[(rule, type(output), output)] = outcome
+    return outcome
