@@ -301,3 +301,45 @@ def test_backfill_run_ingests_its_day_once_and_reports_the_unknown_slug(connecti
     summary = run.get_task_instance("ingest_signal_events").xcom_pull(task_ids="ingest_signal_events")
     assert summary["acknowledged"] == len(expected)
     assert summary["signals"]["page_view"]["rejected_reasons"] == {"Signals not found: page_view": 1}
+
+
+@pytest.mark.slow
+def test_upsert_rows_dag_writes_only_the_cells_of_its_columns_that_changed(
+    connections, warehouse, emulator_url
+):
+    import sqlalchemy as sa
+    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+
+    bag = DagBag(dag_folder=str(DAGS / "upsert_rows.py"))
+    sync_bag_to_db(bag, "dags-folder", None)
+    dag = bag.dags["upsert_rows"]
+    assert dag.test(logical_date=datetime(2026, 11, 21, 9, tzinfo=timezone.utc)).state == "success"
+    names_before = {row["cells"]["domain"]: row["cells"].get("name") for row in list_rows(emulator_url)}
+    engine = sa.create_engine(f"sqlite:///{warehouse[0]}")
+    with engine.begin() as conn:
+        # The CRM rescores one account and renames another; the name is not a column of this DAG.
+        conn.execute(sa.text("UPDATE crm_accounts SET health_score = 12.5 WHERE website LIKE '%acme.com%'"))
+        conn.execute(
+            sa.text("UPDATE crm_accounts SET company_name = 'Renamed' WHERE website LIKE '%hooli.com%'")
+        )
+    engine.dispose()
+    requests_before = emulator_json(emulator_url, "stats")["endpoints"]
+
+    run = dag.test(logical_date=datetime(2026, 11, 21, 10, tzinfo=timezone.utc))
+
+    assert run.state == "success"
+    requests_after = emulator_json(emulator_url, "stats")["endpoints"]
+    sent = {
+        endpoint: requests_after[endpoint]["requests"] - requests_before.get(endpoint, {}).get("requests", 0)
+        for endpoint in WRITE_ENDPOINTS
+        if endpoint in requests_after
+    }
+    assert {endpoint: n for endpoint, n in sent.items() if n} == {"PATCH /v1/lists/{tableId}/cells": 1}
+    rows = {row["cells"]["domain"]: row["cells"] for row in list_rows(emulator_url)}
+    assert rows["acme.com"]["health_score"] == 12.5
+    assert {domain: cells.get("name") for domain, cells in rows.items()} == names_before
+
+
+def list_rows(emulator_url: str) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = emulator_json(emulator_url, "state")["lists"][TABLE_ID]["rows"]
+    return rows
