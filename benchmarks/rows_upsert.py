@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import platform
 import random
 import subprocess
@@ -272,7 +273,8 @@ def main() -> None:
                 "\n## Rows upsert (benchmarks/rows_upsert.py), "
                 f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC\n\n"
                 f"Machine: 2 cores / 24 GiB, python-svc (Python {platform.python_version()}); "
-                "emulator in a child process, a fresh one per run.\n\n"
+                f"emulator in a child process, a fresh one per run; load average at the end "
+                f"{os.getloadavg()[0]:.1f} (the machine is shared with other engineers' test runs).\n\n"
                 + "".join(f"- {line}\n" for line in lines)
             )
 
