@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -10,21 +9,12 @@ from typing import Any
 
 import pytest
 
-from listsync.commands import people
+from listsync.cli import main
 
 TABLE = "tbl_people"
 API_KEY = "sk_test_people_secret"
 EXTRACT = "domain,email,first\nacme.com,Ann@Acme.com,Ann\nbeta.io,cy@beta.io,Cy\nbeta.io,bad,Dee\n"
 MAPS = ["--map", "domain=account_domain", "--map", "email=email", "--map", "first=first_name"]
-
-
-def main(argv: list[str]) -> int:
-    """``listsync`` with only this command registered, as ``listsync.cli.main`` runs it."""
-    parser = argparse.ArgumentParser(prog="listsync")
-    people.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    status: int = args.func(args)
-    return status
 
 
 @pytest.fixture

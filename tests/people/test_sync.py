@@ -17,6 +17,7 @@ from listsync.sync.plan import SyncFailedError, UnsafeDeleteError
 from listsync.sync.sources import read_extract
 
 TABLE = "tbl_people"
+API_KEY = "sk_test_people_secret"  # the emulator's key in conftest.py
 COLUMN_MAP = {
     "Company Domain": "account_domain",
     "Email": "email",
@@ -350,3 +351,16 @@ def test_a_bad_chunk_size_fails_before_anything_is_read(
     with pytest.raises(ValueError, match=message):
         sync(chunk_size=chunk_size)
     assert write_requests() == {"add": 0, "patch": 0, "delete": 0}
+
+
+def test_the_api_key_appears_in_no_log_line_summary_or_error(
+    sync: SyncFn, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.DEBUG):
+        summary = sync(MESSY + "unknown.example,zed@unknown.example,Zed,Orr,,\n", fail_on_error=False)
+        with pytest.raises(UnsafeDeleteError) as caught:
+            sync("Company Domain,Email,First,Last,Title,Phone\n", mode="mirror", delete_scope="list")
+
+    assert summary["failed"] == 1
+    for text in (caplog.text, json.dumps(summary), str(caught.value)):
+        assert API_KEY not in text
