@@ -8,7 +8,12 @@ from typing import Any
 
 import pytest
 
-from listsync.operators.extract import check_extract_arguments, open_source, read_operator_extract, sql_engine
+from listsync.operators.extract import (
+    check_extract_arguments,
+    read_operator_extract,
+    sql_engine,
+    storage_path,
+)
 
 
 @pytest.mark.parametrize(
@@ -34,13 +39,13 @@ def test_one_extract_is_accepted(source: str | None, sql: str | None, sql_conn_i
 
 
 def test_a_plain_path_stays_local(tmp_path: Path) -> None:
-    assert open_source(str(tmp_path / "a.csv")) == tmp_path / "a.csv"
+    assert storage_path(str(tmp_path / "a.csv")) == tmp_path / "a.csv"
 
 
 def test_a_uri_opens_through_object_storage(tmp_path: Path) -> None:
     (tmp_path / "a.csv").write_text("email\nann@acme.com\n")
 
-    opened = open_source(f"file://{tmp_path / 'a.csv'}")
+    opened = storage_path(f"file://{tmp_path / 'a.csv'}")
 
     assert type(opened).__name__ == "ObjectStoragePath"
     with opened.open("r") as handle:

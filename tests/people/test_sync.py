@@ -364,3 +364,32 @@ def test_the_api_key_appears_in_no_log_line_summary_or_error(
     assert summary["failed"] == 1
     for text in (caplog.text, json.dumps(summary), str(caught.value)):
         assert API_KEY not in text
+
+
+def test_plan_and_rejects_can_go_to_object_storage(sync: SyncFn, tmp_path: Path) -> None:
+    from listsync.operators.extract import storage_path
+
+    summary = sync(
+        dry_run=True,
+        plan_path=storage_path(f"file://{tmp_path}/plan.jsonl"),
+        rejects_path=storage_path(f"file://{tmp_path}/rejects.jsonl"),
+    )
+
+    assert summary["plan_path"] == f"file://{tmp_path}/plan.jsonl"
+    assert summary["rejects_path"] == f"file://{tmp_path}/rejects.jsonl"
+    assert len((tmp_path / "plan.jsonl").read_text().splitlines()) == 4
+    [reject] = [json.loads(line) for line in (tmp_path / "rejects.jsonl").read_text().splitlines()]
+    assert reject["row"] == 5
+
+
+def test_too_many_rejects_fail_before_any_write_and_leave_the_rejects_to_read(
+    sync: SyncFn, tmp_path: Path, write_requests: Callable[[], dict[str, int]]
+) -> None:
+    from listsync.operators.extract import storage_path
+    from listsync.sync.rejects import TooManyRejectsError
+
+    with pytest.raises(TooManyRejectsError):
+        sync(max_reject_fraction=0.1, rejects_path=storage_path(f"file://{tmp_path}/rejects.jsonl"))
+
+    assert write_requests() == {"add": 0, "patch": 0, "delete": 0}
+    assert len((tmp_path / "rejects.jsonl").read_text().splitlines()) == 1

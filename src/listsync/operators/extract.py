@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from airflow.sdk import ObjectStoragePath
     from sqlalchemy.engine import Engine
 
-__all__ = ["check_extract_arguments", "open_source", "read_operator_extract", "sql_engine"]
+__all__ = ["check_extract_arguments", "read_operator_extract", "sql_engine", "storage_path"]
 
 
 def check_extract_arguments(source: str | None, sql: str | None, sql_conn_id: str | None) -> None:
@@ -44,16 +44,18 @@ def check_extract_arguments(source: str | None, sql: str | None, sql_conn_id: st
         raise ValueError("sql_conn_id= is only used with sql=; a file source= needs no connection")
 
 
-def open_source(source: str) -> Path | ObjectStoragePath:
-    """The file named by ``source``: a local ``Path``, or an ``ObjectStoragePath`` for a URI.
+def storage_path(path: str) -> Path | ObjectStoragePath:
+    """The file named by ``path``: a local ``Path``, or an ``ObjectStoragePath`` for a URI.
 
-    A URI may carry the Airflow connection of its store, ``s3://my_aws_conn@bucket/key``.
+    Used for the extract and for the files a sync writes (plan, rejects), so each may live in
+    object storage. A URI may carry the Airflow connection of its store,
+    ``s3://my_aws_conn@bucket/key``.
     """
-    if "://" not in source:
-        return Path(source)
+    if "://" not in path:
+        return Path(path)
     from airflow.sdk import ObjectStoragePath
 
-    return ObjectStoragePath(source)
+    return ObjectStoragePath(path)
 
 
 def sql_engine(sql_conn_id: str) -> Engine:
@@ -90,6 +92,6 @@ def read_operator_extract(
 
     check_extract_arguments(source, sql, sql_conn_id)
     if source is not None:
-        return read_extract(open_source(source), **read_options)
+        return read_extract(storage_path(source), **read_options)
     assert sql is not None and sql_conn_id is not None  # check_extract_arguments guarantees it
     return read_extract(sql=sql, engine=sql_engine(sql_conn_id), **read_options)

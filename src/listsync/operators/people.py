@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
 
-from listsync.operators.extract import check_extract_arguments, read_operator_extract
+from listsync.operators.extract import check_extract_arguments, read_operator_extract, storage_path
 from listsync.sync.people import DeleteScope, SyncMode, check_sync_options, chunk_sizes, sync_people
 
 if TYPE_CHECKING:
@@ -57,10 +57,10 @@ class SyncTargetablePeopleOperator(BaseOperator):
     :param dry_run: compute the plan and write the plan file; send no write.
     :param fail_on_error: fail the task at the end (after everything else was written) when any
         person could not be written.
-    :param rejects_path: where rejected rows go, as JSON lines (default: a temporary file, only
-        when some row is rejected). (templated)
-    :param plan_path: where the plan goes, as JSON lines (default: none, or a temporary file in a
-        dry run). (templated)
+    :param rejects_path: where rejected rows go, as JSON lines: a local path or an object-storage
+        URI (default: a temporary file, only when some row is rejected). (templated)
+    :param plan_path: where the plan goes, as JSON lines: a local path or an object-storage URI
+        (default: none, or a temporary file in a dry run). (templated)
     :param listsync_conn_id: the connection to the service.
     :param user_id: the service user to act as; overrides the connection's ``user_id``. (templated)
     :param max_reject_fraction: fail before writing when a larger share of the rows is rejected
@@ -155,8 +155,8 @@ class SyncTargetablePeopleOperator(BaseOperator):
                 chunk_size=self.chunk_size,
                 dry_run=self.is_dry_run,
                 fail_on_error=self.fail_on_error,
-                rejects_path=self.rejects_path,
-                plan_path=self.plan_path,
+                rejects_path=storage_path(self.rejects_path) if self.rejects_path else None,
+                plan_path=storage_path(self.plan_path) if self.plan_path else None,
                 max_reject_fraction=self.max_reject_fraction,
                 default_region=self.default_region,
             )

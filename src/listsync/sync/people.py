@@ -46,6 +46,7 @@ from listsync.client.writers import (
 )
 from listsync.sync.normalize import NormalizationError, normalize_domain, normalize_profile_url
 from listsync.sync.plan import (
+    OpenableFile,
     ProgressLogger,
     SyncFailedError,
     build_summary,
@@ -544,8 +545,8 @@ def sync_people(
     chunk_size: int | Mapping[str, int] = PEOPLE_PER_REQUEST,
     dry_run: bool = False,
     fail_on_error: bool = True,
-    rejects_path: str | os.PathLike[str] | None = None,
-    plan_path: str | os.PathLike[str] | None = None,
+    rejects_path: str | os.PathLike[str] | OpenableFile | None = None,
+    plan_path: str | os.PathLike[str] | OpenableFile | None = None,
     max_reject_fraction: float = 1.0,
     default_region: str = "US",
     page_size: int = 1000,
@@ -568,10 +569,11 @@ def sync_people(
     :param dry_run: plan and write the plan file, send no write.
     :param fail_on_error: raise :class:`~listsync.sync.plan.SyncFailedError` at the end when any
         person failed (after everything else was written).
-    :param rejects_path: where rejected rows go (JSON lines); None: a temporary file, only when
-        some row was rejected.
-    :param plan_path: where the plan goes (JSON lines); None: no plan file, except in a dry run
-        (then a temporary file).
+    :param rejects_path: where rejected rows go (JSON lines): a local path, or an object with
+        ``open()`` such as ``ObjectStoragePath``; None: a temporary file, only when some row was
+        rejected.
+    :param plan_path: where the plan goes (JSON lines), as ``rejects_path``; None: no plan file,
+        except in a dry run (then a temporary file).
     :param max_reject_fraction: fail before writing when more of the extract's rows are rejected.
     :param default_region: region of phone numbers written without ``+``.
     :param page_size: people per page when reading the List.
@@ -586,12 +588,18 @@ def sync_people(
     # Bad settings fail before anything is read.
     check_sync_options(mode, delete_scope)
     chunk_sizes(chunk_size)
-    with Rejects(rejects_path) as rejects:
+    local_rejects = rejects_path if isinstance(rejects_path, str | os.PathLike) else None
+    # Rejects streams to a local file; elsewhere (object storage, or no path) they are kept in
+    # memory, which holds only the rejected rows, and written once at the end.
+    with Rejects(local_rejects) as rejects:
         prepared = prepare_people(frames, column_map, rejects=rejects, default_region=default_region)
+        written_rejects = str(local_rejects) if local_rejects is not None else None
+        if local_rejects is None and (rejects_path is not None or rejects.records):
+            written_rejects = write_plan_file(
+                rejects.records, rejects_path, prefix="listsync-people-rejects-"
+            )
+        # After writing: a run failed for its rejects should leave them to read.
         rejects.check_fraction(prepared.stats.read, max_reject_fraction)
-    written_rejects = str(rejects_path) if rejects_path is not None else None
-    if written_rejects is None and rejects.records:
-        written_rejects = write_plan_file(rejects.records, prefix="listsync-people-rejects-")
 
     plan = plan_people_sync(
         prepared.people,
