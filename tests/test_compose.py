@@ -196,3 +196,8 @@ def test_metadata_db_is_migrated_before_airflow_starts(services):
 
 def test_with_defaults_substitutes_the_default_value():
     assert with_defaults("${A:-x}/${B-y}/${C}") == "x/y/"
+
+
+def test_build_context_leaves_out_the_virtualenv_and_local_files():
+    ignored = {line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()}
+    assert {".venv", ".demo", ".git"} <= ignored

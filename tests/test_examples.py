@@ -184,3 +184,45 @@ def test_connection_definitions_parse_as_airflow_connections():
     assert service.extra_dejson == {"user_id": "usr_demo"}
     warehouse = Connection.from_json(env["AIRFLOW_CONN_LISTSYNC_WAREHOUSE"], conn_id="listsync_warehouse")
     assert (warehouse.conn_type, warehouse.host) == ("sqlite", ".demo/warehouse.db")
+
+
+def emulator_snapshot(rows: int, people_per_row: int, writes: int) -> tuple[dict, dict]:
+    state = {"lists": {"tbl_accounts": {"rows": [{"people": [{}] * people_per_row} for _ in range(rows)]}}}
+    stats = {"endpoints": {"POST /v1/lists/{tableId}/rows": {"requests": writes}}}
+    return state, stats
+
+
+def run_summary(rows_added: int, people_added: int, requests: int) -> dict:
+    return {
+        "rows": {"rows_added": rows_added, "rows_deleted": 0, "requests": {"total": requests}},
+        "people": {"added": people_added, "deleted": 0, "requests": {"total": 0}},
+    }
+
+
+def test_demo_report_is_checked_against_the_emulator():
+    demo = load_example("demo")
+    before = emulator_snapshot(rows=0, people_per_row=0, writes=0)
+    after = emulator_snapshot(rows=3, people_per_row=2, writes=1)
+
+    assert "holds 3 rows and 6 people" in demo.check_against_emulator(run_summary(3, 6, 1), before, after)[0]
+    with pytest.raises(demo.DemoError, match="holds 3 rows, the summary implies 4"):
+        demo.check_against_emulator(run_summary(4, 6, 1), before, after)
+    with pytest.raises(demo.DemoError, match="counted 1 write requests, the summaries 2"):
+        demo.check_against_emulator(run_summary(3, 6, 2), before, after)
+
+
+def test_demo_groups_rejects_by_reason_without_the_rows_values(tmp_path):
+    demo = load_example("demo")
+    rejects = tmp_path / "rejects.jsonl"
+    lines = [
+        {"row": 1, "reasons": ["email (column 'email'): email 'a@@b' must contain exactly one @"]},
+        {"row": 2, "reasons": ["email (column 'email'): email 'x' must contain exactly one @"]},
+        {"row": 3, "reasons": ["first_name (column 'first_name'): Field required"]},
+    ]
+    rejects.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+    assert demo.rejects_by_reason(str(rejects)) == [
+        (2, "email (column 'email'): email ... must contain exactly one @"),
+        (1, "first_name (column 'first_name'): Field required"),
+    ]
+    assert demo.rejects_by_reason(None) == []
