@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -166,4 +166,52 @@ def test_a_dag_run_mirrors_the_extract_and_a_second_run_writes_nothing(
 
     assert second.state == "success"
     assert write_requests() == {"add": 1, "patch": 0, "delete": 1}  # nothing more was written
+    assert people_view(emulator) == NORMALISED
+
+
+@pytest.mark.slow
+def test_a_task_whose_chunk_failed_converges_on_its_retry(
+    run_dag: Callable[[Any], Any],
+    client: Any,
+    emulator: Emulator,
+    emulator_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow.sdk import DAG
+
+    from listsync.emulator import FaultRule
+
+    (tmp_path / "contacts.csv").write_text(MESSY, encoding="utf-8")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LISTSYNC_DEFAULT",
+        json.dumps({"conn_type": "listsync", "host": emulator_url, "password": API_KEY}),
+    )
+    # The first add request fails with a 500 (not retried by the client): try 1 writes the other
+    # chunks, then fails the task; try 2 writes only what is missing.
+    emulator.faults.add(
+        [FaultRule(endpoint="POST /v1/lists/{tableId}/targetable-people", kind="error", times=1)]
+    )
+    with DAG(
+        "people_sync_retry",
+        schedule=None,
+        start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        default_args={"retries": 1, "retry_delay": timedelta(0)},
+    ) as dag:
+        SyncTargetablePeopleOperator(
+            task_id="sync_people",
+            table_id=TABLE,
+            source=str(tmp_path / "contacts.csv"),
+            column_map=COLUMN_MAP,
+            chunk_size=1,
+        )
+
+    run = run_dag(dag)
+
+    task = run.get_task_instance("sync_people")
+    assert (run.state, task.try_number) == ("success", 2)
+    add_statuses = emulator.stats.statuses["POST /v1/lists/{tableId}/targetable-people"]
+    assert (add_statuses["500"], add_statuses["200"]) == (1, 3)  # 2 on try 1, then the failed one on try 2
+    summary = task.xcom_pull(task_ids="sync_people")
+    assert (summary["added"], summary["unchanged"], summary["failed"]) == (1, 2, 0)
     assert people_view(emulator) == NORMALISED

@@ -21,8 +21,9 @@ by the List person's own identity (``match``, A17). A ``None`` in the extract le
 value alone unless ``overwrite_with_null``; a field the extract does not carry (an unmapped
 column) is never touched. Deletes, only with ``mode="mirror"``: List people not in the extract,
 within the accounts the extract names (``delete_scope="accounts_in_source"``) or in the whole
-List (``"list"``). List people without any identity, and List people sharing one identity on
-one account, are counted and left alone: a write by identity could not tell them apart.
+List (``"list"``). List people without any identity, and List people of one account sharing an
+e-mail, profile URL or identity, are counted and left alone: a write by that key could not tell
+them apart.
 """
 
 from __future__ import annotations
