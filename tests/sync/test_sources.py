@@ -252,3 +252,11 @@ def test_postgresql_types(postgres_url: str, caplog: pytest.LogCaptureFixture) -
         "born": None,
     }
     assert any("local_seen" in r.getMessage() for r in caplog.records)
+
+
+def test_airflow_object_storage_path_is_read_through_its_open(tmp_path: Path) -> None:
+    sdk = pytest.importorskip("airflow.sdk")
+    path = tmp_path / "contacts.csv"
+    path.write_bytes("\ufeffid;name\n007;Zoë\n".encode())
+    source = sdk.ObjectStoragePath(f"file://{path}")
+    assert records(read_extract(source, delimiter=";")) == [{ROW_NUMBER: 1, "id": "007", "name": "Zoë"}]

@@ -591,7 +591,14 @@ def _normalize_text_column(raw: list[Any], rule: Callable[[Any], Any], result: C
             keys = make_keys(text).to_numpy(zero_copy_only=False)[positions]
             inputs = np.where(keys == None, inputs, keys)  # noqa: E711 (elementwise)
         codes, distinct = pd.factorize(inputs)
-        outcomes = [_cached_outcome(rule, key) for key in distinct]
+        # Inputs already in a rule's output form ("+14155552671") go last: by then most were
+        # produced from another layout of the same value and are found in the memo.
+        later = [isinstance(key, str) and key.startswith("+") for key in distinct]
+        by_order = {
+            index: _cached_outcome(rule, distinct[index])
+            for index in sorted(range(len(distinct)), key=later.__getitem__)
+        }
+        outcomes = [by_order[index] for index in range(len(distinct))]
         passed = np.fromiter((ok for ok, _ in outcomes), bool, len(outcomes))
         outputs = np.empty(len(outcomes), dtype=object)
         outputs[:] = [output for _, output in outcomes]
