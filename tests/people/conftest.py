@@ -1,11 +1,11 @@
 """Fixtures for the people sync tests: a live emulator with account rows, and a client on it.
 
 ``emulator`` is the in-process handle of a fresh emulator served on a socket for each test
-(``serve_in_thread``): its ``stats`` count requests per endpoint, its ``state`` holds the List,
-and ``faults.add`` injects failures. (A fresh one, not a reset one: a reset emulator can answer
-a people query from a cache filled before the reset.) ``client`` is a ``ListSyncClient`` on it
-whose List already holds the account rows of :data:`ACCOUNTS` (added through ``add_rows``, then
-the counters are cleared so a test sees only its own requests).
+(``serve_in_thread``), so no state, counter or fault leaks between tests: its ``stats`` count
+requests per endpoint, its ``state`` holds the List, and ``faults.add`` injects failures.
+``client`` is a ``ListSyncClient`` on it whose List already holds the account rows of
+:data:`ACCOUNTS` (added through ``add_rows``, then the counters are cleared so a test sees only
+its own requests). ``airflow_home`` and ``run_dag`` run DAGs built in a test with ``dag.test()``.
 """
 
 from __future__ import annotations
