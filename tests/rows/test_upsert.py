@@ -34,7 +34,8 @@ POST_ROWS = "POST /v1/lists/{tableId}/rows"
 
 
 def extract(*rows: dict[str, Any]) -> list[pd.DataFrame]:
-    return [pd.DataFrame(list(rows), columns=list(COLUMN_MAP))]
+    # dtype=object, as read_extract gives: values keep their Python types, None stays None.
+    return [pd.DataFrame(list(rows), columns=list(COLUMN_MAP), dtype=object)]
 
 
 def account(domain: str, name: str, arr: Any = None, plan: Any = None, meta: Any = None, renewal: Any = None):
