@@ -124,6 +124,30 @@ def test_unknown_schema_version_is_400(client, expect_error, make_event):
     )
 
 
+@pytest.mark.parametrize(("version", "shown"), [(1.5, "1.5"), ("v2", "v2"), (True, "True")])
+def test_schema_version_must_be_latest_or_an_existing_number(
+    client, expect_error, make_event, version, shown
+):
+    expect_error(
+        client.post(EVENTS, json=make_event("seats_used", version=version)),
+        400,
+        f"Schema version {shown} not found for signal seats_used",
+    )
+
+
+def test_a_whole_float_schema_version_is_that_version(client, make_event):
+    response = client.post(EVENTS, json=make_event("seats_used", version=2.0))
+    assert response.json()["data"]["schema_version"] == 2
+
+
+def test_an_infinite_schema_version_is_a_400_not_a_crash(client):
+    body = b'{"signal": "seats_used", "identity": {"type": "a", "id": "1"}, "data": {"seats": 1}, '
+    body += b'"version": Infinity}'
+    response = client.post(EVENTS, content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 400
+    assert response.json()["error"] == "Schema version inf not found for signal seats_used"
+
+
 def test_missing_required_data_keys_is_400(client, expect_error, make_event):
     expect_error(
         client.post(EVENTS, json=make_event("seats_used", data={"other": 1})),
@@ -167,8 +191,10 @@ def test_single_ack_has_uuid_signal_id_null_schema_pending_and_reference(client,
 def test_schema_version_defaults_to_latest_and_honours_a_number(client, make_event):
     latest = client.post(EVENTS, json=make_event("seats_used")).json()["data"]
     explicit_latest = client.post(EVENTS, json=make_event("seats_used", version="latest")).json()["data"]
+    null = client.post(EVENTS, json=make_event("seats_used", version=None)).json()["data"]
     first = client.post(EVENTS, json=make_event("seats_used", version=1)).json()["data"]
-    assert (latest["schema_version"], explicit_latest["schema_version"], first["schema_version"]) == (2, 2, 1)
+    versions = [ack["schema_version"] for ack in (latest, explicit_latest, null, first)]
+    assert versions == [2, 2, 2, 1]
     assert "reference" not in latest
 
 

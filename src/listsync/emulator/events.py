@@ -70,14 +70,19 @@ def _timestamp_problem(event: dict[str, Any]) -> str | None:
 
 
 def _schema_version(signal: SignalConfig, event: dict[str, Any]) -> int | None:
-    """The schema version an event uses (``latest`` by default), or raise a 400."""
-    requested = event.get("version", "latest")
-    if requested == "latest":
+    """The schema version an event uses (``latest`` when absent or null), or raise a 400."""
+    requested = event.get("version")
+    if requested is None or requested == "latest":
         return max(signal.schema_versions) if signal.schema_versions else None
-    is_number = isinstance(requested, (int, float)) and not isinstance(requested, bool)
-    if is_number and requested == int(requested) and int(requested) in signal.schema_versions:
+    # is_integer() is False for inf and nan too, which JSON parsing can produce.
+    whole = (
+        isinstance(requested, (int, float))
+        and not isinstance(requested, bool)
+        and float(requested).is_integer()
+    )
+    if whole and int(requested) in signal.schema_versions:
         return int(requested)
-    shown = int(requested) if is_number and requested == int(requested) else requested
+    shown = int(requested) if whole else requested
     raise ApiError(400, f"Schema version {shown} not found for signal {signal.slug}")
 
 
