@@ -178,9 +178,14 @@ async def _discard(message: Message) -> None:
     """The ``send`` of a request whose answer is lost (``drop_after``)."""
 
 
+def _refuse_constant(name: str) -> Any:
+    # Python's json reads NaN and Infinity, which JSON does not allow and the service would refuse.
+    raise ValueError(f"{name} is not JSON")
+
+
 async def _json_body(request: Request) -> Any:
     try:
-        return json.loads(await request.body())
+        return json.loads(await request.body(), parse_constant=_refuse_constant)
     except ValueError:
         raise ApiError(400, "Invalid JSON body") from None
 

@@ -74,7 +74,7 @@ def _schema_version(signal: SignalConfig, event: dict[str, Any]) -> int | None:
     requested = event.get("version")
     if requested is None or requested == "latest":
         return max(signal.schema_versions) if signal.schema_versions else None
-    # is_integer() is False for inf and nan too, which JSON parsing can produce.
+    # 2.0 names version 2; 1.5 names no version.
     whole = (
         isinstance(requested, (int, float))
         and not isinstance(requested, bool)
