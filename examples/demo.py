@@ -235,7 +235,7 @@ def describe_run(summary: dict[str, Any], with_reasons: bool) -> list[str]:
     sent = [
         f"{label}: "
         + ", ".join(
-            f"{n} {kind.replace('_', ' ')}" for kind, n in part["requests"].items() if kind != "total"
+            f"{n} {kind.replace('_', ' ')}" for kind, n in part["requests"].items() if kind != "total" and n
         )
         for label, part in (("rows", rows), ("people", people))
         if part["requests"]["total"]
