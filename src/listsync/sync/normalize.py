@@ -10,10 +10,11 @@ Rules change what "unchanged" means for a sync (a new rule makes every row look 
 they carry a version, :data:`NORMALIZATION_VERSION`, which summaries report. Change the
 version whenever a rule's output changes for some input.
 
-:func:`normalize_column` applies a rule to a whole pandas Series. For domains and e-mail
-addresses it runs a vectorised fast path (pandas string methods on Arrow strings) that decides
-the common ASCII shapes and leaves the rest to the scalar rule; every other rule runs once per
-distinct value in the column. Both give exactly what the scalar rule gives for each value.
+:func:`normalize_column` applies a rule to a whole pandas Series and gives exactly what the
+scalar rule gives for each value, faster: for domains and e-mail addresses a vectorised fast
+path (Arrow compute kernels) decides the common ASCII shapes and leaves the rest to the rule;
+every rule's outcomes are remembered per distinct value across the chunks of an extract, and
+phone numbers per distinct number whatever their layout.
 """
 
 from __future__ import annotations
@@ -564,7 +565,7 @@ def normalize_column(series: pd.Series, rule: Callable[[Any], Any]) -> ColumnRes
         return result
     if pd.api.types.infer_dtype(series, skipna=True) != "string":
         pending = [position for position, value in enumerate(raw) if not is_missing(value)]
-        _apply(rule, raw, pending, None, result)
+        _apply(rule, raw, pending, result)
         return result
     return _normalize_text_column(raw, rule, result)
 
@@ -593,12 +594,9 @@ def _normalize_text_column(raw: list[Any], rule: Callable[[Any], Any], result: C
         codes, distinct = pd.factorize(inputs)
         # Inputs already in a rule's output form ("+14155552671") go last: by then most were
         # produced from another layout of the same value and are found in the memo.
-        later = [isinstance(key, str) and key.startswith("+") for key in distinct]
-        by_order = {
-            index: _cached_outcome(rule, distinct[index])
-            for index in sorted(range(len(distinct)), key=later.__getitem__)
-        }
-        outcomes = [by_order[index] for index in range(len(distinct))]
+        outcomes: list[tuple[bool, Any]] = [(False, "")] * len(distinct)
+        for index in sorted(range(len(distinct)), key=lambda index: str(distinct[index]).startswith("+")):
+            outcomes[index] = _cached_outcome(rule, distinct[index])
         passed = np.fromiter((ok for ok, _ in outcomes), bool, len(outcomes))
         outputs = np.empty(len(outcomes), dtype=object)
         outputs[:] = [output for _, output in outcomes]
@@ -613,24 +611,14 @@ def _normalize_text_column(raw: list[Any], rule: Callable[[Any], Any], result: C
     return result
 
 
-def _apply(
-    rule: Callable[[Any], Any],
-    raw: list[Any],
-    positions: list[int],
-    keys: list[Any] | None,
-    result: ColumnResult,
-) -> None:
-    """Run ``rule`` on ``raw[p]`` for each position (on its cache key when there is one) into ``result``."""
+def _apply(rule: Callable[[Any], Any], raw: list[Any], positions: list[int], result: ColumnResult) -> None:
+    """:func:`normalize_column` for typed values (SQL, Parquet, JSON): the rule on each position."""
     for position in positions:
         value = raw[position]
-        key = keys[position] if keys is not None and isinstance(keys[position], str) else value
         try:
-            ok, output = _cached_outcome(rule, key)
+            ok, output = _cached_outcome(rule, value)
         except TypeError:  # unhashable: lists and dicts from JSON columns
             ok, output = _outcome(rule, value)
-        if not ok and key is not value:
-            # A failure's reason quotes the input, so it is computed from the value as written.
-            ok, output = _cached_outcome(rule, value)
         if not ok:
             result.errors[position] = output
         elif isinstance(output, (list, dict)):
