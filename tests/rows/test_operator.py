@@ -294,3 +294,29 @@ def test_dag_run_with_a_dropped_row_add_ends_without_duplicates(
     # Two chunks sent once each; the dropped one's two keys re-read instead of re-sent.
     assert emulator.handle.stats.requests[POST_ROWS] == 2
     assert emulator.handle.stats.requests[GET_ROWS] == 1 + 2
+
+
+def test_plan_and_rejects_may_go_to_object_storage(
+    emulator: LiveEmulator, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    connect(monkeypatch, emulator)
+    source = tmp_path / "accounts.csv"
+    source.write_text("Domain,Name\nacme.com,Acme\nnot a domain,Bad\n", encoding="utf-8")
+    (tmp_path / "out").mkdir()  # a file:// store, like a bucket, does not create folders
+    operator = UpsertRowsOperator(
+        task_id="t",
+        table_id=TABLE,
+        key_column="domain",
+        column_map={"Domain": "domain", "Name": "name"},
+        source=str(source),
+        plan_path=f"file://{tmp_path}/out/plan.jsonl",
+        rejects_path=f"file://{tmp_path}/out/rejects.jsonl",
+    )
+
+    summary = operator.execute({})
+
+    assert (summary["rows_added"], summary["rejected"]) == (1, 1)
+    assert summary["plan_path"].endswith("out/plan.jsonl")
+    assert json.loads((tmp_path / "out" / "plan.jsonl").read_text())["key"] == "acme.com"
+    reject = json.loads((tmp_path / "out" / "rejects.jsonl").read_text())
+    assert reject["row"] == 2 and "not a domain" in json.dumps(reject["reasons"])

@@ -12,6 +12,7 @@ import pytest
 
 from listsync.emulator import FaultRule
 from listsync.sync.plan import SyncFailedError, UnsafeDeleteError
+from listsync.sync.rejects import TooManyRejectsError
 from listsync.sync.rows import (
     apply_rows_plan,
     list_key_normalizer,
@@ -247,3 +248,13 @@ def test_a_failed_reread_is_not_followed_by_a_resend(emulator: LiveEmulator) -> 
     assert [(kind, key) for kind, key, _ in outcome.failures] == [("add", "a.io")]
     assert "re-read failed" in outcome.failures[0][2]
     assert len(emulator.rows()) == 1  # applied once by the dropped request, never sent again
+
+
+def test_too_many_rejects_fail_before_reading_the_list_and_leave_the_rejects_file(
+    emulator: LiveEmulator, tmp_path: Path
+) -> None:
+    frames = extract(account("acme.com", "Acme"), account("", "No key"))
+    with pytest.raises(TooManyRejectsError):
+        run(emulator, frames, tmp_path, max_reject_fraction=0.1)
+    assert "the key is empty" in (tmp_path / "rejects.jsonl").read_text()
+    assert emulator.handle.stats.requests["GET /v1/lists/{tableId}/rows"] == 0

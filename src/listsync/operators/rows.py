@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from airflow.sdk import BaseOperator
 
-from listsync.operators.extract import check_extract_arguments, read_operator_extract
+from listsync.operators.extract import check_extract_arguments, read_operator_extract, storage_path
 from listsync.sync.rows import chunk_sizes, upsert_rows
 
 if TYPE_CHECKING:
@@ -47,8 +47,10 @@ class UpsertRowsOperator(BaseOperator):
     :param dry_run: plan and write the plan file, send no write.
     :param fail_on_error: fail the task at the end (after everything else was written) when any
         row could not be written.
-    :param rejects_path: where rejected extract rows go, as JSON lines. (templated)
-    :param plan_path: where the plan goes, as JSON lines (a dry run always writes one). (templated)
+    :param rejects_path: where rejected extract rows go, as JSON lines: a local path or an
+        object-storage URI (default: a temporary file, only when some row is rejected). (templated)
+    :param plan_path: where the plan goes, as JSON lines: a local path or an object-storage URI
+        (default: none, or a temporary file in a dry run). (templated)
     :param listsync_conn_id: the ``listsync`` connection.
     :param user_id: the ``userId`` to act as, instead of the connection's. (templated)
     :param key_kind: ``"domain"`` (default) normalises keys as domains, ``"text"`` trims them.
@@ -145,7 +147,7 @@ class UpsertRowsOperator(BaseOperator):
                 chunk_size=self.chunk_size,
                 dry_run=self.is_dry_run,
                 fail_on_error=self.fail_on_error,
-                rejects_path=self.rejects_path,
-                plan_path=self.plan_path,
+                rejects_path=storage_path(self.rejects_path) if self.rejects_path else None,
+                plan_path=storage_path(self.plan_path) if self.plan_path else None,
                 max_reject_fraction=self.max_reject_fraction,
             )

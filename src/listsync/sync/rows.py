@@ -689,7 +689,7 @@ def upsert_rows(
     chunk_size: int | Mapping[str, int] | None = None,
     dry_run: bool = False,
     fail_on_error: bool = True,
-    rejects_path: str | os.PathLike[str] | None = None,
+    rejects_path: str | os.PathLike[str] | OpenableFile | None = None,
     plan_path: str | os.PathLike[str] | OpenableFile | None = None,
     max_reject_fraction: float = 1.0,
 ) -> dict[str, Any]:
@@ -711,10 +711,11 @@ def upsert_rows(
     :param dry_run: plan, write the plan file and return the summary without writing to the List.
     :param fail_on_error: raise :class:`~listsync.sync.plan.SyncFailedError` at the end if any
         row failed (after everything else was written).
-    :param rejects_path: where rejected extract rows go (JSON lines); None: a temporary file, only
-        when some row was rejected.
-    :param plan_path: where the plan goes (JSON lines); None: no plan file, except in a dry run
-        (then a temporary file).
+    :param rejects_path: where rejected extract rows go (JSON lines): a local path, or an object
+        with ``open()`` such as ``ObjectStoragePath``; None: a temporary file, only when some row
+        was rejected.
+    :param plan_path: where the plan goes (JSON lines), as ``rejects_path``; None: no plan file,
+        except in a dry run (then a temporary file).
     :param max_reject_fraction: fail before reading the List when more of the extract is rejected.
     :return: the summary: extract rows ``read``, ``rejected``, ``duplicates``; ``rows_added``,
         ``rows_updated``, ``cells_updated``, ``rows_deleted``, ``unchanged``, ``failed`` (extract
@@ -739,14 +740,18 @@ def upsert_rows(
             f"column_map must map exactly one extract column to the key column {key_column!r}; "
             f"it maps {len(source_keys)}: {dict(column_map)!r}"
         )
-    with Rejects(rejects_path) as rejects:
+    local_rejects = rejects_path if isinstance(rejects_path, (str, os.PathLike)) else None
+    # Rejects streams to a local file; elsewhere (object storage, or no path) the rejected rows
+    # are kept in memory and written once, as the people sync does.
+    with Rejects(local_rejects) as rejects:
         prepared = prepare_rows(
             frames, column_map, source_keys[0], rejects=rejects, key_kind=key_kind, json_columns=json_columns
         )
+        written_rejects = str(local_rejects) if local_rejects is not None else None
+        if local_rejects is None and (rejects_path is not None or rejects.records):
+            written_rejects = write_plan_file(rejects.records, rejects_path, prefix="listsync-rows-rejects-")
+        # After writing: a run failed for its rejects should leave them to read.
         rejects.check_fraction(prepared.stats.read, max_reject_fraction)
-    written_rejects = str(rejects_path) if rejects_path is not None else None
-    if written_rejects is None and rejects.records:
-        written_rejects = write_plan_file(rejects.records, prefix="listsync-rows-rejects-")
 
     current, read_requests = read_current_rows(client, table_id, key_column)
     plan = plan_rows_upsert(
