@@ -5,10 +5,15 @@ The app runs on a fake clock starting at 2027-01-15T08:00:00Z, the start of a wi
 
 from __future__ import annotations
 
-import pytest
+import asyncio
 
-from listsync.emulator import demo_config
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from listsync.emulator import Emulator, demo_config
 from listsync.emulator.ratelimit import FixedWindowLimiter, iso_utc
+from listsync.emulator.state import ApiError
 
 EVENTS = "/v1/events"
 BATCH = "/v1/events/batch"
@@ -170,3 +175,50 @@ def test_rate_limits_are_configurable(client_for, make_event):
         response = c.post(BATCH, json={"events": [make_event("page_visit")] * 3})
         assert len(response.json()["rate_limited"]) == 1
         assert response.headers["X-RateLimit-Limit"] == "2"
+
+
+LIMITS = {"page_visit": 100, "seats_used": 1000, "deal_stage": 30}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(sorted(LIMITS)), min_size=1, max_size=100),
+            st.floats(min_value=0, max_value=50),
+        ),
+        min_size=1,
+        max_size=25,
+    )
+)
+def test_batches_follow_a_greedy_per_signal_fixed_window_model(fake_clock, make_event, steps):
+    """Any sequence of mixed batches and pauses: each batch accepts, per signal and in request
+    order, what is left of that signal's window; the headers give the highest limit of the batch's
+    signals, their lowest remaining and the window's end."""
+    fake_clock.now = fake_clock.START  # the fixture is shared by every example; each starts afresh
+    emulator = Emulator(demo_config(), fake_clock, asyncio.sleep)
+    used: dict[tuple[str, int], int] = {}
+    for slugs, pause in steps:
+        fake_clock.sleep(pause)
+        window = int(fake_clock() // 60)
+        left = {slug: LIMITS[slug] - used.get((slug, window), 0) for slug in slugs}
+        expected = []
+        for index, slug in enumerate(slugs):
+            if left[slug] > 0:
+                left[slug] -= 1
+                used[slug, window] = used.get((slug, window), 0) + 1
+                expected.append(str(index))
+        events = [make_event(slug, reference=str(index)) for index, slug in enumerate(slugs)]
+        try:
+            result = emulator.signals.ingest_batch({"events": events})
+        except ApiError as error:
+            assert (error.status, expected) == (429, [])
+            headers = error.headers
+        else:
+            assert [ack["reference"] for ack in result.body["data"]] == expected
+            limited = [entry["reference"] for entry in result.body.get("rate_limited", [])]
+            assert sorted(limited + expected, key=int) == [str(i) for i in range(len(slugs))]
+            headers = result.headers
+        assert headers["X-RateLimit-Limit"] == str(max(LIMITS[slug] for slug in slugs))
+        assert headers["X-RateLimit-Remaining"] == str(min(left.values()))
+        assert headers["X-RateLimit-Reset"] == iso_utc((window + 1) * 60)
