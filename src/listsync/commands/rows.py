@@ -73,7 +73,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="append",
         default=[],
         metavar="COLUMN",
-        help="an extract column whose text holds JSON (jsonb columns need none); repeatable",
+        help=(
+            "an extract column whose text holds JSON, e.g. CSV numbers for a number column "
+            "(typed SQL columns need none); repeatable"
+        ),
     )
 
     upsert = parser.add_argument_group("upsert")

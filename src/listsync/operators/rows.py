@@ -54,7 +54,8 @@ class UpsertRowsOperator(BaseOperator):
     :param listsync_conn_id: the ``listsync`` connection.
     :param user_id: the ``userId`` to act as, instead of the connection's. (templated)
     :param key_kind: ``"domain"`` (default) normalises keys as domains, ``"text"`` trims them.
-    :param json_columns: extract columns whose text holds JSON (jsonb columns need no mark).
+    :param json_columns: extract columns whose text holds JSON, parsed before comparing: objects,
+        arrays, and numbers from a CSV for a number column (jsonb and numeric columns need no mark).
     :param max_reject_fraction: fail before writing when more of the extract is rejected.
     """
 

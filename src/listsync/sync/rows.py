@@ -444,7 +444,7 @@ DEFAULT_CHUNK_SIZES: dict[str, int] = {
     DELETE_ROWS: ROW_DELETES_PER_REQUEST,
 }
 
-#: How many times a row add whose outcome is unknown is re-read and re-sent before it is failed.
+#: Sends of one row add in all, the first included, while its outcome stays unknown; then it fails.
 MAX_ADD_ATTEMPTS = 3
 
 
