@@ -118,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the sync and print the summary; exit status 2 on bad arguments, 1 on a failed run."""
     # Imported here so `listsync --help` does not pay for pandas and httpx.
     from listsync.client import ListSyncClient, ListSyncError
+    from listsync.client.writers import PEOPLE_PER_REQUEST
     from listsync.sync.people import chunk_sizes, sync_people
     from listsync.sync.plan import SyncFailedError
     from listsync.sync.sources import read_extract
@@ -131,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         if not api_key:
             raise ValueError(f"no API key: set ${API_KEY_ENV} or give --api-key")
         chunk_size = chunk_sizes(
-            {kind: sizes.get(kind, overall[-1] if overall else 500) for kind in WRITE_KINDS}
+            {kind: sizes.get(kind, overall[-1] if overall else PEOPLE_PER_REQUEST) for kind in WRITE_KINDS}
         )
     except ValueError as exc:
         print(f"listsync sync-people: {exc}", file=sys.stderr)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
 
+from listsync.client.writers import PEOPLE_PER_REQUEST
 from listsync.operators.extract import check_extract_arguments, read_operator_extract, storage_path
 from listsync.sync.people import DeleteScope, SyncMode, check_sync_options, chunk_sizes, sync_people
 
@@ -93,7 +94,7 @@ class SyncTargetablePeopleOperator(BaseOperator):
         delete_scope: DeleteScope = "accounts_in_source",
         max_delete_fraction: float = 0.1,
         overwrite_with_null: bool = False,
-        chunk_size: int | Mapping[str, int] = 500,
+        chunk_size: int | Mapping[str, int] = PEOPLE_PER_REQUEST,
         dry_run: bool = False,
         fail_on_error: bool = True,
         rejects_path: str | None = None,
