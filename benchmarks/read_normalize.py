@@ -75,8 +75,8 @@ def generate(path: Path, rows: int, seed: int = 7) -> None:
                 f"{digits[:3]}.{digits[3:]}",
             ]
             phone = rng.choice(layouts)
-            if rng.random() < 0.02:
-                phone = digits[:6]  # too short
+            if rng.random() < 0.02:  # junk: CRM placeholders, or a number cut short
+                phone = rng.choice(["n/a", "TBD", "000", "-", digits[:6], digits[:6]])
             target = rng.choice(["yes", "no", "TRUE", "0", "", "maybe"])
             writer.writerow([domain, f" {first} ", f"Doe{i % 977}", email, phone, target])
 
@@ -235,7 +235,7 @@ def main() -> None:
             f"Machine: 2 cores / 24 GiB, python-svc (Python {platform.python_version()}); load "
             f"average {os.getloadavg()[0]:.1f} at the end (shared with other engineers' runs). Extract: "
             f"{args.rows:,} rows, {size_mib:.0f} MiB CSV (20 people per account, one switchboard "
-            f"number per account in three layouts, 2% bad e-mails, 2% bad phones), chunks of "
+            f"number per account in three layouts, 2% bad e-mails, 2% junk phones), chunks of "
             f"{CHUNK_SIZE:,}; `benchmarks/read_normalize.py`, each phase in its own process.\n\n"
         )
         with RESULTS.open("a", encoding="utf-8") as handle:
