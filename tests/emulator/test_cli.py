@@ -28,6 +28,7 @@ def test_listsync_emulator_answers_a_real_event_post(tmp_path):
     port = free_port()
     command = [str(Path(sys.executable).with_name("listsync")), "emulator", "--port", str(port)]
     command += ["--window-seconds", "60", "--seed", "3"]
+    command += ["--fault", '{"endpoint": "GET /v1/lists", "kind": "error", "status": 503}']
     log = (tmp_path / "emulator.log").open("w")
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     base_url = f"http://127.0.0.1:{port}"
@@ -62,6 +63,8 @@ def test_listsync_emulator_answers_a_real_event_post(tmp_path):
         }
         assert response.headers["X-RateLimit-Limit"] == "100"
         assert response.headers["X-RateLimit-Remaining"] == "99"
+        faulted = httpx.get(f"{base_url}/v1/lists", headers={"Authorization": "Bearer sk_demo_listsync"})
+        assert (faulted.status_code, faulted.json()["error"]) == (503, "Service unavailable")
     finally:
         process.terminate()
         process.wait(timeout=GIVE_UP_AFTER_SECONDS)
@@ -73,6 +76,8 @@ def test_listsync_emulator_answers_a_real_event_post(tmp_path):
     [
         (["--window-seconds", "0"], "greater than 0"),
         (["--config", "/nonexistent/emulator.yaml"], "No such file"),
+        (["--fault", '{"endpoint": "GET /v9", "kind": "error"}'], "unknown endpoint"),
+        (["--fault", "error"], "Expecting value"),
     ],
 )
 def test_invalid_configuration_exits_2_without_serving(capsys, argv, reason):

@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+FAULT_EXAMPLE = (
+    """'{"endpoint": "POST /v1/events/batch", "kind": "error", "status": 503, "probability": 0.1}'"""
+)
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``emulator`` command to the ``listsync`` parser."""
@@ -27,11 +31,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--seed", type=int, help="seed for fault injection and event ids")
     parser.add_argument("--state-file", metavar="FILE", help="keep Lists and events in this JSON file")
+    parser.add_argument(
+        "--fault",
+        metavar="JSON",
+        action="append",
+        default=[],
+        help=("add a fault rule to the config's, as JSON, e.g. " + FAULT_EXAMPLE + "; repeatable"),
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     # Imported here so `listsync --help` does not pay for FastAPI and uvicorn.
+    import json
+
     import yaml
 
     from listsync.emulator import EmulatorConfig, demo_config, load_config
@@ -41,9 +54,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config) if args.config else demo_config()
         # Validated again, so a bad option (say --window-seconds 0) is refused like a bad config file.
-        config = EmulatorConfig.model_validate(
-            {**config.model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
-        )
+        data = {**config.model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
+        data["faults"]["rules"] += [json.loads(rule) for rule in args.fault]
+        config = EmulatorConfig.model_validate(data)
     except (OSError, ValueError, yaml.YAMLError) as exc:  # pydantic's ValidationError is a ValueError
         print(f"listsync emulator: invalid configuration: {exc}", file=sys.stderr)
         return 2
