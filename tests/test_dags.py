@@ -153,6 +153,10 @@ def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+    # Hand the ORM back to the metadata DB another suite's fixture had configured, if any.
+    if saved["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] is not None:
+        settings.configure_vars()
+        settings.configure_orm()
 
 
 @pytest.fixture(scope="module")
