@@ -216,6 +216,21 @@ def run_nightly(logical_date: datetime) -> Any:
     return bag.dags["crm_to_list_nightly"].test(logical_date=logical_date)
 
 
+def list_updates(run_id: str) -> set[str]:
+    """Tasks of the run that recorded an update of the List's Asset."""
+    import sqlalchemy as sa
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        query = (
+            sa.select(AssetEvent.source_task_id)
+            .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+            .where(AssetModel.uri == "listsync://tbl_accounts/", AssetEvent.source_run_id == run_id)
+        )
+        return {task_id for task_id in session.scalars(query) if task_id}
+
+
 def emulator_json(url: str, path: str) -> Any:
     return httpx.get(f"{url}/_emulator/{path}").json()
 
@@ -271,6 +286,8 @@ def test_nightly_dag_fills_the_list_then_a_second_run_writes_nothing(connections
     assert all(json.loads(line)["reasons"] for line in rejects)
     writes_after_first = write_requests(emulator_json(emulator_url, "stats"))
     assert writes_after_first == summary["rows"]["requests"]["total"] + summary["people"]["requests"]["total"]
+
+    assert list_updates(first.run_id) == {"upsert_account_rows", "sync_targetable_people"}
 
     second = run_nightly(datetime(2026, 11, 21, 2, tzinfo=timezone.utc))
 
