@@ -159,6 +159,7 @@ def test_any_object_with_open_is_read_in_binary_mode() -> None:
         ({"sql": "select 1"}, "exactly one of engine= or url="),
         ({"source": "extract.xlsx"}, "file_format='csv'"),
         ({"source": "x.csv", "chunk_size": 0}, "chunk_size must be at least 1"),
+        ({"source": "x.csv", "file_format": "xlsx"}, "unknown file_format 'xlsx'"),
     ],
 )
 def test_wrong_arguments_fail_with_what_to_change(kwargs: dict[str, Any], message: str) -> None:
@@ -170,7 +171,7 @@ def test_multi_character_delimiter_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "x.csv"
     path.write_text("a||b\n")
     with pytest.raises(ExtractError, match="one character"):
-        list(read_extract(path, delimiter="||"))
+        read_extract(path, delimiter="||")  # refused at the call, before any read
 
 
 def test_sqlite_by_url_in_chunks(tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ ROW_NUMBER = "__row__"
 """Name of the index of every chunk: the 1-based row number in the whole extract."""
 
 FileFormat = Literal["csv", "parquet", "jsonl"]
+_FORMATS = ("csv", "parquet", "jsonl")
 
 _SUFFIXES: dict[str, FileFormat] = {
     ".csv": "csv",
@@ -111,6 +112,10 @@ def read_extract(
         name = "SQL query"
     else:
         fmt = file_format or _format_from_suffix(source)
+        if fmt not in _FORMATS:
+            raise ExtractError(f"unknown file_format {fmt!r}; use 'csv', 'parquet' or 'jsonl'")
+        if delimiter is not None and len(delimiter) != 1:
+            raise ExtractError(f"delimiter must be one character, got {delimiter!r}")
         name = str(source)
         frames = _read_file(source, fmt, delimiter, encoding, chunk_size)
     return _finish(frames, zone, name)
@@ -146,15 +151,11 @@ def _read_file(
             yield from _read_csv(handle, sep, encoding, chunk_size)
         elif fmt == "parquet":
             yield from _read_parquet(handle, chunk_size)
-        elif fmt == "jsonl":
-            yield from _read_jsonl(handle, encoding, chunk_size)
         else:
-            raise ExtractError(f"unknown file_format {fmt!r}; use 'csv', 'parquet' or 'jsonl'")
+            yield from _read_jsonl(handle, encoding, chunk_size)
 
 
 def _read_csv(handle: IO[bytes], sep: str, encoding: str, chunk_size: int) -> Iterator[pd.DataFrame]:
-    if len(sep) != 1:
-        raise ExtractError(f"delimiter must be one character, got {sep!r}")
     reader = pd.read_csv(
         handle,
         sep=sep,
