@@ -91,10 +91,10 @@ def bench_paging(http: httpx.Client, page_size: int) -> float:
     return seen / elapsed
 
 
-def spread(rates: list[float]) -> str:
+def spread(rates: list[float], unit: str) -> str:
     """Best (bold) and median of the rounds: on a shared machine the best is the emulator's own
     speed, the median what a neighbour's load left of it."""
-    return f"**{max(rates):,.0f}** best, {statistics.median(rates):,.0f} median of {len(rates)} rounds"
+    return f"**{max(rates):,.0f} {unit}** best, {statistics.median(rates):,.0f} median of {len(rates)} rounds"
 
 
 def main() -> None:
@@ -115,9 +115,9 @@ def main() -> None:
 
     lines = [
         f"- Batch ingestion (100 Metric events per request, {args.batches} requests per round): "
-        f"{spread(batch_rps)} requests/s; aim >= 500",
-        f"- Paging 100,000 people, pages of 1,000: {spread(page_1000)} people/s; aim >= 50,000",
-        f"- Paging 100,000 people, pages of 100: {spread(page_100)} people/s",
+        f"{spread(batch_rps, 'requests/s')}; aim >= 500",
+        f"- Paging 100,000 people, pages of 1,000: {spread(page_1000, 'people/s')}; aim >= 50,000",
+        f"- Paging 100,000 people, pages of 100: {spread(page_100, 'people/s')}",
         f"- Adding people (500 per request, 100 per account, one round): {add_pps:,.0f} people/s",
     ]
     print("\n".join(lines))
