@@ -133,6 +133,10 @@ def test_load_config_reads_yaml_and_json(tmp_path, suffix):
         {"faults": {"rules": [{"endpoint": "GET /v2/x", "kind": "error"}]}},
         {"window_seconds": 0},
         {"unknown_setting": 1},
+        {"signals": [{"slug": "s", "id": "a", "type": "Event"}, {"slug": "s", "id": "b", "type": "State"}]},
+        {"signals": [{"slug": "s", "id": "a", "type": "Event"}, {"slug": "t", "id": "a", "type": "State"}]},
+        {"lists": [{"id": "t", "columns": [{"id": "a"}]}, {"id": "t", "columns": [{"id": "b"}]}]},
+        {"lists": [{"id": "t", "columns": [{"id": "a"}, {"id": "a", "type": "number"}]}]},
     ],
 )
 def test_invalid_configs_are_refused(bad):
@@ -173,3 +177,11 @@ def test_people_queries_after_a_reset_see_the_new_people(client, add_accounts):
         )
         assert first_names() == [name]
         client.post("/_emulator/reset")
+
+
+def test_rate_limits_not_named_keep_the_spec_values():
+    assert EmulatorConfig.model_validate({"rate_limits": {"State": 2}}).rate_limits == {
+        "Event": 100,
+        "Metric": 1000,
+        "State": 2,
+    }

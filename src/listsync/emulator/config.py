@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 SignalType = Literal["Event", "Metric", "State"]
 ColumnType = Literal["text", "number", "boolean", "enum", "date", "json"]
@@ -94,7 +94,8 @@ class ListConfig(_Model):
     unique_domains: bool = False
 
     @model_validator(mode="after")
-    def _account_column_exists(self) -> ListConfig:
+    def _columns_are_consistent(self) -> ListConfig:
+        _refuse_repeats("column id", [c.id for c in self.columns])
         if self.account_column is not None and self.account_column not in {c.id for c in self.columns}:
             raise ValueError(f"account_column {self.account_column!r} is not a column of {self.id}")
         return self
@@ -146,6 +147,24 @@ class EmulatorConfig(_Model):
     seed: int | None = None
     # When set, Lists and events are loaded from this JSON file at start and saved after each write.
     state_file: str | None = None
+
+    @field_validator("rate_limits")
+    @classmethod
+    def _defaults_for_unnamed_types(cls, limits: dict[SignalType, int]) -> dict[SignalType, int]:
+        return {**DEFAULT_RATE_LIMITS, **limits}
+
+    @model_validator(mode="after")
+    def _names_are_unique(self) -> EmulatorConfig:
+        _refuse_repeats("signal slug", [s.slug for s in self.signals])
+        _refuse_repeats("signal id", [s.id for s in self.signals])
+        _refuse_repeats("List id", [lst.id for lst in self.lists])
+        return self
+
+
+def _refuse_repeats(what: str, names: list[str]) -> None:
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"repeated {what}: {', '.join(repeated)}")
 
 
 def load_config(path: str | Path) -> EmulatorConfig:
