@@ -13,6 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from listsync.client.errors import ListSyncError
+from listsync.sync import ColumnMappingError, ExtractError, TooManyRejectsError
 from listsync.sync.normalize import (
     NORMALIZATION_VERSION,
     NormalizationError,
@@ -155,8 +157,10 @@ def test_bad_input_is_rejected_with_a_reason(rule: Any, raw: Any, reason: str) -
         rule(raw)
 
 
-def test_normalization_error_is_a_value_error() -> None:
+def test_errors_belong_to_the_package_error_tree() -> None:
     assert issubclass(NormalizationError, ValueError)
+    for error in (NormalizationError, ExtractError, TooManyRejectsError, ColumnMappingError):
+        assert issubclass(error, ListSyncError)
     assert isinstance(NORMALIZATION_VERSION, str) and NORMALIZATION_VERSION
 
 

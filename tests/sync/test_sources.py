@@ -167,6 +167,21 @@ def test_wrong_arguments_fail_with_what_to_change(kwargs: dict[str, Any], messag
         list(read_extract(**kwargs))
 
 
+def test_an_empty_csv_file_is_refused_with_a_reason(tmp_path: Path) -> None:
+    path = tmp_path / "empty.csv"
+    path.write_bytes(b"")
+    with pytest.raises(ExtractError, match="not even a header row"):
+        list(read_extract(path))
+
+
+def test_a_header_only_csv_gives_its_columns_and_no_rows(tmp_path: Path) -> None:
+    path = tmp_path / "header.csv"
+    path.write_text("a,b\n")
+    frames = list(read_extract(path))
+    assert [list(frame.columns) for frame in frames] == [["a", "b"]]
+    assert sum(len(frame) for frame in frames) == 0
+
+
 def test_multi_character_delimiter_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "x.csv"
     path.write_text("a||b\n")

@@ -39,6 +39,8 @@ import phonenumbers
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from listsync.client.errors import ListSyncError
+
 NORMALIZATION_VERSION = "1"
 
 __all__ = [
@@ -63,7 +65,7 @@ __all__ = [
 ]
 
 
-class NormalizationError(ValueError):
+class NormalizationError(ListSyncError, ValueError):
     """A value cannot be normalised; the message says why and what would be accepted."""
 
 

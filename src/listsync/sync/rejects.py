@@ -23,12 +23,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from listsync.client.errors import ListSyncError
 from listsync.sync.normalize import NormalizationError, to_json_value
 
 __all__ = ["Rejects", "TooManyRejectsError", "duplicate_reason"]
 
 
-class TooManyRejectsError(ValueError):
+class TooManyRejectsError(ListSyncError, ValueError):
     """More rows were rejected than ``max_reject_fraction`` allows; the message has the counts."""
 
     def __init__(

@@ -32,6 +32,7 @@ from typing import IO, Any, Literal, Protocol
 
 import pandas as pd
 
+from listsync.client.errors import ListSyncError
 from listsync.sync.normalize import resolve_timezone
 
 __all__ = ["ROW_NUMBER", "ExtractError", "FileFormat", "read_extract"]
@@ -56,7 +57,7 @@ _SUFFIXES: dict[str, FileFormat] = {
 }
 
 
-class ExtractError(ValueError):
+class ExtractError(ListSyncError, ValueError):
     """The extract cannot be read as asked; the message says what to change."""
 
 
@@ -156,15 +157,18 @@ def _read_file(
 
 
 def _read_csv(handle: IO[bytes], sep: str, encoding: str, chunk_size: int) -> Iterator[pd.DataFrame]:
-    reader = pd.read_csv(
-        handle,
-        sep=sep,
-        dtype=object,  # identifiers stay text: no float coercion, leading zeros kept
-        keep_default_na=False,
-        na_values=[""],  # only an empty field is missing; "NA" or "null" are data
-        encoding=_text_codec(encoding),
-        chunksize=chunk_size,
-    )
+    try:
+        reader = pd.read_csv(
+            handle,
+            sep=sep,
+            dtype=object,  # identifiers stay text: no float coercion, leading zeros kept
+            keep_default_na=False,
+            na_values=[""],  # only an empty field is missing; "NA" or "null" are data
+            encoding=_text_codec(encoding),
+            chunksize=chunk_size,
+        )
+    except pd.errors.EmptyDataError:
+        raise ExtractError("the CSV extract is empty: it has not even a header row") from None
     with reader:
         yield from reader
 
