@@ -193,6 +193,8 @@ def test_iter_rows_pages_through_every_row(client):
         )
     rows = list(client.iter_rows(TABLE, column_id="domain", operator="is_not_empty", page_size=100))
     assert [r.cells["domain"].value for r in rows] == [f"d{i}.com" for i in range(250)]
+    # Without a filter: every row, in insertion order (A22).
+    assert [r.id for r in client.iter_rows(TABLE, page_size=64)] == [f"row_{i}" for i in range(1, 251)]
 
 
 def test_update_cells(client, emulator):
