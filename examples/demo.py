@@ -3,10 +3,11 @@
 1. An Airflow home under ``.demo/airflow`` on SQLite (migrated once, reused after).
 2. The example warehouse (``examples/generate_data.py``) in ``.demo/warehouse.db``.
 3. The service emulator on a free local port (``listsync emulator``), with ``examples/emulator.yaml``.
-4. ``airflow dags test crm_to_list_nightly``, then a report of what it read, rejected and wrote,
-   checked against the emulator's own state and counters.
-5. The same DAG a second time, for the next night: the CRM has not changed, so nothing is written.
-6. The emulator is stopped whatever happens; nothing keeps running after the script.
+4. ``airflow dags test crm_to_list_nightly`` for three nights: a week ago, on the CRM as it was
+   then (the List starts empty); last night, after a week of CRM changes (adds, updates and
+   deletes); tonight, with nothing changed, so nothing must be written. After each, a report of
+   what the run read, rejected and wrote, checked against the emulator's own state and counters.
+5. The emulator is stopped whatever happens; nothing keeps running after the script.
 
 Run it again at will: every run starts from a fresh emulator and regenerates the data.
 """
