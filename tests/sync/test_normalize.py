@@ -48,6 +48,7 @@ NORMALISED: list[tuple[Any, Any, Any]] = [
     (normalize_domain, "www.例え.jp", "xn--r8jz45g.jp"),
     (normalize_domain, "xn--bcher-kva.de", "xn--bcher-kva.de"),
     (normalize_domain, "my-company.io#team", "my-company.io"),
+    (normalize_domain, "www.www.example.com", "example.com"),
     (normalize_email, "  Jane.Doe@Example.COM ", "jane.doe@example.com"),
     (normalize_email, "mailto:sales@example.com", "sales@example.com"),
     (normalize_email, "o'brien+crm@example.ie", "o'brien+crm@example.ie"),
@@ -119,6 +120,7 @@ REJECTED: list[tuple[Any, Any, str]] = [
     (phone_us, "12", "wrong number of digits"),
     (phone_us, "+1 415 555 2671 ext. 12", "extension"),
     (phone_us, 4.15e9, "must be text"),
+    (phone_gb, "00004150000", "ambiguous"),
     (normalize_profile_url, "ftp://network.example.com/in/jane", "http or https"),
     (normalize_profile_url, "https://network.example.com/", "no path"),
     (normalize_profile_url, "https://localhost/in/jane", "invalid host"),
@@ -191,7 +193,7 @@ def test_column_of_typed_values_uses_the_scalar_rule() -> None:
 
 # Text built from the characters that make domains and e-mails interesting.
 messy_text = st.lists(
-    st.sampled_from([*"abcXYZ019.-_@:/?#+ ü例'\"", "www.", "https://", ".com", "@"]), max_size=12
+    st.sampled_from([*"abcXYZ019.-_@:/?#+ ü例'\"İK\x1c\t", "www.", "https://", ".com", "@"]), max_size=12
 ).map("".join)
 
 
@@ -235,6 +237,14 @@ phone_text = st.lists(
 @given(st.lists(st.one_of(phone_text, st.none()), max_size=30), st.sampled_from(["US", "GB", "FR"]))
 def test_phone_column_agrees_with_the_scalar_rule(values: list[str | None], region: str) -> None:
     _check_column_matches_rule(values, partial(normalize_phone, default_region=region))
+
+
+def test_short_numbers_are_not_keyed_by_their_digits() -> None:
+    # phonenumbers reads "01" but not "0 1": below three digits the layout matters.
+    rule = partial(normalize_phone, default_region="DE")
+    result = normalize_column(pd.Series(["0 1", "01"], dtype=object), rule)
+    assert list(result.errors) == [0]
+    assert result.values[1] == rule("01")
 
 
 def test_one_number_in_several_layouts_gets_each_reason_quoting_its_own_text() -> None:

@@ -132,7 +132,7 @@ def _check_host(host: str, original: str) -> str:
 def normalize_domain(value: Any) -> str:
     """An account domain as a bare, lower-case host in ASCII (punycode for international names).
 
-    Drops a scheme, user info, ``www.``, a port, a path, query or fragment and trailing dots:
+    Drops a scheme, user info, leading ``www.``, a port, a path, query or fragment and trailing dots:
     ``" HTTPS://www.Example.COM:443/about "`` → ``"example.com"``, ``"bücher.de"`` →
     ``"xn--bcher-kva.de"``. Rejects IP addresses, single labels and e-mail addresses.
     """
@@ -150,7 +150,8 @@ def normalize_domain(value: Any) -> str:
         text = text.rsplit("@", 1)[1]
     if re.search(r":\d*$", text):
         text = text.rsplit(":", 1)[0]
-    text = text.rstrip(".").removeprefix("www.")
+    # Every leading "www." goes, so that a normalised domain normalises to itself.
+    text = re.sub(r"^(?:www\.)+", "", text.rstrip("."))
     if not text:
         raise NormalizationError(f"domain {original!r} has no host name")
     if any(char.isspace() for char in text):
@@ -171,7 +172,7 @@ def _fast_domains(text: pa.Array) -> pa.Array:
     bare = pc.fill_null(pc.and_(bare, short), False)
     # Most values are a bare host already; only the others pay for the clean-up.
     others = pc.filter(low, pc.invert(bare))
-    for pattern in (r"^[a-z][a-z0-9+.-]*://", r"[/?#].*$", r":[0-9]*$", r"\.+$", r"^www\."):
+    for pattern in (r"^[a-z][a-z0-9+.-]*://", r"[/?#].*$", r":[0-9]*$", r"\.+$", r"^(?:www\.)+"):
         others = pc.replace_substring_regex(others, pattern, "")
     # Anything with user info, odd characters or an unusual shape goes to the scalar rule.
     cleaned_ok = pc.and_(
@@ -261,6 +262,9 @@ def check_region(default_region: str) -> str:
     return region
 
 
+_MAX_PHONE_INPUT = 250  # phonenumbers refuses longer inputs as too long
+
+
 def _e164(text: str, region: str) -> str:
     try:
         number = phonenumbers.parse(text, region)
@@ -274,7 +278,30 @@ def _e164(text: str, region: str) -> str:
         raise NormalizationError(
             f"phone number {text!r} has the wrong number of digits for country code +{number.country_code}"
         )
-    return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+    e164 = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+    if _may_read_back_differently(number, e164):
+        try:
+            again = phonenumbers.format_number(phonenumbers.parse(e164), phonenumbers.PhoneNumberFormat.E164)
+        except phonenumbers.NumberParseException:
+            again = None
+        if again != e164:
+            raise NormalizationError(
+                f"phone number {text!r} is ambiguous: its E.164 form {e164} does not read back as itself "
+                "(check the zeros or the trunk prefix after the country code)"
+            )
+    return e164
+
+
+def _may_read_back_differently(number: phonenumbers.PhoneNumber, e164: str) -> bool:
+    # phonenumbers strips a national (trunk) prefix it finds after the country code, so an E.164
+    # form whose national digits start with one may read back as another number; the rule must
+    # give its own output back unchanged (syncs compare normalised values run after run).
+    code = number.country_code or 0
+    metadata = phonenumbers.PhoneMetadata.metadata_for_region_or_calling_code(
+        code, phonenumbers.region_code_for_country_code(code)
+    )
+    prefix = metadata.national_prefix_for_parsing if metadata is not None else None
+    return prefix is not None and re.match(prefix, e164[1 + len(str(code)) :]) is not None
 
 
 def normalize_phone(value: Any, default_region: str = "US") -> str:
@@ -532,10 +559,15 @@ class ColumnResult:
 def _phone_keys(text: pa.Array) -> pa.Array:
     """Numbers written with digits and layout characters only, as ``+`` and digits; null otherwise.
 
-    phonenumbers ignores spaces, dots, hyphens and brackets, so one number in several layouts
-    (``(415) 555-2671``, ``415.555.2671``) gets one key and is parsed once.
+    phonenumbers ignores spaces, dots, hyphens and brackets in a number of at least three
+    digits and at most 250 characters (shorter or longer inputs it treats by their layout), so
+    one number in several layouts (``(415) 555-2671``, ``415.555.2671``) gets one key and is
+    parsed once.
     """
-    plain = pc.match_substring_regex(text, r"^\s*(?:\+\s*)?[0-9\s().-]*[0-9][0-9\s().-]*$")
+    plain = pc.and_(
+        pc.match_substring_regex(text, r"^\s*(?:\+\s*)?(?:[\s().-]*[0-9]){3,}[\s().-]*$"),
+        pc.less_equal(pc.utf8_length(text), _MAX_PHONE_INPUT),
+    )
     return pc.if_else(plain, pc.replace_substring_regex(text, r"[^0-9+]", ""), None)
 
 
@@ -583,7 +615,9 @@ def _normalize_text_column(raw: list[Any], rule: Callable[[Any], Any], result: C
     fast = _FAST_PATHS.get(function)
     if fast is not None:
         decided = fast(text).to_numpy(zero_copy_only=False)
-        done = pending & (decided != None)  # noqa: E711 (elementwise on an object array)
+        # Only ASCII values: beyond it Arrow's and Python's case mapping differ ("İ").
+        ascii_only = pc.fill_null(pc.string_is_ascii(text), False).to_numpy(zero_copy_only=False)
+        done = pending & ascii_only & (decided != None)  # noqa: E711 (elementwise on an object array)
         values[done] = decided[done]
         pending &= ~done
     positions = np.flatnonzero(pending)
