@@ -178,7 +178,9 @@ def iter_mapped_rows(
     :param column_map: extract column → field name.
     :param rules: field → rule (see :mod:`listsync.sync.normalize`); fields without a rule are
         trimmed text (:func:`~listsync.sync.normalize.normalize_text`).
-    :raises ColumnMappingError: on the first chunk, when a mapped column is missing.
+    :raises ColumnMappingError: on the first chunk, when a mapped column is missing. A later
+        chunk without a mapped column (JSON lines whose records all omit a key) reads it as
+        missing values.
     """
     columns = {target: column for column, target in column_map.items()}
     next_number = 1
