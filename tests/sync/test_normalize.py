@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from functools import partial
@@ -17,6 +18,7 @@ from listsync.client.errors import ListSyncError
 from listsync.sync import ColumnMappingError, ExtractError, TooManyRejectsError
 from listsync.sync.normalize import (
     NORMALIZATION_VERSION,
+    PYTHON_WHITESPACE,
     NormalizationError,
     normalize_column,
     normalize_domain,
@@ -260,3 +262,11 @@ def test_rows_get_their_own_copies_of_list_values() -> None:
     assert result.values[1] == ["champion"]
     again = normalize_column(pd.Series(["champion"], dtype=object), normalize_personas)
     assert again.values[0] == ["champion"]
+
+
+def test_blank_text_is_missing_by_the_same_measure_as_str_strip() -> None:
+    assert set(PYTHON_WHITESPACE) == {chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()}
+    series = pd.Series(["\x1c", "\u3000 ", " a@b.com\x1f", ""], dtype=object)
+    result = normalize_column(series, normalize_email)
+    assert result.values == [None, None, "a@b.com", None]
+    assert result.errors == {}

@@ -45,6 +45,7 @@ NORMALIZATION_VERSION = "1"
 
 __all__ = [
     "NORMALIZATION_VERSION",
+    "PYTHON_WHITESPACE",
     "ColumnResult",
     "NormalizationError",
     "check_region",
@@ -571,6 +572,12 @@ def _phone_keys(text: pa.Array) -> pa.Array:
     return pc.if_else(plain, pc.replace_substring_regex(text, r"[^0-9+]", ""), None)
 
 
+PYTHON_WHITESPACE = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+"""The characters ``str.isspace()`` accepts, i.e. what ``str.strip()`` removes."""
+
 # Vectorised shortcuts per rule, for columns of text: a fast path decides the common shapes
 # outright (NA where it cannot); a cache key makes values that must normalise alike share one
 # call of the rule.
@@ -611,7 +618,9 @@ def _normalize_text_column(raw: list[Any], rule: Callable[[Any], Any], result: C
     function = rule.func if isinstance(rule, partial) else rule
     text = pa.array(raw, type=pa.string())
     values = np.full(len(raw), None, dtype=object)
-    pending = np.fromiter((value is not None and bool(value.strip()) for value in raw), bool, len(raw))
+    # Present: not null, and not blank by str.strip()'s measure (hence its whitespace set).
+    trimmed = pc.utf8_length(pc.utf8_trim(text, characters=PYTHON_WHITESPACE))
+    pending = pc.fill_null(pc.greater(trimmed, 0), False).to_numpy(zero_copy_only=False)
     fast = _FAST_PATHS.get(function)
     if fast is not None:
         decided = fast(text).to_numpy(zero_copy_only=False)
