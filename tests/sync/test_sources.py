@@ -160,6 +160,7 @@ def test_any_object_with_open_is_read_in_binary_mode() -> None:
         ({"source": "extract.xlsx"}, "file_format='csv'"),
         ({"source": "x.csv", "chunk_size": 0}, "chunk_size must be at least 1"),
         ({"source": "x.csv", "file_format": "xlsx"}, "unknown file_format 'xlsx'"),
+        ({"source": "s3://bucket/x.csv"}, "ObjectStoragePath"),
     ],
 )
 def test_wrong_arguments_fail_with_what_to_change(kwargs: dict[str, Any], message: str) -> None:

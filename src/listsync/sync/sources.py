@@ -133,6 +133,11 @@ def _format_from_suffix(source: Any) -> FileFormat:
 
 
 def _open(source: Any, stack: ExitStack) -> IO[bytes]:
+    if isinstance(source, str) and "://" in source:
+        raise ExtractError(
+            f"{source!r} is a URI; pass an object with open() for it, such as "
+            "airflow.sdk.ObjectStoragePath(uri), or a local path"
+        )
     if isinstance(source, (str, PurePath)):
         return stack.enter_context(open(source, "rb"))
     if hasattr(source, "open"):
