@@ -156,13 +156,24 @@ class MappedRow:
     reasons: list[str]
     failed: set[str]
     columns: Mapping[str, str]
-    _frame: pd.DataFrame = field(repr=False)
+    _chunk: _Chunk = field(repr=False)
     _position: int = field(repr=False)
 
     @functools.cached_property
     def original(self) -> dict[str, Any]:
         """Every column of the extract row as read (built only when asked for, e.g. on reject)."""
-        return {str(name): value for name, value in self._frame.iloc[self._position].items()}
+        return {name: values[self._position] for name, values in self._chunk.columns.items()}
+
+
+class _Chunk:
+    """One extract chunk, whose columns become Python lists the first time a row needs them."""
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        self._frame = frame
+
+    @functools.cached_property
+    def columns(self) -> dict[str, list[Any]]:
+        return {str(name): self._frame[name].tolist() for name in self._frame.columns}
 
 
 def iter_mapped_rows(
@@ -186,6 +197,7 @@ def iter_mapped_rows(
     next_number = 1
     checked = False
     for frame in frames:
+        chunk = _Chunk(frame)
         if not checked:
             check_column_map(column_map, frame.columns)
             checked = True
@@ -214,7 +226,7 @@ def iter_mapped_rows(
                     failed.add(target)
                 elif result.values[position] is not None:
                     values[target] = result.values[position]
-            yield MappedRow(int(row_number), values, reasons, failed, columns, frame, position)
+            yield MappedRow(int(row_number), values, reasons, failed, columns, chunk, position)
 
 
 def violation_reasons(error: InvalidRecordError, row: MappedRow) -> list[str]:
