@@ -108,6 +108,8 @@ REJECTED: list[tuple[Any, Any, str]] = [
     (normalize_domain, "jane@example.com", "looks like an e-mail address"),
     (normalize_domain, "exa mple.com", "contains spaces"),
     (normalize_domain, "-bad-.com", "not a valid host name"),
+    (normalize_domain, "example.com-", "not a valid host name"),
+    (normalize_domain, "example.7up", "not a valid host name"),
     (normalize_domain, "https://", "has no host name"),
     (normalize_domain, "   ", "empty"),
     (normalize_email, "jane.doe", "exactly one @"),

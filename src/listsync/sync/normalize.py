@@ -108,8 +108,9 @@ def normalize_text(value: Any) -> str:
 
 # One LDH label: letters, digits and inner hyphens, at most 63 characters.
 _LABEL = r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)"
-# A host of at least two labels whose last label (the TLD) is not all digits (that is an IP).
-_HOST = rf"(?:{_LABEL}\.)+(?:[a-z0-9-]*[a-z][a-z0-9-]*)"
+# A host of at least two labels whose last label (the TLD) starts with a letter, as every TLD
+# does (so an IP address is not a host).
+_HOST = rf"(?:{_LABEL}\.)+[a-z](?:[a-z0-9-]{{0,61}}[a-z0-9])?"
 _HOST_RE = re.compile(_HOST)
 _SCHEME_RE = re.compile(r"^[a-z][a-z0-9+.-]*://")
 _MAX_DOMAIN_LENGTH = 253
