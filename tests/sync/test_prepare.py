@@ -337,3 +337,17 @@ def test_rows_accounting_holds_for_any_extract(rows: list[dict[str, Any]], chunk
     assert stats.read == len(rows) == stats.passed + stats.rejected + stats.duplicates
     assert stats.rejected == rejects.count
     assert stats.passed == len(prepared.rows)
+
+
+def test_json_lines_chunks_without_a_mapped_key_read_it_as_missing(tmp_path: Path) -> None:
+    path = tmp_path / "people.jsonl"
+    lines = [
+        {"domain": "acme.com", "first": "Jane", "email": "jane@acme.com", "personas": ["Champion"]},
+        {"domain": "acme.com", "first": "John", "email": "john@acme.com"},
+    ]
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    column_map = {"domain": "account_domain", "first": "first_name", "email": "email", "personas": "personas"}
+    prepared = prepare_people(read_extract(path, chunk_size=1), column_map, rejects=Rejects())
+    assert prepared.stats.to_dict() == {"read": 2, "passed": 2, "rejected": 0, "duplicates": 0}
+    assert prepared.people["acme.com"]["email:jane@acme.com"].personas == ["champion"]
+    assert prepared.people["acme.com"]["email:john@acme.com"].personas is None
