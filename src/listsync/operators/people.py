@@ -1,31 +1,26 @@
 """``SyncTargetablePeopleOperator``: make a List's targetable people match a CRM extract.
 
-The operator only orchestrates: it resolves the extract (``listsync.operators.extract``), gets
-a client from :class:`~listsync.hooks.listsync.ListSyncHook`, and runs
+The operator only orchestrates: its base class (:mod:`listsync.operators.base`) resolves the
+extract and gets a client from :class:`~listsync.hooks.listsync.ListSyncHook`; it runs
 :func:`listsync.sync.people.sync_people`, whose JSON summary it returns (the task's XCom).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk import BaseOperator
-
 from listsync.client.writers import PEOPLE_PER_REQUEST
-from listsync.operators.extract import check_extract_arguments, read_operator_extract, storage_path
+from listsync.operators.base import ListSyncPlanOperator
 from listsync.sync.people import DeleteScope, SyncMode, check_sync_options, chunk_sizes, sync_people
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from listsync.hooks.listsync import ListSyncHook
-
 __all__ = ["SyncTargetablePeopleOperator"]
 
 
-class SyncTargetablePeopleOperator(BaseOperator):
+class SyncTargetablePeopleOperator(ListSyncPlanOperator):
     """Diff an extract of contacts against a List's targetable people and write only the changes.
 
     People are matched by account domain and identity (e-mail, else profile URL, phone, first and
@@ -85,65 +80,24 @@ class SyncTargetablePeopleOperator(BaseOperator):
     def __init__(
         self,
         *,
-        table_id: str,
-        column_map: Mapping[str, str],
-        source: str | None = None,
-        sql: str | None = None,
-        sql_conn_id: str | None = None,
         mode: SyncMode = "upsert",
         delete_scope: DeleteScope = "accounts_in_source",
-        max_delete_fraction: float = 0.1,
-        overwrite_with_null: bool = False,
         chunk_size: int | Mapping[str, int] = PEOPLE_PER_REQUEST,
-        dry_run: bool = False,
-        fail_on_error: bool = True,
-        rejects_path: str | None = None,
-        plan_path: str | None = None,
-        listsync_conn_id: str = "listsync_default",
-        user_id: str | None = None,
-        max_reject_fraction: float = 1.0,
         default_region: str = "US",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        # Settings that are not templated are checked here, so a mistake fails when the DAG is
-        # parsed rather than at run time.
-        check_extract_arguments(source, sql, sql_conn_id)
+        # Checked at parse time, like the extract in the base class.
         check_sync_options(mode, delete_scope)
         chunk_sizes(chunk_size)
-        self.table_id = table_id
-        self.column_map = column_map
-        self.source = source
-        self.sql = sql
-        self.sql_conn_id = sql_conn_id
         self.mode = mode
         self.delete_scope = delete_scope
-        self.max_delete_fraction = max_delete_fraction
-        self.overwrite_with_null = overwrite_with_null
         self.chunk_size = chunk_size
-        # Not self.dry_run: BaseOperator.dry_run() is a method Airflow calls.
-        self.is_dry_run = dry_run
-        self.fail_on_error = fail_on_error
-        self.rejects_path = rejects_path
-        self.plan_path = plan_path
-        self.listsync_conn_id = listsync_conn_id
-        self.user_id = user_id
-        self.max_reject_fraction = max_reject_fraction
         self.default_region = default_region
 
-    @cached_property
-    def hook(self) -> ListSyncHook:
-        """The hook of ``listsync_conn_id``, built on first use."""
-        from listsync.hooks.listsync import ListSyncHook
-
-        return ListSyncHook(self.listsync_conn_id)
-
     def execute(self, context: Context) -> dict[str, Any]:
-        frames = read_operator_extract(source=self.source, sql=self.sql, sql_conn_id=self.sql_conn_id)
-        # The task owns the client for its run: closing it releases the connection pool.
-        with self.hook.get_client() as client:
-            if self.user_id:
-                client.user_id = self.user_id
+        frames = self.read_extract()
+        with self.get_client() as client:
             return sync_people(
                 client,
                 self.table_id,
@@ -156,8 +110,8 @@ class SyncTargetablePeopleOperator(BaseOperator):
                 chunk_size=self.chunk_size,
                 dry_run=self.is_dry_run,
                 fail_on_error=self.fail_on_error,
-                rejects_path=storage_path(self.rejects_path) if self.rejects_path else None,
-                plan_path=storage_path(self.plan_path) if self.plan_path else None,
+                rejects_path=self.output_file(self.rejects_path),
+                plan_path=self.output_file(self.plan_path),
                 max_reject_fraction=self.max_reject_fraction,
                 default_region=self.default_region,
             )

@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from airflow.sdk import BaseOperator
-
-from listsync.operators.extract import check_extract_arguments, read_operator_extract, storage_path
+from listsync.operators.base import ListSyncPlanOperator
 from listsync.sync.rows import chunk_sizes, upsert_rows
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from listsync.hooks.listsync import ListSyncHook
-
 __all__ = ["UpsertRowsOperator"]
 
 
-class UpsertRowsOperator(BaseOperator):
+class UpsertRowsOperator(ListSyncPlanOperator):
     """Make a List's rows match an extract: new keys become rows, changed values cell updates.
 
     The service has no row upsert; this builds one from GET rows, POST rows, PATCH cells and
@@ -74,66 +69,25 @@ class UpsertRowsOperator(BaseOperator):
     def __init__(
         self,
         *,
-        table_id: str,
         key_column: str,
-        column_map: Mapping[str, str],
-        source: str | None = None,
-        sql: str | None = None,
-        sql_conn_id: str | None = None,
         delete_missing: bool = False,
-        max_delete_fraction: float = 0.1,
-        overwrite_with_null: bool = False,
         chunk_size: int | Mapping[str, int] | None = None,
-        dry_run: bool = False,
-        fail_on_error: bool = True,
-        rejects_path: str | None = None,
-        plan_path: str | None = None,
-        listsync_conn_id: str = "listsync_default",
-        user_id: str | None = None,
         key_kind: Literal["domain", "text"] = "domain",
         json_columns: Collection[str] = (),
-        max_reject_fraction: float = 1.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        # Settings that are not templated are checked here, so a mistake fails when the DAG is
-        # parsed rather than at run time.
-        check_extract_arguments(source, sql, sql_conn_id)
+        # Checked at parse time, like the extract in the base class.
         chunk_sizes(chunk_size)
-        self.table_id = table_id
         self.key_column = key_column
-        self.column_map = column_map
-        self.source = source
-        self.sql = sql
-        self.sql_conn_id = sql_conn_id
         self.delete_missing = delete_missing
-        self.max_delete_fraction = max_delete_fraction
-        self.overwrite_with_null = overwrite_with_null
         self.chunk_size = chunk_size
-        # Not self.dry_run: BaseOperator.dry_run() is a method Airflow calls.
-        self.is_dry_run = dry_run
-        self.fail_on_error = fail_on_error
-        self.rejects_path = rejects_path
-        self.plan_path = plan_path
-        self.listsync_conn_id = listsync_conn_id
-        self.user_id = user_id
         self.key_kind = key_kind
         self.json_columns = json_columns
-        self.max_reject_fraction = max_reject_fraction
-
-    @cached_property
-    def hook(self) -> ListSyncHook:
-        """The hook of ``listsync_conn_id``, built on first use."""
-        from listsync.hooks.listsync import ListSyncHook
-
-        return ListSyncHook(self.listsync_conn_id)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        frames = read_operator_extract(source=self.source, sql=self.sql, sql_conn_id=self.sql_conn_id)
-        # Closed when the task ends, also on failure, so no connection outlives the task.
-        with self.hook.get_client() as client:
-            if self.user_id:
-                client.user_id = self.user_id
+        frames = self.read_extract()
+        with self.get_client() as client:
             return upsert_rows(
                 client,
                 self.table_id,
@@ -148,7 +102,7 @@ class UpsertRowsOperator(BaseOperator):
                 chunk_size=self.chunk_size,
                 dry_run=self.is_dry_run,
                 fail_on_error=self.fail_on_error,
-                rejects_path=storage_path(self.rejects_path) if self.rejects_path else None,
-                plan_path=storage_path(self.plan_path) if self.plan_path else None,
+                rejects_path=self.output_file(self.rejects_path),
+                plan_path=self.output_file(self.plan_path),
                 max_reject_fraction=self.max_reject_fraction,
             )

@@ -6,9 +6,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk import BaseOperator
-
-from listsync.operators.extract import check_extract_arguments
+from listsync.operators.base import ListSyncExtractOperator
 from listsync.sync.events import CheckpointStore, EventMapping
 
 if TYPE_CHECKING:
@@ -31,7 +29,7 @@ _MAPPING_FIELDS = (
 )
 
 
-class IngestSignalsOperator(BaseOperator):
+class IngestSignalsOperator(ListSyncExtractOperator):
     """Send the rows of an extract to the service as signal events, each exactly once.
 
     Rows are mapped to events (give ``signal`` or ``signal_column``, ``identity_type`` or
@@ -99,9 +97,6 @@ class IngestSignalsOperator(BaseOperator):
         self,
         *,
         identity_id_column: str,
-        source: str | None = None,
-        sql: str | None = None,
-        sql_conn_id: str | None = None,
         signal: str | None = None,
         signal_column: str | None = None,
         identity_type: str | None = None,
@@ -115,20 +110,13 @@ class IngestSignalsOperator(BaseOperator):
         batch_size: int = 100,
         deferrable: bool = False,
         defer_after_seconds: float = 30.0,
-        rejects_path: str | None = None,
-        dry_run: bool = False,
-        listsync_conn_id: str = "listsync_default",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        check_extract_arguments(source, sql, sql_conn_id)
         if not 1 <= batch_size <= 100:
             raise ValueError(f"batch_size must be between 1 and 100 (the service's cap), got {batch_size}")
         if defer_after_seconds < 0:
             raise ValueError(f"defer_after_seconds must be 0 or more, got {defer_after_seconds}")
-        self.source = source
-        self.sql = sql
-        self.sql_conn_id = sql_conn_id
         self.signal = signal
         self.signal_column = signal_column
         self.identity_type = identity_type
@@ -143,10 +131,6 @@ class IngestSignalsOperator(BaseOperator):
         self.batch_size = batch_size
         self.deferrable = deferrable
         self.defer_after_seconds = defer_after_seconds
-        self.rejects_path = rejects_path
-        # BaseOperator.dry_run() is a method (render templates only), so the flag has its own name.
-        self.is_dry_run = dry_run
-        self.listsync_conn_id = listsync_conn_id
         # Fail at parse time on a mapping that could never work (one of each pair, a valid version).
         self._mapping()
 
@@ -188,14 +172,12 @@ class IngestSignalsOperator(BaseOperator):
         return store
 
     def _ingest(self, context: Context, checkpoints: CheckpointStore) -> dict[str, Any]:
-        from listsync.hooks.listsync import ListSyncHook
-        from listsync.operators.extract import read_operator_extract
         from listsync.sync.events import ingest_events
         from listsync.sync.rejects import Rejects
         from listsync.triggers.rate_limit import RateLimitWindowTrigger
 
-        client = None if self.is_dry_run else ListSyncHook(self.listsync_conn_id).get_client()
-        frames = read_operator_extract(source=self.source, sql=self.sql, sql_conn_id=self.sql_conn_id)
+        client = None if self.is_dry_run else self.get_client()
+        frames = self.read_extract()
         with Rejects(self.rejects_path) as rejects, client if client is not None else nullcontext():
             summary = ingest_events(
                 client,

@@ -1,0 +1,137 @@
+"""What the three operators share: an extract to read, a connection to the service, a dry run.
+
+:class:`ListSyncExtractOperator` holds the parameters every operator takes (``source``, ``sql``,
+``sql_conn_id``, ``rejects_path``, ``dry_run``, ``listsync_conn_id``) and their handling: the
+extract is checked when the DAG is parsed, the hook is built on first use, and a client is opened
+for the task's run. :class:`ListSyncPlanOperator` adds what the two List writers (people and rows)
+share: the List, the column map, the plan file, delete safety, failure policy and the ``user_id``
+to act as. Each operator keeps its own parameters, its ``template_fields`` and the call into its
+``listsync.sync`` entry point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+
+from listsync.operators.extract import check_extract_arguments, read_operator_extract, storage_path
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    import pandas as pd
+    from airflow.sdk import ObjectStoragePath
+
+    from listsync.client import ListSyncClient
+    from listsync.hooks.listsync import ListSyncHook
+
+__all__ = ["ListSyncExtractOperator", "ListSyncPlanOperator"]
+
+
+class ListSyncExtractOperator(BaseOperator):
+    """An operator that reads an extract and sends what it holds to the service.
+
+    :param source: the extract file: a local path or an object-storage URI. Give this or ``sql``.
+    :param sql: a query giving the extract, run on ``sql_conn_id``.
+    :param sql_conn_id: the Airflow database connection ``sql`` runs on.
+    :param rejects_path: where rejected rows go, as JSON lines.
+    :param dry_run: do everything but send writes.
+    :param listsync_conn_id: the ``listsync`` connection.
+    """
+
+    #: The service user to act as instead of the connection's ``user_id``; None: the connection's.
+    #: Operators that expose it set it from their ``user_id`` parameter.
+    user_id: str | None = None
+
+    def __init__(
+        self,
+        *,
+        source: str | None = None,
+        sql: str | None = None,
+        sql_conn_id: str | None = None,
+        rejects_path: str | None = None,
+        dry_run: bool = False,
+        listsync_conn_id: str = "listsync_default",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        # Settings that are not templated are checked here, so a mistake fails when the DAG is
+        # parsed rather than at run time.
+        check_extract_arguments(source, sql, sql_conn_id)
+        self.source = source
+        self.sql = sql
+        self.sql_conn_id = sql_conn_id
+        self.rejects_path = rejects_path
+        # Not self.dry_run: BaseOperator.dry_run() is a method Airflow calls.
+        self.is_dry_run = dry_run
+        self.listsync_conn_id = listsync_conn_id
+
+    @cached_property
+    def hook(self) -> ListSyncHook:
+        """The hook of ``listsync_conn_id``, built on first use."""
+        from listsync.hooks.listsync import ListSyncHook
+
+        return ListSyncHook(self.listsync_conn_id)
+
+    def read_extract(self) -> Iterator[pd.DataFrame]:
+        """The extract (``source``, or ``sql`` on ``sql_conn_id``), in chunks, read as iterated."""
+        return read_operator_extract(source=self.source, sql=self.sql, sql_conn_id=self.sql_conn_id)
+
+    def get_client(self) -> ListSyncClient:
+        """The client of the connection, acting as ``user_id`` when one is set.
+
+        The task owns it for its run: use it as a context manager, so that closing it releases
+        the connection pool, also when the task fails.
+        """
+        client = self.hook.get_client()
+        if self.user_id:
+            client.user_id = self.user_id
+        return client
+
+
+class ListSyncPlanOperator(ListSyncExtractOperator):
+    """An operator that makes a List match an extract: it plans, checks deletes, then writes.
+
+    :param table_id: the List.
+    :param column_map: extract column → what it fills in the List.
+    :param max_delete_fraction: the largest share of the List one run may delete.
+    :param overwrite_with_null: a null in the extract erases the List's value.
+    :param fail_on_error: fail the task at the end when any item could not be written.
+    :param plan_path: where the plan goes, as JSON lines: a local path or an object-storage URI.
+    :param user_id: the service user to act as; overrides the connection's ``user_id``.
+    :param max_reject_fraction: fail before writing when a larger share of the rows is rejected.
+    :param kwargs: the parameters of :class:`ListSyncExtractOperator` and ``BaseOperator``.
+    """
+
+    def __init__(
+        self,
+        *,
+        table_id: str,
+        column_map: Mapping[str, str],
+        max_delete_fraction: float = 0.1,
+        overwrite_with_null: bool = False,
+        fail_on_error: bool = True,
+        plan_path: str | None = None,
+        user_id: str | None = None,
+        max_reject_fraction: float = 1.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table_id = table_id
+        self.column_map = column_map
+        self.max_delete_fraction = max_delete_fraction
+        self.overwrite_with_null = overwrite_with_null
+        self.fail_on_error = fail_on_error
+        self.plan_path = plan_path
+        self.user_id = user_id
+        self.max_reject_fraction = max_reject_fraction
+
+    @staticmethod
+    def output_file(path: str | None) -> Path | ObjectStoragePath | None:
+        """The file a sync writes (plan, rejects) named by ``path``, which may be in object
+        storage; None when no path was given."""
+        return storage_path(path) if path else None
