@@ -1,9 +1,19 @@
-"""Fixtures shared by the whole suite."""
+"""Fixtures shared by the whole suite.
+
+``postgres_url`` is a reachable PostgreSQL test database; ``fake_clock`` is time that moves only
+when told. ``airflow_home`` points Airflow at a SQLite metadata DB made once per session,
+``run_dag`` runs a DAG with ``dag.test()`` on it, and ``connect_listsync`` points the
+``listsync_default`` connection at a live emulator for one test (``listsync_connection`` builds
+that connection for fixtures of a wider scope).
+"""
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,3 +69,85 @@ class FakeClock:
 def fake_clock() -> FakeClock:
     """A :class:`FakeClock` at 2027-01-15T08:00:00Z."""
     return FakeClock()
+
+
+@pytest.fixture(scope="session")
+def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """An Airflow home with an initialised SQLite metadata DB, for ``dag.test()``; once per session.
+
+    The environment is set and Airflow's ORM rebuilt from it, so this works whether or not
+    Airflow was imported (and configured from another home) earlier in the session. Its DAG
+    folder stays empty, as ``dag.test()`` parses that folder on every run.
+    """
+    home = tmp_path_factory.mktemp("airflow_home")
+    (home / "dags").mkdir()
+    settings_env = {
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
+    }
+    configured_before = "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN" in os.environ
+    # The context puts the environment back even when the set-up fails half-way.
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in settings_env.items():
+            patch.setenv(name, value)
+        from airflow import settings
+        from airflow.dag_processing.bundles.manager import DagBundlesManager
+        from airflow.utils import db
+
+        settings.configure_vars()
+        settings.configure_orm()
+        db.initdb()
+        DagBundlesManager().sync_bundles_to_db()
+        yield home
+        settings.dispose_orm()
+    # Hand the ORM back to the metadata DB the environment had configured before, if any.
+    if configured_before:
+        settings.configure_vars()
+        settings.configure_orm()
+
+
+@pytest.fixture
+def run_dag(airflow_home: Path) -> Callable[..., Any]:
+    """Runs a DAG with ``dag.test(**test_kwargs)`` and returns the DagRun.
+
+    The DAG is written to the metadata DB first, as ``dag.test()`` needs it serialised there.
+    """
+    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+
+    def run(dag: Any, **test_kwargs: Any) -> Any:
+        bag = DagBag(dag_folder=str(airflow_home / "dags"))
+        bag.bag_dag(dag)
+        sync_bag_to_db(bag, "dags-folder", None)
+        return dag.test(**test_kwargs)
+
+    return run
+
+
+def _listsync_connection(base_url: str, api_key: str, user_id: str | None = None) -> str:
+    connection: dict[str, Any] = {"conn_type": "listsync", "host": base_url, "password": api_key}
+    if user_id is not None:
+        connection["extra"] = {"user_id": user_id}
+    return json.dumps(connection)
+
+
+@pytest.fixture(scope="session")
+def listsync_connection() -> Callable[..., str]:
+    """Builds a listsync connection as an ``AIRFLOW_CONN_*`` variable holds it:
+    ``listsync_connection(base_url, api_key, user_id=None)``, for fixtures of any scope."""
+    return _listsync_connection
+
+
+@pytest.fixture
+def connect_listsync(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """Points ``listsync_default`` at a live emulator for this test: ``connect(url, api_key, user_id)``.
+
+    It is set as ``AIRFLOW_CONN_LISTSYNC_DEFAULT``, the way a deployment names it, so the operators
+    find it through the ordinary connection lookup.
+    """
+
+    def connect(base_url: str, api_key: str, user_id: str | None = None) -> None:
+        monkeypatch.setenv("AIRFLOW_CONN_LISTSYNC_DEFAULT", _listsync_connection(base_url, api_key, user_id))
+
+    return connect

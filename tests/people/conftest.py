@@ -5,13 +5,12 @@
 requests per endpoint, its ``state`` holds the List, and ``faults.add`` injects failures.
 ``client`` is a ``ListSyncClient`` on it whose List already holds the account rows of
 :data:`ACCOUNTS` (added through ``add_rows``, then the counters are cleared so a test sees only
-its own requests). ``airflow_home`` and ``run_dag`` run DAGs built in a test with ``dag.test()``.
+its own requests). DAGs built in a test run with the suite's ``run_dag`` (tests/conftest.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -88,47 +87,3 @@ def list_people(emulator: Emulator) -> Callable[[], dict[str, list[dict[str, Any
         return {row.cells["domain"]: [dict(person) for person in row.people] for row in rows}
 
     return people
-
-
-@pytest.fixture(scope="session")
-def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """An Airflow home with an initialised SQLite metadata DB, for ``dag.test()``; once per session.
-
-    The environment is set and Airflow's ORM rebuilt from it, so this works whether or not
-    Airflow was imported (and configured from another home) earlier in the session.
-    """
-    home = tmp_path_factory.mktemp("airflow_home")
-    (home / "dags").mkdir()
-    settings_env = {
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
-    }
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in settings_env.items():
-            patch.setenv(name, value)
-        from airflow import settings
-        from airflow.dag_processing.bundles.manager import DagBundlesManager
-        from airflow.utils import db
-
-        settings.configure_vars()
-        settings.configure_orm()
-        db.initdb()
-        DagBundlesManager().sync_bundles_to_db()
-        yield str(home)
-        settings.dispose_orm()
-
-
-@pytest.fixture
-def run_dag(airflow_home: str) -> Callable[[Any], Any]:
-    """Run a DAG built in the test with ``dag.test()`` (it must be in the DB first); returns the DagRun."""
-    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
-
-    def run(dag: Any) -> Any:
-        bag = DagBag(dag_folder=str(Path(airflow_home) / "dags"))
-        bag.bag_dag(dag)
-        sync_bag_to_db(bag, "dags-folder", None)
-        return dag.test()
-
-    return run

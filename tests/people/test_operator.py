@@ -102,7 +102,7 @@ def test_a_dag_run_mirrors_the_extract_and_a_second_run_writes_nothing(
     emulator_url: str,
     write_requests: Callable[[], dict[str, int]],
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    connect_listsync: Callable[..., None],
 ) -> None:
     from airflow.sdk import DAG
 
@@ -117,17 +117,7 @@ def test_a_dag_run_mirrors_the_extract_and_a_second_run_writes_nothing(
         ],
     )
     emulator.stats.clear()
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_LISTSYNC_DEFAULT",
-        json.dumps(
-            {
-                "conn_type": "listsync",
-                "host": emulator_url,
-                "password": API_KEY,
-                "extra": {"user_id": "usr_people"},
-            }
-        ),
-    )
+    connect_listsync(emulator_url, API_KEY, "usr_people")
     with DAG(
         "people_sync_end_to_end",
         schedule=None,
@@ -176,17 +166,14 @@ def test_a_task_whose_chunk_failed_converges_on_its_retry(
     emulator: Emulator,
     emulator_url: str,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    connect_listsync: Callable[..., None],
 ) -> None:
     from airflow.sdk import DAG
 
     from listsync.emulator import FaultRule
 
     (tmp_path / "contacts.csv").write_text(MESSY, encoding="utf-8")
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_LISTSYNC_DEFAULT",
-        json.dumps({"conn_type": "listsync", "host": emulator_url, "password": API_KEY}),
-    )
+    connect_listsync(emulator_url, API_KEY)
     # The first add request fails with a 500 (not retried by the client): try 1 writes the other
     # chunks, then fails the task; try 2 writes only what is missing.
     emulator.faults.add(

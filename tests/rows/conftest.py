@@ -1,14 +1,10 @@
-"""Fixtures of the rows upsert tests: an emulator serving a rows List, a client for it, and an
-Airflow metadata DB for ``dag.test()``.
+"""Fixtures of the rows upsert tests: an emulator serving a rows List, and a client for it.
 
-``airflow_db`` points Airflow at a fresh SQLite database in a temporary ``AIRFLOW_HOME`` and creates
-its tables once per session (the same set-up as the signal tests' fixture); ``run_dag`` registers
-a DAG defined in a test and runs it with ``dag.test()``.
+DAGs defined in a test run with the suite's ``run_dag`` (tests/conftest.py).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from typing import Any
@@ -98,49 +94,3 @@ def serve() -> Iterator[Callable[..., LiveEmulator]]:
 @pytest.fixture
 def emulator(serve: Callable[..., LiveEmulator]) -> LiveEmulator:
     return serve()
-
-
-@pytest.fixture(scope="session")
-def airflow_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """An initialised Airflow metadata DB (SQLite) for this session; yields its AIRFLOW_HOME."""
-    home = tmp_path_factory.mktemp("airflow_home")
-    settings_env = {
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
-    }
-    saved = {key: os.environ.get(key) for key in settings_env}
-    os.environ.update(settings_env)
-    (home / "dags").mkdir()
-
-    from airflow import settings
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.utils import db
-
-    settings.configure_vars()
-    settings.configure_orm()
-    db.initdb()
-    DagBundlesManager().sync_bundles_to_db()
-    yield str(home)
-
-    settings.dispose_orm()
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-
-
-@pytest.fixture
-def run_dag(airflow_db: str) -> Callable[..., Any]:
-    """Run a DAG defined in the test with ``dag.test()``; returns the DagRun."""
-    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
-
-    def run(dag: Any, **test_kwargs: Any) -> Any:
-        bag = DagBag(dag_folder=os.path.join(airflow_db, "dags"))
-        bag.bag_dag(dag)
-        sync_bag_to_db(bag, "dags-folder", None)
-        return dag.test(**test_kwargs)
-
-    return run

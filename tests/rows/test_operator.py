@@ -35,16 +35,6 @@ WAREHOUSE_COLUMNS = {
 }
 
 
-def connect(monkeypatch: pytest.MonkeyPatch, emulator: LiveEmulator) -> None:
-    connection = {
-        "conn_type": "listsync",
-        "host": emulator.base_url,
-        "password": SECRET,
-        "extra": {"user_id": USER},
-    }
-    monkeypatch.setenv("AIRFLOW_CONN_LISTSYNC_DEFAULT", json.dumps(connection))
-
-
 def rows_dag(dag_id: str, **operator_options: Any) -> Any:
     from airflow.sdk import DAG
 
@@ -100,9 +90,9 @@ def test_templated_fields_are_the_documented_ones() -> None:
 
 
 def test_user_id_overrides_the_connection_user(
-    emulator: LiveEmulator, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    emulator: LiveEmulator, connect_listsync: Callable[..., None], tmp_path: Path
 ) -> None:
-    connect(monkeypatch, emulator)
+    connect_listsync(emulator.base_url, SECRET, USER)
     source = tmp_path / "accounts.csv"
     source.write_text("Domain\nacme.com\n")
     operator = UpsertRowsOperator(
@@ -185,13 +175,14 @@ def test_dag_upserts_a_postgres_table_then_reruns_without_writes(
     warehouse_table: tuple[str, Any],
     postgres_url: str,
     run_dag: Callable[..., Any],
+    connect_listsync: Callable[..., None],
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
     import sqlalchemy as sa
 
     table, engine = warehouse_table
-    connect(monkeypatch, emulator)
+    connect_listsync(emulator.base_url, SECRET, USER)
     monkeypatch.setenv("AIRFLOW_CONN_ROWS_WAREHOUSE", "postgresql://postgres@127.0.0.1:5432/test")
     emulator.seed({"domain": "stale.io", "name": "Stale"})
     dag = rows_dag(
@@ -268,9 +259,12 @@ def test_dag_upserts_a_postgres_table_then_reruns_without_writes(
 
 @pytest.mark.slow
 def test_dag_run_with_a_dropped_row_add_ends_without_duplicates(
-    emulator: LiveEmulator, run_dag: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    emulator: LiveEmulator,
+    run_dag: Callable[..., Any],
+    connect_listsync: Callable[..., None],
+    tmp_path: Path,
 ) -> None:
-    connect(monkeypatch, emulator)
+    connect_listsync(emulator.base_url, SECRET, USER)
     source = tmp_path / "accounts.csv"
     source.write_text("Domain,Name\na.io,A\nb.io,B\nc.io,C\nd.io,D\n", encoding="utf-8")
     # The first POST rows is applied, then its connection is closed before the answer is sent.
@@ -297,9 +291,9 @@ def test_dag_run_with_a_dropped_row_add_ends_without_duplicates(
 
 
 def test_plan_and_rejects_may_go_to_object_storage(
-    emulator: LiveEmulator, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    emulator: LiveEmulator, connect_listsync: Callable[..., None], tmp_path: Path
 ) -> None:
-    connect(monkeypatch, emulator)
+    connect_listsync(emulator.base_url, SECRET, USER)
     source = tmp_path / "accounts.csv"
     source.write_text("Domain,Name\nacme.com,Acme\nnot a domain,Bad\n", encoding="utf-8")
     (tmp_path / "out").mkdir()  # a file:// store, like a bucket, does not create folders

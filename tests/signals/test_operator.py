@@ -61,16 +61,10 @@ def extract(tmp_path: Path) -> tuple[Path, list[dict[str, str]]]:
 
 
 @pytest.fixture
-def live_emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def live_emulator(connect_listsync: Callable[..., None]) -> Iterator[str]:
     """A demo emulator with 2-second windows, named by the default connection."""
     with serve_in_thread(demo_config().model_copy(update={"window_seconds": 2})) as url:
-        connection = {
-            "conn_type": "listsync",
-            "host": url,
-            "password": API_KEY,
-            "extra": {"user_id": "usr_demo"},
-        }
-        monkeypatch.setenv("AIRFLOW_CONN_LISTSYNC_DEFAULT", json.dumps(connection))
+        connect_listsync(url, API_KEY, "usr_demo")
         yield url
 
 
