@@ -108,3 +108,66 @@ def test_a_sql_extract_runs_on_the_connections_engine(
 def test_reading_checks_the_arguments_too() -> None:
     with pytest.raises(ValueError, match="got both"):
         read_operator_extract(source="a.csv", sql="select 1", sql_conn_id="db")
+
+
+@pytest.fixture
+def engines_of_reads(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The engines ``read_operator_extract`` gets from ``sql_conn_id``, kept to look at after the read."""
+    from listsync.operators import extract
+
+    engines: list[Any] = []
+    original = extract.sql_engine
+
+    def recorded(sql_conn_id: str) -> Any:
+        engines.append(original(sql_conn_id))
+        return engines[-1]
+
+    monkeypatch.setattr(extract, "sql_engine", recorded)
+    return engines
+
+
+def _pool_is_empty(engine: Any) -> bool:
+    # A pool still holding the query's connection closes it only when garbage collected, with a
+    # ResourceWarning (an error in this suite).
+    return bool(engine.pool.checkedin() == 0 and engine.pool.checkedout() == 0)
+
+
+@pytest.mark.postgres
+def test_a_sql_extract_leaves_no_postgres_connection_open(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch, engines_of_reads: list[Any]
+) -> None:
+    from sqlalchemy.engine import make_url
+
+    url = make_url(postgres_url)
+    connection = {"conn_type": "postgres", "host": url.host, "port": url.port, "login": url.username}
+    monkeypatch.setenv("AIRFLOW_CONN_CRM_PG", json.dumps({**connection, "schema": url.database}))
+
+    frames = read_operator_extract(
+        source=None, sql="select n from generate_series(1, 5) as n", sql_conn_id="crm_pg", chunk_size=2
+    )
+
+    assert [row["n"] for row in _rows(frames)] == [1, 2, 3, 4, 5]
+    (engine,) = engines_of_reads
+    assert _pool_is_empty(engine)
+
+
+def test_a_sql_extract_given_up_half_way_leaves_no_connection_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engines_of_reads: list[Any]
+) -> None:
+    import sqlite3
+    from contextlib import closing
+
+    database = tmp_path / "crm.db"
+    with closing(sqlite3.connect(database)) as connection, connection:
+        connection.execute("create table contacts (email text)")
+        connection.executemany("insert into contacts values (?)", [("ann@acme.com",), ("bob@acme.com",)])
+    monkeypatch.setenv("AIRFLOW_CONN_CRM_DB", json.dumps({"conn_type": "sqlite", "host": str(database)}))
+    frames = read_operator_extract(
+        source=None, sql="select * from contacts order by email", sql_conn_id="crm_db", chunk_size=1
+    )
+
+    assert next(frames)["email"].tolist() == ["ann@acme.com"]
+    frames.close()  # what the garbage collector does to a read given up half-way
+
+    (engine,) = engines_of_reads
+    assert _pool_is_empty(engine)

@@ -144,32 +144,8 @@ def warehouse_table(postgres_url: str) -> Iterator[tuple[str, Any]]:
         engine.dispose()
 
 
-@pytest.fixture
-def disposed_sql_engines(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Dispose the engines the operator gets from ``sql_conn_id`` at the end of the test.
-
-    ``listsync.operators.extract.sql_engine`` hands the hook's engine to ``read_extract`` and
-    nobody disposes it, so its pooled PostgreSQL connection is closed only by the garbage
-    collector (a ``ResourceWarning``, an error under this suite's settings).
-    """
-    from listsync.operators import extract
-
-    engines: list[Any] = []
-    original = extract.sql_engine
-
-    def tracked(sql_conn_id: str) -> Any:
-        engines.append(original(sql_conn_id))
-        return engines[-1]
-
-    monkeypatch.setattr(extract, "sql_engine", tracked)
-    yield
-    for engine in engines:
-        engine.dispose()
-
-
 @pytest.mark.slow
 @pytest.mark.postgres
-@pytest.mark.usefixtures("disposed_sql_engines")
 def test_dag_upserts_a_postgres_table_then_reruns_without_writes(
     emulator: LiveEmulator,
     warehouse_table: tuple[str, Any],

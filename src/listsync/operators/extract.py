@@ -86,7 +86,8 @@ def read_operator_extract(
     :param sql: a query, or None when ``source`` is given.
     :param sql_conn_id: the Airflow connection the query runs on.
     :param read_options: passed on to ``read_extract`` (chunk size, CSV delimiter...).
-    :return: the extract's DataFrames, one chunk at a time.
+    :return: the extract's DataFrames, one chunk at a time. A SQL extract's engine is disposed
+        of once they have been read, or when the iterator is closed.
     """
     from listsync.sync.sources import read_extract
 
@@ -94,4 +95,24 @@ def read_operator_extract(
     if source is not None:
         return read_extract(storage_path(source), **read_options)
     assert sql is not None and sql_conn_id is not None  # check_extract_arguments guarantees it
-    return read_extract(sql=sql, engine=sql_engine(sql_conn_id), **read_options)
+    engine = sql_engine(sql_conn_id)
+    try:
+        frames = read_extract(sql=sql, engine=engine, **read_options)
+    except BaseException:
+        engine.dispose()
+        raise
+    return _disposing_engine(frames, engine)
+
+
+def _disposing_engine(frames: Iterator[pd.DataFrame], engine: Engine) -> Iterator[pd.DataFrame]:
+    """Yield ``frames``, then dispose of ``engine``: read to the end, or closed when abandoned.
+
+    The hook builds a new engine for each call, so the read owns it; its pool keeps the query's
+    connection open after the read until the engine is disposed (left to the garbage collector,
+    an open PostgreSQL connection and a ``ResourceWarning``). The query does not connect before
+    the first chunk is asked for, so a read never started leaves nothing open.
+    """
+    try:
+        yield from frames
+    finally:
+        engine.dispose()
