@@ -175,7 +175,7 @@ def measure(phase: str, path: Path) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--repeat", type=int, default=2, help="runs of each compared phase (best kept)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each compared phase (best kept)")
     parser.add_argument("--no-results", action="store_true", help="do not append to benchmarks/RESULTS.md")
     parser.add_argument("--child", nargs=2, metavar=("PHASE", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
