@@ -1,10 +1,10 @@
 """Fixtures shared by the whole suite.
 
 ``postgres_url`` is a reachable PostgreSQL test database; ``fake_clock`` is time that moves only
-when told. ``airflow_home`` points Airflow at a SQLite metadata DB made once per session,
-``run_dag`` runs a DAG with ``dag.test()`` on it, and ``connect_listsync`` points the
-``listsync_default`` connection at a live emulator for one test (``listsync_connection`` builds
-that connection for fixtures of a wider scope).
+when told; ``emulator`` is the handle of a folder's emulator ``app``. ``airflow_home`` points
+Airflow at a SQLite metadata DB made once per session, ``run_dag`` runs a DAG with ``dag.test()``
+on it, and ``connect_listsync`` points the ``listsync_default`` connection at a live emulator for
+one test (``listsync_connection`` builds that connection for fixtures of a wider scope).
 """
 
 from __future__ import annotations
@@ -13,9 +13,14 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from listsync.emulator import Emulator
 
 POSTGRES_URL = os.environ.get(
     "LISTSYNC_TEST_POSTGRES_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test"
@@ -69,6 +74,17 @@ class FakeClock:
 def fake_clock() -> FakeClock:
     """A :class:`FakeClock` at 2027-01-15T08:00:00Z."""
     return FakeClock()
+
+
+@pytest.fixture
+def emulator(app: FastAPI) -> Emulator:
+    """The in-process handle (``state``, ``stats``, ``faults``) of the emulator ``app``.
+
+    ``app`` is the folder's own fixture (the emulator and contract tests build theirs on a fake
+    clock); folders that build their emulator otherwise define their own ``emulator``.
+    """
+    handle: Emulator = app.state.emulator
+    return handle
 
 
 @pytest.fixture(scope="session")

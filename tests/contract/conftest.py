@@ -14,18 +14,12 @@ import pytest
 from fastapi import FastAPI
 
 from listsync.client import ListSyncClient
-from listsync.emulator import Emulator, create_app, demo_config, serve_in_thread
+from listsync.emulator import create_app, demo_config, serve_in_thread
 
 
 @pytest.fixture
 def app(fake_clock: Any) -> FastAPI:
     return create_app(demo_config(), clock=fake_clock)
-
-
-@pytest.fixture
-def emulator(app: FastAPI) -> Emulator:
-    handle: Emulator = app.state.emulator
-    return handle
 
 
 @pytest.fixture

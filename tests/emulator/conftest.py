@@ -9,7 +9,7 @@ import pytest
 from fastapi import FastAPI
 from starlette.testclient import TestClient
 
-from listsync.emulator import Emulator, EmulatorConfig, create_app, demo_config
+from listsync.emulator import EmulatorConfig, create_app, demo_config
 
 SECRET = "sk_demo_listsync"
 TABLE = "tbl_accounts"
@@ -45,12 +45,6 @@ def config() -> EmulatorConfig:
 @pytest.fixture
 def app(config: EmulatorConfig, clock: Any, sleep: RecordingSleep) -> FastAPI:
     return create_app(config, clock=clock, sleep=sleep)
-
-
-@pytest.fixture
-def emulator(app: FastAPI) -> Emulator:
-    handle: Emulator = app.state.emulator
-    return handle
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Helpers shared by the signal tests: a fake clock, a live emulator on it, and a mixed extract."""
+"""Helpers shared by the signal tests: a fake clock, a live emulator on it, a mixed extract, its
+column mapping and valid rows, and a stand-in for Airflow's task state store."""
 
 from __future__ import annotations
 
@@ -15,6 +16,15 @@ from listsync.emulator import create_app, demo_config, serve_in_thread
 
 API_KEY = "sk_demo_listsync"
 SIGNAL_TYPES = {"page_visit": "Event", "seats_used": "Metric", "deal_stage": "State"}
+# How the columns of :func:`mixed_rows` become events (``EventMapping`` or operator arguments).
+MAPPING_COLUMNS = {
+    "signal_column": "signal",
+    "identity_type_column": "object_type",
+    "identity_id_column": "object_id",
+    "data_column": "payload",
+    "timestamp_column": "occurred_at",
+    "reference_column": "event_id",
+}
 
 
 @dataclass
@@ -94,3 +104,30 @@ def mixed_rows(page_visits: int = 150, seats: int = 40, stages: int = 35) -> lis
 
 INVALID_ROWS = 3
 UNKNOWN_SIGNAL_ROWS = 2
+
+
+def valid_references(rows: list[dict[str, str]]) -> set[str]:
+    """The ``event_id`` of every row of :func:`mixed_rows` that makes a valid event."""
+    return {
+        row["event_id"]
+        for row in rows
+        if row["signal"] != "not_a_signal"
+        and row["object_id"]
+        and row["occurred_at"][0] == "2"
+        and row["payload"].startswith("{")
+    }
+
+
+class DictStore:
+    """Stands in for Airflow's task state store: get/set of JSON values; counts the writes."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, object] = {}
+        self.writes = 0
+
+    def get(self, key: str, default: object = None) -> object:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: object) -> None:
+        self.writes += 1
+        self.values[key] = value

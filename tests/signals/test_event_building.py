@@ -14,18 +14,7 @@ from listsync.sync.events import (
     event_reference,
 )
 
-
-class DictStore:
-    """Stands in for Airflow's task state store: get/set of JSON values."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, object] = {}
-
-    def get(self, key: str, default: object = None) -> object:
-        return self.values.get(key, default)
-
-    def set(self, key: str, value: object) -> None:
-        self.values[key] = value
+from .emulated import DictStore
 
 
 @pytest.mark.parametrize(

@@ -15,39 +15,20 @@ from listsync.sync.rejects import Rejects
 
 from .emulated import (
     INVALID_ROWS,
+    MAPPING_COLUMNS,
     SIGNAL_TYPES,
     UNKNOWN_SIGNAL_ROWS,
+    DictStore,
     FakeClock,
     client_for,
     emulator_on,
     fail_next_batch,
     ingested_references,
     mixed_rows,
+    valid_references,
 )
 
-MAPPING = EventMapping(
-    signal_column="signal",
-    identity_type_column="object_type",
-    identity_id_column="object_id",
-    data_column="payload",
-    timestamp_column="occurred_at",
-    reference_column="event_id",
-)
-
-
-class DictStore:
-    """Stands in for Airflow's task state store."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, object] = {}
-        self.writes = 0
-
-    def get(self, key: str, default: object = None) -> object:
-        return self.values.get(key, default)
-
-    def set(self, key: str, value: object) -> None:
-        self.writes += 1
-        self.values[key] = value
+MAPPING = EventMapping(**MAPPING_COLUMNS)
 
 
 @pytest.fixture
@@ -69,17 +50,6 @@ def client(base_url: str, clock: FakeClock) -> Iterator[ListSyncClient]:
 
 def frames(rows: list[dict[str, str]], chunk: int = 64) -> list[pd.DataFrame]:
     return [pd.DataFrame(rows[i : i + chunk], dtype=object) for i in range(0, len(rows), chunk)]
-
-
-def valid_references(rows: list[dict[str, str]]) -> set[str]:
-    return {
-        row["event_id"]
-        for row in rows
-        if row["signal"] != "not_a_signal"
-        and row["object_id"]
-        and row["occurred_at"][0] == "2"
-        and row["payload"].startswith("{")
-    }
 
 
 def test_every_valid_row_is_ingested_once_and_every_other_row_is_accounted_for(

@@ -21,35 +21,18 @@ from listsync.triggers.rate_limit import RateLimitWindowTrigger
 from .emulated import (
     API_KEY,
     INVALID_ROWS,
+    MAPPING_COLUMNS,
     SIGNAL_TYPES,
     UNKNOWN_SIGNAL_ROWS,
+    DictStore,
     FakeClock,
     client_for,
     emulator_on,
     fail_next_batch,
     ingested_references,
     mixed_rows,
+    valid_references,
 )
-
-MAPPING = {
-    "signal_column": "signal",
-    "identity_type_column": "object_type",
-    "identity_id_column": "object_id",
-    "data_column": "payload",
-    "timestamp_column": "occurred_at",
-    "reference_column": "event_id",
-}
-
-
-def valid_references(rows: list[dict[str, str]]) -> set[str]:
-    return {
-        row["event_id"]
-        for row in rows
-        if row["signal"] != "not_a_signal"
-        and row["object_id"]
-        and row["occurred_at"][0] == "2"
-        and row["payload"].startswith("{")
-    }
 
 
 @pytest.fixture
@@ -84,7 +67,7 @@ def ingest_dag(
             retries=1,
             retry_delay=timedelta(0),
             signal_types=SIGNAL_TYPES,
-            **MAPPING,
+            **MAPPING_COLUMNS,
             **operator_kwargs,
         )
 
@@ -180,17 +163,6 @@ def test_a_deferrable_task_defers_through_the_trigger_and_completes(
     assert ingested_references(live_emulator) == dict.fromkeys(valid_references(rows), 1)
 
 
-class DictStore:
-    def __init__(self) -> None:
-        self.values: dict[str, Any] = {}
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.values.get(key, default)
-
-    def set(self, key: str, value: Any) -> None:
-        self.values[key] = value
-
-
 def run_trigger(trigger: RateLimitWindowTrigger, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> list:
     import asyncio
 
@@ -219,7 +191,7 @@ def test_defer_then_execute_complete_resumes_from_the_checkpoint(
     with emulator_on(clock) as url:
         monkeypatch.setattr(ListSyncHook, "get_client", lambda self: client_for(url, clock))
         operator = IngestSignalsOperator(
-            task_id="ingest", source=str(path), deferrable=True, defer_after_seconds=5, **MAPPING
+            task_id="ingest", source=str(path), deferrable=True, defer_after_seconds=5, **MAPPING_COLUMNS
         )
         context: dict[str, Any] = {"task_state_store": DictStore()} if with_task_state_store else {}
 
