@@ -587,8 +587,8 @@ _FAST_PATHS: dict[Callable[..., Any], Callable[[pa.Array], pa.Array]] = {
     normalize_email: _fast_emails,
 }
 _CACHE_KEYS: dict[Callable[..., Any], Callable[[pa.Array], pa.Array]] = {normalize_phone: _phone_keys}
-# Rules whose outputs are lists or dicts: cached outputs are shared, so each row gets a copy.
-_CONTAINER_RULES = frozenset({normalize_personas, parse_connection_paths, parse_json, to_json_value})
+# Rules that turn text into lists or dicts: cached outputs are shared, so each row gets a copy.
+_CONTAINER_RULES = frozenset({normalize_personas, parse_connection_paths, parse_json})
 
 
 def normalize_column(series: pd.Series, rule: Callable[[Any], Any]) -> ColumnResult:
@@ -654,6 +654,7 @@ def _normalize_text_column(raw: list[Any], rule: Callable[[Any], Any], result: C
     result.values = values.tolist()
     if function in _CONTAINER_RULES:
         result.values = [copy.deepcopy(value) if value is not None else None for value in result.values]
+
     return result
 
 
