@@ -11,11 +11,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
-API_KEY_ENV = "LISTSYNC_API_KEY"
+from listsync.commands.common import (
+    API_KEY_ENV,
+    EXIT_USAGE,
+    add_extract_arguments,
+    add_service_arguments,
+    api_key,
+    check_extract_arguments,
+    read_frames,
+    report,
+    run_and_report,
+)
+
+__all__ = ["API_KEY_ENV", "JsonFileStore", "register", "run"]
 
 
 class JsonFileStore:
@@ -69,11 +80,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             f"summary. The API key is read from ${API_KEY_ENV} unless --api-key is given."
         ),
     )
-    extract = parser.add_argument_group("extract (give --source or --sql with --sql-url)")
-    extract.add_argument("--source", help="the extract file: CSV, Parquet or JSON lines")
-    extract.add_argument("--sql", help="a query giving the extract")
-    extract.add_argument("--sql-url", help="SQLAlchemy URL of the database the query runs on")
-    extract.add_argument("--delimiter", help="CSV field separator (default ,)")
+    add_extract_arguments(parser)
 
     mapping = parser.add_argument_group("mapping (one of each pair)")
     mapping.add_argument("--signal", help="the signal slug of every event")
@@ -87,9 +94,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     mapping.add_argument("--reference-column", help="column holding the event's reference")
     mapping.add_argument("--version", type=_version, help="schema version: a number or latest")
 
-    service = parser.add_argument_group("service")
-    service.add_argument("--base-url", required=True, help="the service's base URL")
-    service.add_argument("--api-key", help=f"the API key (default: ${API_KEY_ENV})")
+    service = add_service_arguments(parser, user_id=False)
     service.add_argument(
         "--signal-type",
         type=_signal_type,
@@ -110,12 +115,9 @@ def run(args: argparse.Namespace) -> int:
     """Run the ingestion and print the summary; exit status 2 on bad arguments, 1 on a failed run."""
     # Imported here so `listsync --help` does not pay for pandas and httpx.
     from listsync.client import ListSyncClient
-    from listsync.client.errors import ListSyncError
     from listsync.sync.events import CheckpointStore, EventMapping, ingest_events
     from listsync.sync.rejects import Rejects
-    from listsync.sync.sources import read_extract
 
-    api_key = args.api_key or os.environ.get(API_KEY_ENV)
     try:
         mapping = EventMapping(
             signal=args.signal,
@@ -129,22 +131,18 @@ def run(args: argparse.Namespace) -> int:
             reference_column=args.reference_column,
             version=args.version,
         )
-        if (args.source is None) == (args.sql is None) or (args.sql is not None and not args.sql_url):
-            raise ValueError("give --source FILE, or --sql QUERY with --sql-url URL")
-        if not api_key and not args.dry_run:
-            raise ValueError(f"no API key: set ${API_KEY_ENV} or give --api-key")
+        check_extract_arguments(args)
+        key = api_key(args, required=not args.dry_run)
     except ValueError as exc:
-        print(f"listsync ingest: {exc}", file=sys.stderr)
-        return 2
-    if args.source is not None:
-        frames = read_extract(args.source, delimiter=args.delimiter)
-    else:
-        frames = read_extract(sql=args.sql, url=args.sql_url)
+        report("ingest", exc)
+        return EXIT_USAGE
+    frames = read_frames(args)
     checkpoints = CheckpointStore(JsonFileStore(args.checkpoint) if args.checkpoint else None)
-    client = None if args.dry_run else ListSyncClient(args.base_url, api_key or "")
-    try:
+    client = None if args.dry_run else ListSyncClient(args.base_url, key)
+
+    def ingest() -> dict[str, Any]:
         with Rejects(args.rejects_path) as rejects:
-            summary = ingest_events(
+            return ingest_events(
                 client,
                 frames,
                 mapping,
@@ -154,17 +152,10 @@ def run(args: argparse.Namespace) -> int:
                 checkpoints=checkpoints,
                 dry_run=args.dry_run,
             )
-    except (ListSyncError, ValueError) as exc:
-        # Unreadable extracts, bad mappings and service failures alike: their messages say what to
-        # fix and name the request, never the key (the client keeps it out of them).
-        print(f"listsync ingest: {exc}", file=sys.stderr)
-        if args.checkpoint:
-            print(
-                f"listsync ingest: run again with --checkpoint {args.checkpoint} to resume", file=sys.stderr
-            )
-        return 1
+
+    resume = f"run again with --checkpoint {args.checkpoint} to resume" if args.checkpoint else None
+    try:
+        return run_and_report("ingest", ingest, hint_on_failure=resume)
     finally:
         if client is not None:
             client.close()
-    print(json.dumps(summary, indent=2))
-    return 0

@@ -12,30 +12,25 @@ The same flow and options as ``SyncTargetablePeopleOperator``
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import sys
 
-API_KEY_ENV = "LISTSYNC_API_KEY"
+from listsync.commands.common import (
+    API_KEY_ENV,
+    EXIT_USAGE,
+    add_extract_arguments,
+    add_service_arguments,
+    api_key,
+    check_extract_arguments,
+    chunk_size_argument,
+    column_mapping,
+    read_frames,
+    report,
+    run_and_report,
+)
+
+__all__ = ["API_KEY_ENV", "WRITE_KINDS", "register", "run"]
+
+# The request kinds of a people sync (listsync.sync.people), spelt here so --help stays cheap.
 WRITE_KINDS = ("add", "patch", "delete")
-
-
-def _column_mapping(text: str) -> tuple[str, str]:
-    # rpartition: field names never hold "=", column names might.
-    column, sep, field = text.rpartition("=")
-    if not sep or not column or not field:
-        raise argparse.ArgumentTypeError(f"expected COLUMN=FIELD, got {text!r}")
-    return column, field.strip()
-
-
-def _chunk_size(text: str) -> tuple[str | None, int]:
-    kind, sep, number = text.rpartition("=")
-    if sep and kind not in WRITE_KINDS:
-        raise argparse.ArgumentTypeError(f"expected N or KIND=N with KIND one of {', '.join(WRITE_KINDS)}")
-    try:
-        return (kind or None), int(number)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of people, got {number!r}") from None
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,15 +45,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     parser.add_argument("--table-id", required=True, help="the List to sync")
-    extract = parser.add_argument_group("extract (give --source or --sql with --sql-url)")
-    extract.add_argument("--source", help="the extract file: CSV, Parquet or JSON lines")
-    extract.add_argument("--sql", help="a query giving the extract")
-    extract.add_argument("--sql-url", help="SQLAlchemy URL of the database the query runs on")
-    extract.add_argument("--delimiter", help="CSV field separator (default ,)")
+    add_extract_arguments(parser)
     parser.add_argument(
         "--map",
         dest="column_map",
-        type=_column_mapping,
+        type=column_mapping,
         action="append",
         required=True,
         metavar="COLUMN=FIELD",
@@ -84,7 +75,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     sync.add_argument(
         "--chunk-size",
-        type=_chunk_size,
+        type=chunk_size_argument(WRITE_KINDS, "people"),
         action="append",
         default=[],
         metavar="N|KIND=N",
@@ -107,43 +98,33 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sync.add_argument("--rejects-path", metavar="FILE", help="write rejected rows here as JSON lines")
     sync.add_argument("--plan-path", metavar="FILE", help="write the plan here as JSON lines")
 
-    service = parser.add_argument_group("service")
-    service.add_argument("--base-url", required=True, help="the service's base URL")
-    service.add_argument("--api-key", help=f"the API key (default: ${API_KEY_ENV})")
-    service.add_argument("--user-id", help="the service user to act as (userId)")
+    add_service_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the sync and print the summary; exit status 2 on bad arguments, 1 on a failed run."""
     # Imported here so `listsync --help` does not pay for pandas and httpx.
-    from listsync.client import ListSyncClient, ListSyncError
+    from listsync.client import ListSyncClient
     from listsync.client.writers import PEOPLE_PER_REQUEST
     from listsync.sync.people import chunk_sizes, sync_people
-    from listsync.sync.plan import SyncFailedError
-    from listsync.sync.sources import read_extract
 
-    api_key = args.api_key or os.environ.get(API_KEY_ENV)
     sizes = {kind: size for kind, size in args.chunk_size if kind is not None}
     overall = [size for kind, size in args.chunk_size if kind is None]
     try:
-        if (args.source is None) == (args.sql is None) or (args.sql is not None and not args.sql_url):
-            raise ValueError("give --source FILE, or --sql QUERY with --sql-url URL")
-        if not api_key:
-            raise ValueError(f"no API key: set ${API_KEY_ENV} or give --api-key")
+        check_extract_arguments(args)
+        key = api_key(args)
         chunk_size = chunk_sizes(
             {kind: sizes.get(kind, overall[-1] if overall else PEOPLE_PER_REQUEST) for kind in WRITE_KINDS}
         )
     except ValueError as exc:
-        print(f"listsync sync-people: {exc}", file=sys.stderr)
-        return 2
-    if args.source is not None:
-        frames = read_extract(args.source, delimiter=args.delimiter)
-    else:
-        frames = read_extract(sql=args.sql, url=args.sql_url)
-    with ListSyncClient(args.base_url, api_key, args.user_id) as client:
-        try:
-            summary = sync_people(
+        report("sync-people", exc)
+        return EXIT_USAGE
+    frames = read_frames(args)
+    with ListSyncClient(args.base_url, key, args.user_id) as client:
+        return run_and_report(
+            "sync-people",
+            lambda: sync_people(
                 client,
                 args.table_id,
                 frames,
@@ -159,15 +140,5 @@ def run(args: argparse.Namespace) -> int:
                 plan_path=args.plan_path,
                 max_reject_fraction=args.max_reject_fraction,
                 default_region=args.default_region,
-            )
-        except SyncFailedError as exc:
-            print(json.dumps(exc.summary, indent=2))
-            print(f"listsync sync-people: {exc}", file=sys.stderr)
-            return 1
-        except (ListSyncError, ValueError) as exc:
-            # Unsafe deletes, unreadable extracts, bad maps and service failures alike: their
-            # messages say what to fix and name the request, never the key.
-            print(f"listsync sync-people: {exc}", file=sys.stderr)
-            return 1
-    print(json.dumps(summary, indent=2))
-    return 0
+            ),
+        )

@@ -12,25 +12,25 @@ prints the JSON summary. Example::
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import sys
 
-from listsync.commands.people import _column_mapping
+from listsync.commands.common import (
+    API_KEY_ENV,
+    EXIT_USAGE,
+    add_extract_arguments,
+    add_service_arguments,
+    api_key,
+    check_extract_arguments,
+    chunk_size_argument,
+    column_mapping,
+    read_frames,
+    report,
+    run_and_report,
+)
 
-API_KEY_ENV = "LISTSYNC_API_KEY"
+__all__ = ["API_KEY_ENV", "WRITE_KINDS", "register", "run"]
+
 # The request kinds of a rows upsert (listsync.sync.rows), spelt here so --help stays cheap.
 WRITE_KINDS = ("add_rows", "update_cells", "delete_rows")
-
-
-def _chunk_size(text: str) -> tuple[str | None, int]:
-    kind, sep, number = text.rpartition("=")
-    if sep and kind not in WRITE_KINDS:
-        raise argparse.ArgumentTypeError(f"expected N or KIND=N with KIND one of {', '.join(WRITE_KINDS)}")
-    try:
-        return (kind or None), int(number)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of items, got {number!r}") from None
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -53,15 +53,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="domain",
         help="normalise keys as domains (default) or as trimmed text",
     )
-    extract = parser.add_argument_group("extract (give --source or --sql with --sql-url)")
-    extract.add_argument("--source", help="the extract file: CSV, Parquet or JSON lines")
-    extract.add_argument("--sql", help="a query giving the extract")
-    extract.add_argument("--sql-url", help="SQLAlchemy URL of the database the query runs on")
-    extract.add_argument("--delimiter", help="CSV field separator (default ,)")
+    add_extract_arguments(parser)
     parser.add_argument(
         "--map",
         dest="column_map",
-        type=_column_mapping,
+        type=column_mapping,
         action="append",
         required=True,
         metavar="COLUMN=COLUMN_ID",
@@ -96,7 +92,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     upsert.add_argument(
         "--chunk-size",
-        type=_chunk_size,
+        type=chunk_size_argument(WRITE_KINDS, "items"),
         action="append",
         default=[],
         metavar="N|KIND=N",
@@ -121,41 +117,31 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     upsert.add_argument("--rejects-path", metavar="FILE", help="write rejected rows here as JSON lines")
     upsert.add_argument("--plan-path", metavar="FILE", help="write the plan here as JSON lines")
 
-    service = parser.add_argument_group("service")
-    service.add_argument("--base-url", required=True, help="the service's base URL")
-    service.add_argument("--api-key", help=f"the API key (default: ${API_KEY_ENV})")
-    service.add_argument("--user-id", help="the service user to act as (userId)")
+    add_service_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the upsert and print the summary; exit status 2 on bad arguments, 1 on a failed run."""
     # Imported here so `listsync --help` does not pay for pandas and httpx.
-    from listsync.client import ListSyncClient, ListSyncError
-    from listsync.sync.plan import SyncFailedError
+    from listsync.client import ListSyncClient
     from listsync.sync.rows import chunk_sizes, upsert_rows
-    from listsync.sync.sources import read_extract
 
-    api_key = args.api_key or os.environ.get(API_KEY_ENV)
     overall = [size for kind, size in args.chunk_size if kind is None]
     by_kind = {kind: size for kind, size in args.chunk_size if kind is not None}
     try:
-        if (args.source is None) == (args.sql is None) or (args.sql is not None and not args.sql_url):
-            raise ValueError("give --source FILE, or --sql QUERY with --sql-url URL")
-        if not api_key:
-            raise ValueError(f"no API key: set ${API_KEY_ENV} or give --api-key")
+        check_extract_arguments(args)
+        key = api_key(args)
         sizes = chunk_sizes(overall[-1] if overall else None)
         sizes = chunk_sizes({**sizes, **by_kind})
     except ValueError as exc:
-        print(f"listsync upsert-rows: {exc}", file=sys.stderr)
-        return 2
-    if args.source is not None:
-        frames = read_extract(args.source, delimiter=args.delimiter)
-    else:
-        frames = read_extract(sql=args.sql, url=args.sql_url)
-    with ListSyncClient(args.base_url, api_key, args.user_id) as client:
-        try:
-            summary = upsert_rows(
+        report("upsert-rows", exc)
+        return EXIT_USAGE
+    frames = read_frames(args)
+    with ListSyncClient(args.base_url, key, args.user_id) as client:
+        return run_and_report(
+            "upsert-rows",
+            lambda: upsert_rows(
                 client,
                 args.table_id,
                 frames,
@@ -172,15 +158,5 @@ def run(args: argparse.Namespace) -> int:
                 rejects_path=args.rejects_path,
                 plan_path=args.plan_path,
                 max_reject_fraction=args.max_reject_fraction,
-            )
-        except SyncFailedError as exc:
-            print(json.dumps(exc.summary, indent=2))
-            print(f"listsync upsert-rows: {exc}", file=sys.stderr)
-            return 1
-        except (ListSyncError, ValueError) as exc:
-            # Unsafe deletes, unreadable extracts, bad maps and service failures alike: their
-            # messages say what to fix and name the request, never the key.
-            print(f"listsync upsert-rows: {exc}", file=sys.stderr)
-            return 1
-    print(json.dumps(summary, indent=2))
-    return 0
+            ),
+        )

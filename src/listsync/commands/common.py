@@ -1,0 +1,167 @@
+"""What the ``listsync`` job commands share: options, the API key, the summary and exit statuses.
+
+``sync-people``, ``upsert-rows`` and ``ingest`` read an extract the same way (``--source``, or
+``--sql`` with ``--sql-url``), reach the service the same way (``--base-url``, ``--api-key`` or
+``$LISTSYNC_API_KEY``) and end the same way: the JSON summary on standard output, a message on
+standard error, and exit status :data:`EXIT_OK`, :data:`EXIT_FAILED` or :data:`EXIT_USAGE`.
+
+Nothing heavy is imported at module level, so ``listsync --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Collection, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "API_KEY_ENV",
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "add_extract_arguments",
+    "add_service_arguments",
+    "api_key",
+    "check_extract_arguments",
+    "chunk_size_argument",
+    "column_mapping",
+    "print_summary",
+    "read_frames",
+    "report",
+    "run_and_report",
+]
+
+API_KEY_ENV = "LISTSYNC_API_KEY"
+
+#: The job ran (or, in a dry run, planned) and everything was written.
+EXIT_OK = 0
+#: The job failed or some items could not be written.
+EXIT_FAILED = 1
+#: The arguments were wrong; nothing was read or sent.
+EXIT_USAGE = 2
+
+
+def column_mapping(text: str) -> tuple[str, str]:
+    """Parse ``--map COLUMN=TARGET`` into ``(column, target)``."""
+    # rpartition: field names and column ids never hold "=", extract column names might.
+    column, sep, field = text.rpartition("=")
+    if not sep or not column or not field:
+        raise argparse.ArgumentTypeError(f"expected COLUMN=FIELD, got {text!r}")
+    return column, field.strip()
+
+
+def chunk_size_argument(kinds: Collection[str], unit: str) -> Callable[[str], tuple[str | None, int]]:
+    """The parser of ``--chunk-size N|KIND=N``: ``(None, N)`` for every kind, ``(KIND, N)`` for one.
+
+    :param kinds: the write kinds a size may name.
+    :param unit: what is counted, for the message ("people", "items").
+    """
+
+    def parse(text: str) -> tuple[str | None, int]:
+        kind, sep, number = text.rpartition("=")
+        if sep and kind not in kinds:
+            raise argparse.ArgumentTypeError(f"expected N or KIND=N with KIND one of {', '.join(kinds)}")
+        try:
+            return (kind or None), int(number)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number of {unit}, got {number!r}") from None
+
+    return parse
+
+
+def add_extract_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--source``, ``--sql``, ``--sql-url`` and ``--delimiter`` (see :func:`read_frames`)."""
+    extract = parser.add_argument_group("extract (give --source or --sql with --sql-url)")
+    extract.add_argument("--source", help="the extract file: CSV, Parquet or JSON lines")
+    extract.add_argument("--sql", help="a query giving the extract")
+    extract.add_argument("--sql-url", help="SQLAlchemy URL of the database the query runs on")
+    extract.add_argument("--delimiter", help="CSV field separator (default ,)")
+
+
+def add_service_arguments(
+    parser: argparse.ArgumentParser, *, user_id: bool = True
+) -> argparse._ArgumentGroup:
+    """Add the ``service`` group: ``--base-url``, ``--api-key`` and, with ``user_id``, ``--user-id``.
+
+    :return: the group, for a command's own service options.
+    """
+    service = parser.add_argument_group("service")
+    service.add_argument("--base-url", required=True, help="the service's base URL")
+    service.add_argument("--api-key", help=f"the API key (default: ${API_KEY_ENV})")
+    if user_id:
+        service.add_argument("--user-id", help="the service user to act as (userId)")
+    return service
+
+
+def api_key(args: argparse.Namespace, *, required: bool = True) -> str:
+    """``--api-key``, else ``$LISTSYNC_API_KEY``; ``""`` when neither is set and not ``required``.
+
+    :raises ValueError: neither is set and ``required``.
+    """
+    key: str = args.api_key or os.environ.get(API_KEY_ENV) or ""
+    if not key and required:
+        raise ValueError(f"no API key: set ${API_KEY_ENV} or give --api-key")
+    return key
+
+
+def check_extract_arguments(args: argparse.Namespace) -> None:
+    """Check that the extract is named once.
+
+    :raises ValueError: not exactly one of ``--source`` and ``--sql``, or ``--sql`` without ``--sql-url``.
+    """
+    if (args.source is None) == (args.sql is None) or (args.sql is not None and not args.sql_url):
+        raise ValueError("give --source FILE, or --sql QUERY with --sql-url URL")
+
+
+def read_frames(args: argparse.Namespace) -> Iterator[pd.DataFrame]:
+    """The extract the options name, in chunks (checked by :func:`check_extract_arguments`)."""
+    from listsync.sync.sources import read_extract
+
+    if args.source is not None:
+        return read_extract(args.source, delimiter=args.delimiter)
+    return read_extract(sql=args.sql, url=args.sql_url)
+
+
+def report(command: str, message: object) -> None:
+    """Print ``listsync <command>: <message>`` on standard error."""
+    print(f"listsync {command}: {message}", file=sys.stderr)
+
+
+def print_summary(summary: Mapping[str, Any]) -> None:
+    """Print a job's JSON summary on standard output."""
+    print(json.dumps(summary, indent=2))
+
+
+def run_and_report(
+    command: str, job: Callable[[], Mapping[str, Any]], *, hint_on_failure: str | None = None
+) -> int:
+    """Run ``job``, print its summary, and return the exit status.
+
+    A job that fails with some items not written prints the summary it would have returned
+    before the message. The messages of the errors caught say what to fix and name the request,
+    never the API key (the client keeps it out of them).
+
+    :param hint_on_failure: a further line printed after the message of a failed run.
+    :return: :data:`EXIT_OK`, or :data:`EXIT_FAILED` when the job raised an error of the
+        service, the extract or the settings.
+    """
+    from listsync.client.errors import ListSyncError
+    from listsync.sync.plan import SyncFailedError
+
+    try:
+        summary = job()
+    except (ListSyncError, ValueError) as exc:
+        if isinstance(exc, SyncFailedError):
+            print_summary(exc.summary)
+        report(command, exc)
+        if hint_on_failure:
+            report(command, hint_on_failure)
+        return EXIT_FAILED
+    print_summary(summary)
+    return EXIT_OK
