@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import ModuleType
@@ -125,41 +124,6 @@ def test_backfill_runs_one_day_of_the_example_history_each_and_selects_that_days
 
 
 @pytest.fixture(scope="module")
-def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A fresh SQLite metadata DB whose DAG folder is the repository's dags/."""
-    home = tmp_path_factory.mktemp("airflow_home")
-    settings_env = {
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
-    }
-    saved = {key: os.environ.get(key) for key in settings_env}
-    os.environ.update(settings_env)
-
-    from airflow import settings
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.utils import db
-
-    settings.configure_vars()
-    settings.configure_orm()
-    db.initdb()
-    DagBundlesManager().sync_bundles_to_db()
-    yield home
-
-    settings.dispose_orm()
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    # Hand the ORM back to the metadata DB another suite's fixture had configured, if any.
-    if saved["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] is not None:
-        settings.configure_vars()
-        settings.configure_orm()
-
-
-@pytest.fixture(scope="module")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     """The example warehouse in SQLite, and the dataset it holds."""
     generate_data = load_example("generate_data")
@@ -179,41 +143,29 @@ def emulator_url() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def connections(
-    airflow_home: Path,
     warehouse: tuple[Path, Any],
     emulator_url: str,
+    listsync_connection: Callable[..., str],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Path]:
     """The DAG's connections and output folder, as the environment variables a deployment uses."""
     output = tmp_path_factory.mktemp("listsync_output")
     env = {
-        "AIRFLOW_CONN_LISTSYNC_DEFAULT": json.dumps(
-            {
-                "conn_type": "listsync",
-                "host": emulator_url,
-                "password": "sk_demo_listsync",
-                "extra": {"user_id": "usr_demo"},
-            }
-        ),
+        "AIRFLOW_CONN_LISTSYNC_DEFAULT": listsync_connection(emulator_url, "sk_demo_listsync", "usr_demo"),
         "AIRFLOW_CONN_LISTSYNC_WAREHOUSE": json.dumps({"conn_type": "sqlite", "host": str(warehouse[0])}),
         "AIRFLOW_VAR_LISTSYNC_OUTPUT_DIR": str(output),
     }
-    saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)
-    yield output
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        yield output
 
 
-def run_nightly(logical_date: datetime) -> Any:
-    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+def repo_dag(dag_id: str) -> Any:
+    """The DAG ``dag_id`` as parsed from its file in dags/."""
+    from airflow.dag_processing.dagbag import DagBag
 
-    bag = DagBag(dag_folder=str(DAGS / "crm_to_list_nightly.py"))
-    sync_bag_to_db(bag, "dags-folder", None)
-    return bag.dags["crm_to_list_nightly"].test(logical_date=logical_date)
+    return DagBag(dag_folder=str(DAGS / f"{dag_id}.py")).dags[dag_id]
 
 
 def list_updates(run_id: str) -> set[str]:
@@ -240,13 +192,16 @@ def write_requests(stats: dict[str, Any]) -> int:
 
 
 @pytest.mark.slow
-def test_nightly_dag_fills_the_list_then_a_second_run_writes_nothing(connections, warehouse, emulator_url):
+def test_nightly_dag_fills_the_list_then_a_second_run_writes_nothing(
+    connections, warehouse, emulator_url, run_dag
+):
     from listsync.sync.normalize import normalize_domain
 
     _, dataset = warehouse
     first_night = datetime(2026, 11, 20, 2, tzinfo=timezone.utc)
+    dag = repo_dag("crm_to_list_nightly")
 
-    first = run_nightly(first_night)
+    first = run_dag(dag, logical_date=first_night)
 
     assert first.state == "success"
     summary_file = connections / "crm_to_list_nightly" / "20261120T020000" / "summary.json"
@@ -289,7 +244,7 @@ def test_nightly_dag_fills_the_list_then_a_second_run_writes_nothing(connections
 
     assert list_updates(first.run_id) == {"upsert_account_rows", "sync_targetable_people"}
 
-    second = run_nightly(datetime(2026, 11, 21, 2, tzinfo=timezone.utc))
+    second = run_dag(dag, logical_date=datetime(2026, 11, 21, 2, tzinfo=timezone.utc))
 
     assert second.state == "success"
     assert write_requests(emulator_json(emulator_url, "stats")) == writes_after_first
@@ -299,18 +254,16 @@ def test_nightly_dag_fills_the_list_then_a_second_run_writes_nothing(connections
 
 
 @pytest.mark.slow
-def test_backfill_run_ingests_its_day_once_and_reports_the_unknown_slug(connections, warehouse, emulator_url):
-    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
-
+def test_backfill_run_ingests_its_day_once_and_reports_the_unknown_slug(
+    connections, warehouse, emulator_url, run_dag
+):
     _, dataset = warehouse
     day = "2026-11-03"  # the day with an event of the unknown slug page_view
-    bag = DagBag(dag_folder=str(DAGS / "signal_backfill.py"))
-    sync_bag_to_db(bag, "dags-folder", None)
     accepted_before = len(emulator_json(emulator_url, "state")["events"])
 
     # A manual run covers the last whole day before its logical date.
     run_date = datetime.fromisoformat(day).replace(tzinfo=timezone.utc) + timedelta(days=1)
-    run = bag.dags["signal_backfill"].test(logical_date=run_date)
+    run = run_dag(repo_dag("signal_backfill"), logical_date=run_date)
 
     assert run.state == "success"
     ingested = emulator_json(emulator_url, "state")["events"][accepted_before:]
@@ -326,15 +279,12 @@ def test_backfill_run_ingests_its_day_once_and_reports_the_unknown_slug(connecti
 
 @pytest.mark.slow
 def test_upsert_rows_dag_writes_only_the_cells_of_its_columns_that_changed(
-    connections, warehouse, emulator_url
+    connections, warehouse, emulator_url, run_dag
 ):
     import sqlalchemy as sa
-    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
 
-    bag = DagBag(dag_folder=str(DAGS / "upsert_rows.py"))
-    sync_bag_to_db(bag, "dags-folder", None)
-    dag = bag.dags["upsert_rows"]
-    assert dag.test(logical_date=datetime(2026, 11, 21, 9, tzinfo=timezone.utc)).state == "success"
+    dag = repo_dag("upsert_rows")
+    assert run_dag(dag, logical_date=datetime(2026, 11, 21, 9, tzinfo=timezone.utc)).state == "success"
     names_before = {row["cells"]["domain"]: row["cells"].get("name") for row in list_rows(emulator_url)}
     engine = sa.create_engine(f"sqlite:///{warehouse[0]}")
     with engine.begin() as conn:
@@ -346,7 +296,7 @@ def test_upsert_rows_dag_writes_only_the_cells_of_its_columns_that_changed(
     engine.dispose()
     requests_before = emulator_json(emulator_url, "stats")["endpoints"]
 
-    run = dag.test(logical_date=datetime(2026, 11, 21, 10, tzinfo=timezone.utc))
+    run = run_dag(dag, logical_date=datetime(2026, 11, 21, 10, tzinfo=timezone.utc))
 
     assert run.state == "success"
     requests_after = emulator_json(emulator_url, "stats")["endpoints"]
