@@ -15,8 +15,11 @@ from listsync.sync.plan import (
     UnsafeDeleteError,
     build_summary,
     check_delete_safety,
+    prepare_with_rejects,
     write_plan_file,
+    write_requested_plan,
 )
+from listsync.sync.rejects import Rejects, TooManyRejectsError
 
 ENTRIES: list[dict[str, Any]] = [
     {"action": "add", "account_domain": "acme.com", "identity": "email:ann@acme.com"},
@@ -193,3 +196,95 @@ def test_summary_keeps_only_the_most_frequent_reasons() -> None:
 def test_summary_refuses_values_json_cannot_hold() -> None:
     with pytest.raises(TypeError):
         build_summary({}, requests={}, started=object())
+
+
+class _Stats:
+    def __init__(self, read: int) -> None:
+        self.read = read
+
+
+class _Prepared:
+    def __init__(self, read: int) -> None:
+        self.stats = _Stats(read)
+
+
+class _StoredFile:
+    """An object-storage stand-in: a file reached only through ``open(mode)``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def open(self, mode: str = "r") -> Any:
+        return self.path.open(mode, encoding="utf-8")
+
+    def __str__(self) -> str:
+        return f"s3://bucket/{self.path.name}"
+
+
+def _reject_one_of(read: int) -> Any:
+    def prepare(rejects: Rejects) -> _Prepared:
+        rejects.add(2, {"Email": "jane@"}, ["email 'jane@': has nothing after the @"])
+        return _Prepared(read)
+
+    return prepare
+
+
+@pytest.mark.parametrize("stored", [False, True])
+def test_rejects_are_written_to_a_local_path_or_object_storage(tmp_path: Path, stored: bool) -> None:
+    path: Any = _StoredFile(tmp_path / "rejects.jsonl") if stored else tmp_path / "rejects.jsonl"
+
+    prepared, written = prepare_with_rejects(
+        _reject_one_of(4), path, max_reject_fraction=1.0, prefix="test-rejects-"
+    )
+
+    assert prepared.stats.read == 4
+    assert written == str(path)
+    (record,) = [json.loads(line) for line in (tmp_path / "rejects.jsonl").read_text().splitlines()]
+    assert record["row"] == 2
+    assert record["reasons"] == ["email 'jane@': has nothing after the @"]
+
+
+def test_without_a_path_rejects_go_to_a_temporary_file_only_when_there_are_some() -> None:
+    _, none_rejected = prepare_with_rejects(
+        lambda rejects: _Prepared(3), None, max_reject_fraction=1.0, prefix="test-rejects-"
+    )
+    _, written = prepare_with_rejects(
+        _reject_one_of(3), None, max_reject_fraction=1.0, prefix="test-rejects-"
+    )
+
+    assert none_rejected is None
+    assert written is not None and Path(written).name.startswith("test-rejects-")
+    assert len(Path(written).read_text().splitlines()) == 1
+    Path(written).unlink()
+
+
+def test_too_many_rejects_fail_after_the_rejects_are_written(tmp_path: Path) -> None:
+    path = _StoredFile(tmp_path / "rejects.jsonl")
+
+    with pytest.raises(TooManyRejectsError):
+        prepare_with_rejects(_reject_one_of(2), path, max_reject_fraction=0.1, prefix="test-rejects-")
+
+    assert len((tmp_path / "rejects.jsonl").read_text().splitlines()) == 1
+
+
+def test_a_plan_file_is_written_when_asked_for_or_in_a_dry_run(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    logger = logging.getLogger("test.plan")
+
+    with caplog.at_level(logging.INFO, logger="test.plan"):
+        asked = write_requested_plan(
+            ENTRIES, tmp_path / "plan.jsonl", dry_run=False, prefix="test-plan-", logger=logger
+        )
+        not_asked = write_requested_plan(ENTRIES, None, dry_run=False, prefix="test-plan-", logger=logger)
+        dry = write_requested_plan(ENTRIES, None, dry_run=True, prefix="test-plan-", logger=logger)
+
+    assert asked == str(tmp_path / "plan.jsonl")
+    assert not_asked is None
+    assert dry is not None and Path(dry).name.startswith("test-plan-")
+    assert [json.loads(line) for line in Path(dry).read_text().splitlines()] == ENTRIES
+    Path(dry).unlink()
+    assert [record.getMessage() for record in caplog.records] == [
+        f"Plan written to {asked}",
+        f"Plan written to {dry}",
+    ]

@@ -52,10 +52,10 @@ from listsync.sync.plan import (
     SyncFailedError,
     build_summary,
     check_delete_safety,
-    write_plan_file,
+    prepare_with_rejects,
+    write_requested_plan,
 )
 from listsync.sync.prepare import PERSON_FIELDS, prepare_people
-from listsync.sync.rejects import Rejects
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -589,18 +589,12 @@ def sync_people(
     # Bad settings fail before anything is read.
     check_sync_options(mode, delete_scope)
     chunk_sizes(chunk_size)
-    local_rejects = rejects_path if isinstance(rejects_path, str | os.PathLike) else None
-    # Rejects streams to a local file; elsewhere (object storage, or no path) they are kept in
-    # memory, which holds only the rejected rows, and written once at the end.
-    with Rejects(local_rejects) as rejects:
-        prepared = prepare_people(frames, column_map, rejects=rejects, default_region=default_region)
-        written_rejects = str(local_rejects) if local_rejects is not None else None
-        if local_rejects is None and (rejects_path is not None or rejects.records):
-            written_rejects = write_plan_file(
-                rejects.records, rejects_path, prefix="listsync-people-rejects-"
-            )
-        # After writing: a run failed for its rejects should leave them to read.
-        rejects.check_fraction(prepared.stats.read, max_reject_fraction)
+    prepared, written_rejects = prepare_with_rejects(
+        lambda rejects: prepare_people(frames, column_map, rejects=rejects, default_region=default_region),
+        rejects_path,
+        max_reject_fraction=max_reject_fraction,
+        prefix="listsync-people-rejects-",
+    )
 
     plan = plan_people_sync(
         prepared.people,
@@ -628,10 +622,9 @@ def sync_people(
             plan.list_unidentified,
             plan.conflicts,
         )
-    written_plan = None
-    if plan_path is not None or dry_run:
-        written_plan = write_plan_file(plan.entries(), plan_path, prefix="listsync-people-plan-")
-        log.info("Plan written to %s", written_plan)
+    written_plan = write_requested_plan(
+        plan.entries(), plan_path, dry_run=dry_run, prefix="listsync-people-plan-", logger=log
+    )
     check_delete_safety(
         planned_deletes=len(plan.deletes),
         current_total=plan.current_people,

@@ -3,8 +3,11 @@
 A planner (``people.plan_people_sync``, ``rows.plan_rows_upsert``) turns an extract and a List
 into a plan; before the plan is applied, the same few steps run for every job:
 
+- :func:`prepare_with_rejects` prepares the extract and writes its rejected rows, locally or to
+  object storage, before :class:`~listsync.sync.rejects.Rejects` enforces ``max_reject_fraction``;
 - :func:`write_plan_file` writes the plan as JSON lines, one object per planned action, so a dry
-  run can be reviewed and a real run audited;
+  run can be reviewed and a real run audited (:func:`write_requested_plan` when the caller
+  asked for it or the run is dry);
 - :func:`check_delete_safety` refuses deletes that look like a broken extract rather than a real
   change (an empty extract, or more deletes than ``max_delete_fraction`` of the List);
 - :class:`ProgressLogger` logs progress while the plan is applied, at least every 10 %;
@@ -20,11 +23,14 @@ import math
 import os
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar
 
 from listsync.client.errors import ListSyncError
+
+if TYPE_CHECKING:
+    from listsync.sync.rejects import Rejects
 
 __all__ = [
     "MAX_FAILURE_REASONS",
@@ -34,7 +40,9 @@ __all__ = [
     "UnsafeDeleteError",
     "build_summary",
     "check_delete_safety",
+    "prepare_with_rejects",
     "write_plan_file",
+    "write_requested_plan",
 ]
 
 #: The summary keeps this many distinct failure reasons (the most frequent), so that an XCom
@@ -115,6 +123,75 @@ def write_plan_file(
     with path.open("w") as handle:
         _write_lines(entries, handle)
     return str(path)
+
+
+def write_requested_plan(
+    entries: Iterable[Mapping[str, Any]],
+    path: str | os.PathLike[str] | OpenableFile | None,
+    *,
+    dry_run: bool,
+    prefix: str,
+    logger: logging.Logger,
+) -> str | None:
+    """Write the plan file when ``path`` is given or the run is dry (then, without a path, to a
+    temporary file), log where it went and return that; None when no plan file was asked for.
+
+    :param entries: the planned actions, read only when the file is written.
+    :param prefix: the temporary file's name prefix (see :func:`write_plan_file`).
+    :param logger: the job's logger, for the line saying where the plan went.
+    """
+    if path is None and not dry_run:
+        return None
+    written = write_plan_file(entries, path, prefix=prefix)
+    logger.info("Plan written to %s", written)
+    return written
+
+
+class _ReadCount(Protocol):
+    read: int
+
+
+class _PreparedExtract(Protocol):
+    @property
+    def stats(self) -> _ReadCount: ...  # pragma: no cover - protocol
+
+
+PreparedT = TypeVar("PreparedT", bound=_PreparedExtract)
+
+
+def prepare_with_rejects(
+    prepare: Callable[[Rejects], PreparedT],
+    rejects_path: str | os.PathLike[str] | OpenableFile | None,
+    *,
+    max_reject_fraction: float,
+    prefix: str,
+) -> tuple[PreparedT, str | None]:
+    """Prepare an extract, write its rejected rows, then enforce ``max_reject_fraction``.
+
+    Rejects stream to a local ``rejects_path``; elsewhere (object storage, or no path) they are
+    kept in memory, which holds only the rejected rows, and written once at the end: to
+    ``rejects_path``, or without one to a temporary file when any row was rejected.
+
+    :param prepare: prepares the extract (``prepare_people``, ``prepare_rows``...), giving every
+        rejected row to the collector it is called with.
+    :param rejects_path: where rejected rows go: a local path, an object with ``open()`` such as
+        ``ObjectStoragePath``, or None.
+    :param max_reject_fraction: the largest share of the rows read that may be rejected.
+    :param prefix: the temporary file's name prefix.
+    :return: what ``prepare`` returned, and where the rejects were written (None: nowhere).
+    :raises TooManyRejectsError: more rows were rejected than ``max_reject_fraction`` allows; the
+        rejects are written first, so that a run failed for them leaves them to read.
+    """
+    from listsync.sync.rejects import Rejects
+
+    local = rejects_path if isinstance(rejects_path, str | os.PathLike) else None
+    with Rejects(local) as rejects:
+        prepared = prepare(rejects)
+        written = str(local) if local is not None else None
+        if local is None and (rejects_path is not None or rejects.records):
+            written = write_plan_file(rejects.records, rejects_path, prefix=prefix)
+        rejects.check_fraction(prepared.stats.read, max_reject_fraction)
+    return prepared, written
 
 
 def _write_lines(entries: Iterable[Mapping[str, Any]], handle: IO[Any]) -> None:

@@ -60,7 +60,8 @@ from listsync.sync.plan import (
     SyncFailedError,
     build_summary,
     check_delete_safety,
-    write_plan_file,
+    prepare_with_rejects,
+    write_requested_plan,
 )
 
 if TYPE_CHECKING:
@@ -731,7 +732,6 @@ def upsert_rows(
     :raises SyncFailedError: rows failed and ``fail_on_error`` is set; the rest was written.
     """
     from listsync.sync.prepare import ColumnMappingError, prepare_rows
-    from listsync.sync.rejects import Rejects
 
     sizes = chunk_sizes(chunk_size)  # a bad setting fails before anything is read
     source_keys = [column for column, target in column_map.items() if target == key_column]
@@ -740,18 +740,14 @@ def upsert_rows(
             f"column_map must map exactly one extract column to the key column {key_column!r}; "
             f"it maps {len(source_keys)}: {dict(column_map)!r}"
         )
-    local_rejects = rejects_path if isinstance(rejects_path, (str, os.PathLike)) else None
-    # Rejects streams to a local file; elsewhere (object storage, or no path) the rejected rows
-    # are kept in memory and written once, as the people sync does.
-    with Rejects(local_rejects) as rejects:
-        prepared = prepare_rows(
+    prepared, written_rejects = prepare_with_rejects(
+        lambda rejects: prepare_rows(
             frames, column_map, source_keys[0], rejects=rejects, key_kind=key_kind, json_columns=json_columns
-        )
-        written_rejects = str(local_rejects) if local_rejects is not None else None
-        if local_rejects is None and (rejects_path is not None or rejects.records):
-            written_rejects = write_plan_file(rejects.records, rejects_path, prefix="listsync-rows-rejects-")
-        # After writing: a run failed for its rejects should leave them to read.
-        rejects.check_fraction(prepared.stats.read, max_reject_fraction)
+        ),
+        rejects_path,
+        max_reject_fraction=max_reject_fraction,
+        prefix="listsync-rows-rejects-",
+    )
 
     current, read_requests = read_current_rows(client, table_id, key_column)
     plan = plan_rows_upsert(
@@ -781,10 +777,9 @@ def upsert_rows(
             len(plan.duplicate_keys),
             plan.blocked_by_duplicates,
         )
-    written_plan = None
-    if plan_path is not None or dry_run:
-        written_plan = write_plan_file(plan_entries(plan), plan_path, prefix="listsync-rows-plan-")
-        _log.info("Plan written to %s", written_plan)
+    written_plan = write_requested_plan(
+        plan_entries(plan), plan_path, dry_run=dry_run, prefix="listsync-rows-plan-", logger=_log
+    )
     check_delete_safety(
         planned_deletes=len(plan.removals),
         current_total=plan.list_rows,
