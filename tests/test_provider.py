@@ -77,3 +77,36 @@ def test_airflow_sees_the_provider_and_its_connection_type(tmp_path):
     manager = ProvidersManager()
     assert manager.field_behaviours["listsync"]["relabeling"] == {"host": "Base URL", "password": "API key"}
     assert manager.connection_form_widgets["extra__listsync__user_id"].field["schema"]["title"] == "User ID"
+
+
+@pytest.mark.parametrize(
+    ("package", "names"),
+    [
+        (
+            "listsync.operators",
+            ["IngestSignalsOperator", "SyncTargetablePeopleOperator", "UpsertRowsOperator"],
+        ),
+        ("listsync.hooks", ["ListSyncHook"]),
+        ("listsync.triggers", ["RateLimitWindowTrigger"]),
+    ],
+)
+def test_each_airflow_package_exports_what_users_need(package, names):
+    module = importlib.import_module(package)
+
+    assert sorted(module.__all__) == names
+    for name in names:
+        exported = getattr(module, name)
+        assert exported.__name__ == name
+        assert exported.__module__.startswith(f"{package}.")
+
+
+def test_importing_the_operators_package_loads_no_operator():
+    code = (
+        "import sys, listsync.operators; "
+        "print(sorted(m for m in sys.modules if m.startswith(('pandas', 'listsync.operators.'))))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+
+    assert loaded.stdout.strip() == "[]"
