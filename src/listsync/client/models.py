@@ -58,6 +58,12 @@ class ResponseModel(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="allow")
 
 
+class ListWriteRequest(WireModel):
+    """Base of the bodies of List writes (§4.4–4.9): each may name the user the write acts as."""
+
+    user_id: str | None = Field(default=None, alias="userId")
+
+
 def _check_e164(value: str | None) -> str | None:
     if value is not None and not _E164.match(value):
         raise ValueError("must be E.164: a plus sign followed by up to 15 digits, e.g. +14155550123")
@@ -195,25 +201,22 @@ class AccountDeletes(WireModel):
     people: list[PersonMatch] = Field(min_length=1)
 
 
-class AddPeopleRequest(WireModel):
+class AddPeopleRequest(ListWriteRequest):
     """Body of POST /v1/lists/{tableId}/targetable-people (§4.4)."""
 
-    user_id: str | None = Field(default=None, alias="userId")
     accounts: list[AccountPeople] = Field(min_length=1)
     duplicate_strategy: str | None = Field(default=None, alias="duplicateStrategy")
 
 
-class UpdatePeopleRequest(WireModel):
+class UpdatePeopleRequest(ListWriteRequest):
     """Body of PATCH /v1/lists/{tableId}/targetable-people (§4.5)."""
 
-    user_id: str | None = Field(default=None, alias="userId")
     accounts: list[AccountPatches] = Field(min_length=1)
 
 
-class DeletePeopleRequest(WireModel):
+class DeletePeopleRequest(ListWriteRequest):
     """Body of DELETE /v1/lists/{tableId}/targetable-people (§4.6)."""
 
-    user_id: str | None = Field(default=None, alias="userId")
     accounts: list[AccountDeletes] = Field(min_length=1)
 
 
@@ -413,24 +416,21 @@ class CellUpdate(WireModel):
         return data
 
 
-class AddRowsRequest(WireModel):
+class AddRowsRequest(ListWriteRequest):
     """Body of POST /v1/lists/{tableId}/rows (§4.7)."""
 
-    user_id: str | None = Field(default=None, alias="userId")
     rows: list[RowAdd] = Field(min_length=1)
 
 
-class UpdateCellsRequest(WireModel):
+class UpdateCellsRequest(ListWriteRequest):
     """Body of PATCH /v1/lists/{tableId}/cells (§4.8)."""
 
-    user_id: str | None = Field(default=None, alias="userId")
     updates: list[CellUpdate] = Field(min_length=1)
 
 
-class DeleteRowsRequest(WireModel):
+class DeleteRowsRequest(ListWriteRequest):
     """Body of DELETE /v1/lists/{tableId}/rows (§4.9)."""
 
-    user_id: str | None = Field(default=None, alias="userId")
     row_ids: list[NonEmptyStr] = Field(alias="rowIds", min_length=1)
 
 
