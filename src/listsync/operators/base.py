@@ -130,6 +130,20 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         self.user_id = user_id
         self.max_reject_fraction = max_reject_fraction
 
+    def plan_sync_arguments(self) -> dict[str, Any]:
+        """The keyword arguments ``sync_people`` and ``upsert_rows`` share, from this operator's
+        parameters: delete, null, failure and reject policies, the dry run, and the rejects and
+        plan files (see :meth:`output_file`)."""
+        return {
+            "max_delete_fraction": self.max_delete_fraction,
+            "overwrite_with_null": self.overwrite_with_null,
+            "dry_run": self.is_dry_run,
+            "fail_on_error": self.fail_on_error,
+            "rejects_path": self.output_file(self.rejects_path),
+            "plan_path": self.output_file(self.plan_path),
+            "max_reject_fraction": self.max_reject_fraction,
+        }
+
     @staticmethod
     def output_file(path: str | None) -> Path | ObjectStoragePath | None:
         """The file a sync writes (plan, rejects) named by ``path``, which may be in object

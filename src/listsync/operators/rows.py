@@ -97,12 +97,6 @@ class UpsertRowsOperator(ListSyncPlanOperator):
                 key_kind=self.key_kind,
                 json_columns=self.json_columns,
                 delete_missing=self.delete_missing,
-                max_delete_fraction=self.max_delete_fraction,
-                overwrite_with_null=self.overwrite_with_null,
                 chunk_size=self.chunk_size,
-                dry_run=self.is_dry_run,
-                fail_on_error=self.fail_on_error,
-                rejects_path=self.output_file(self.rejects_path),
-                plan_path=self.output_file(self.plan_path),
-                max_reject_fraction=self.max_reject_fraction,
+                **self.plan_sync_arguments(),
             )

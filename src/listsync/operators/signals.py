@@ -14,8 +14,9 @@ if TYPE_CHECKING:
 
 __all__ = ["IngestSignalsOperator"]
 
-# The mapping parameters, passed on to EventMapping under the same names.
-_MAPPING_FIELDS = (
+# The mapping parameters, passed on to EventMapping under the same names; all but ``version`` are
+# templated, so a DAG can take its columns from params.
+_TEMPLATED_MAPPING_FIELDS = (
     "signal",
     "signal_column",
     "identity_type",
@@ -25,8 +26,8 @@ _MAPPING_FIELDS = (
     "data_column",
     "timestamp_column",
     "reference_column",
-    "version",
 )
+_MAPPING_FIELDS = (*_TEMPLATED_MAPPING_FIELDS, "version")
 
 
 class IngestSignalsOperator(ListSyncExtractOperator):
@@ -76,20 +77,7 @@ class IngestSignalsOperator(ListSyncExtractOperator):
     :param listsync_conn_id: the ``listsync`` connection.
     """
 
-    template_fields: Sequence[str] = (
-        "source",
-        "sql",
-        "signal",
-        "signal_column",
-        "identity_type",
-        "identity_type_column",
-        "identity_id_column",
-        "data_columns",
-        "data_column",
-        "timestamp_column",
-        "reference_column",
-        "rejects_path",
-    )
+    template_fields: Sequence[str] = ("source", "sql", *_TEMPLATED_MAPPING_FIELDS, "rejects_path")
     template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql"}
     ui_color = "#fdebd0"
 
