@@ -26,11 +26,13 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "add_extract_arguments",
+    "add_plan_arguments",
     "add_service_arguments",
     "api_key",
     "check_extract_arguments",
     "chunk_size_argument",
     "column_mapping",
+    "plan_sync_arguments",
     "print_summary",
     "read_frames",
     "report",
@@ -82,6 +84,51 @@ def add_extract_arguments(parser: argparse.ArgumentParser) -> None:
     extract.add_argument("--sql", help="a query giving the extract")
     extract.add_argument("--sql-url", help="SQLAlchemy URL of the database the query runs on")
     extract.add_argument("--delimiter", help="CSV field separator (default ,)")
+
+
+def add_plan_arguments(group: argparse._ArgumentGroup, *, noun: str, overwrite_help: str) -> None:
+    """Add the options of a List write that plans first (``sync-people``, ``upsert-rows``): the
+    delete and reject limits, null overwrites, the dry run, the failure policy and the files.
+
+    :param noun: what the job writes, for the help ("people", "rows").
+    :param overwrite_help: the help of ``--overwrite-with-null``.
+    """
+    group.add_argument(
+        "--max-delete-fraction",
+        type=float,
+        default=0.1,
+        help=f"largest share of the List's {noun} one run may delete (default 0.1)",
+    )
+    group.add_argument("--overwrite-with-null", action="store_true", help=overwrite_help)
+    group.add_argument(
+        "--max-reject-fraction",
+        type=float,
+        default=1.0,
+        help="fail before writing when a larger share of rows is rejected (default 1.0)",
+    )
+    group.add_argument("--dry-run", action="store_true", help="plan and write the plan file; send no write")
+    group.add_argument(
+        "--no-fail-on-error",
+        dest="fail_on_error",
+        action="store_false",
+        help=f"exit 0 even when some {noun} could not be written (they are counted in the summary)",
+    )
+    group.add_argument("--rejects-path", metavar="FILE", help="write rejected rows here as JSON lines")
+    group.add_argument("--plan-path", metavar="FILE", help="write the plan here as JSON lines")
+
+
+def plan_sync_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments ``sync_people`` and ``upsert_rows`` share, from the options
+    :func:`add_plan_arguments` added."""
+    return {
+        "max_delete_fraction": args.max_delete_fraction,
+        "overwrite_with_null": args.overwrite_with_null,
+        "dry_run": args.dry_run,
+        "fail_on_error": args.fail_on_error,
+        "rejects_path": args.rejects_path,
+        "plan_path": args.plan_path,
+        "max_reject_fraction": args.max_reject_fraction,
+    }
 
 
 def add_service_arguments(

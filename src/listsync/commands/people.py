@@ -17,11 +17,13 @@ from listsync.commands.common import (
     API_KEY_ENV,
     EXIT_USAGE,
     add_extract_arguments,
+    add_plan_arguments,
     add_service_arguments,
     api_key,
     check_extract_arguments,
     chunk_size_argument,
     column_mapping,
+    plan_sync_arguments,
     read_frames,
     report,
     run_and_report,
@@ -65,15 +67,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="where mirror mode deletes (default accounts_in_source)",
     )
     sync.add_argument(
-        "--max-delete-fraction",
-        type=float,
-        default=0.1,
-        help="largest share of the List's people one run may delete (default 0.1)",
-    )
-    sync.add_argument(
-        "--overwrite-with-null", action="store_true", help="an empty value in the extract erases the List's"
-    )
-    sync.add_argument(
         "--chunk-size",
         type=chunk_size_argument(WRITE_KINDS, "people"),
         action="append",
@@ -81,22 +74,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="N|KIND=N",
         help="people per request (at most 500), for all kinds or one of add, patch, delete; repeatable",
     )
-    sync.add_argument(
-        "--max-reject-fraction",
-        type=float,
-        default=1.0,
-        help="fail before writing when a larger share of rows is rejected (default 1.0)",
-    )
     sync.add_argument("--default-region", default="US", help="region of phone numbers without + (default US)")
-    sync.add_argument("--dry-run", action="store_true", help="plan and write the plan file; send no write")
-    sync.add_argument(
-        "--no-fail-on-error",
-        dest="fail_on_error",
-        action="store_false",
-        help="exit 0 even when some people could not be written (they are counted in the summary)",
-    )
-    sync.add_argument("--rejects-path", metavar="FILE", help="write rejected rows here as JSON lines")
-    sync.add_argument("--plan-path", metavar="FILE", help="write the plan here as JSON lines")
+    add_plan_arguments(sync, noun="people", overwrite_help="an empty value in the extract erases the List's")
 
     add_service_arguments(parser)
     parser.set_defaults(func=run)
@@ -131,14 +110,8 @@ def run(args: argparse.Namespace) -> int:
                 dict(args.column_map),
                 mode=args.mode,
                 delete_scope=args.delete_scope,
-                max_delete_fraction=args.max_delete_fraction,
-                overwrite_with_null=args.overwrite_with_null,
                 chunk_size=chunk_size,
-                dry_run=args.dry_run,
-                fail_on_error=args.fail_on_error,
-                rejects_path=args.rejects_path,
-                plan_path=args.plan_path,
-                max_reject_fraction=args.max_reject_fraction,
                 default_region=args.default_region,
+                **plan_sync_arguments(args),
             ),
         )

@@ -17,11 +17,13 @@ from listsync.commands.common import (
     API_KEY_ENV,
     EXIT_USAGE,
     add_extract_arguments,
+    add_plan_arguments,
     add_service_arguments,
     api_key,
     check_extract_arguments,
     chunk_size_argument,
     column_mapping,
+    plan_sync_arguments,
     read_frames,
     report,
     run_and_report,
@@ -80,17 +82,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--delete-missing", action="store_true", help="delete List rows whose key is not in the extract"
     )
     upsert.add_argument(
-        "--max-delete-fraction",
-        type=float,
-        default=0.1,
-        help="largest share of the List's rows one run may delete (default 0.1)",
-    )
-    upsert.add_argument(
-        "--overwrite-with-null",
-        action="store_true",
-        help="an empty value in the extract clears the List's cell",
-    )
-    upsert.add_argument(
         "--chunk-size",
         type=chunk_size_argument(WRITE_KINDS, "items"),
         action="append",
@@ -101,21 +92,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "delete_rows (at most 1000); repeatable"
         ),
     )
-    upsert.add_argument(
-        "--max-reject-fraction",
-        type=float,
-        default=1.0,
-        help="fail before writing when a larger share of rows is rejected (default 1.0)",
+    add_plan_arguments(
+        upsert, noun="rows", overwrite_help="an empty value in the extract clears the List's cell"
     )
-    upsert.add_argument("--dry-run", action="store_true", help="plan and write the plan file; send no write")
-    upsert.add_argument(
-        "--no-fail-on-error",
-        dest="fail_on_error",
-        action="store_false",
-        help="exit 0 even when some rows could not be written (they are counted in the summary)",
-    )
-    upsert.add_argument("--rejects-path", metavar="FILE", help="write rejected rows here as JSON lines")
-    upsert.add_argument("--plan-path", metavar="FILE", help="write the plan here as JSON lines")
 
     add_service_arguments(parser)
     parser.set_defaults(func=run)
@@ -150,13 +129,7 @@ def run(args: argparse.Namespace) -> int:
                 key_kind=args.key_kind,
                 json_columns=args.json_columns,
                 delete_missing=args.delete_missing,
-                max_delete_fraction=args.max_delete_fraction,
-                overwrite_with_null=args.overwrite_with_null,
                 chunk_size=sizes,
-                dry_run=args.dry_run,
-                fail_on_error=args.fail_on_error,
-                rejects_path=args.rejects_path,
-                plan_path=args.plan_path,
-                max_reject_fraction=args.max_reject_fraction,
+                **plan_sync_arguments(args),
             ),
         )
