@@ -10,6 +10,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,9 +18,12 @@ from hypothesis import strategies as st
 from listsync.client.errors import ListSyncError
 from listsync.sync import ColumnMappingError, ExtractError, TooManyRejectsError
 from listsync.sync.normalize import (
+    _NANP_SHORTCUT,
     NORMALIZATION_VERSION,
     PYTHON_WHITESPACE,
     NormalizationError,
+    _fast_phones,
+    check_region,
     normalize_column,
     normalize_domain,
     normalize_email,
@@ -241,6 +245,49 @@ phone_text = st.lists(
 @given(st.lists(st.one_of(phone_text, st.none()), max_size=30), st.sampled_from(["US", "GB", "FR"]))
 def test_phone_column_agrees_with_the_scalar_rule(values: list[str | None], region: str) -> None:
     _check_column_matches_rule(values, partial(normalize_phone, default_region=region))
+
+
+north_american_keys = st.one_of(
+    st.from_regex(r"\+?1?[0-9]{8,11}", fullmatch=True),
+    st.sampled_from(
+        ["2015550123", "+12015550123", "1015550123", "+11015550123", "0115550123", "+1201555012"]
+    ),
+)
+
+
+@given(st.lists(north_american_keys, max_size=20), st.sampled_from(["US", "us", "CA", "GB", "FR"]))
+def test_north_american_shortcut_agrees_with_phonenumbers(keys: list[str], region: str) -> None:
+    assert _NANP_SHORTCUT  # the shortcut is on with the installed phonenumbers, so this test bites
+    shortcut = _fast_phones(pa.array(keys, type=pa.string()), check_region(region)).to_pylist()
+    for key, decided in zip(keys, shortcut, strict=True):
+        if decided is not None:
+            assert decided == normalize_phone(key, default_region=region)
+
+
+north_american_layouts = st.builds(
+    lambda digits, layout: layout.format(a=digits[:3], b=digits[3:6], c=digits[6:]),
+    st.from_regex(r"[0-9]{10}", fullmatch=True),
+    st.sampled_from(
+        ["{a}{b}{c}", "({a}) {b}-{c}", "+1 {a} {b} {c}", "1-{a}-{b}-{c}", "+1{a}.{b}.{c}", "+{a}{b}"]
+    ),
+)
+
+
+@given(
+    st.lists(st.one_of(north_american_layouts, phone_text, st.none()), max_size=30),
+    st.sampled_from(["US", "us", "CA", "GB"]),
+)
+def test_north_american_numbers_in_a_column_agree_with_the_scalar_rule(
+    values: list[str | None], region: str
+) -> None:
+    _check_column_matches_rule(values, partial(normalize_phone, default_region=region))
+
+
+def test_phone_rule_without_options_or_with_an_unknown_region_behaves_as_the_rule() -> None:
+    series = pd.Series(["(201) 555-0123", "+1 201 555 0123"], dtype=object)
+    assert normalize_column(series, normalize_phone).values == ["+12015550123", "+12015550123"]
+    with pytest.raises(ValueError, match="default_region"):
+        normalize_column(series, partial(normalize_phone, default_region="XX"))
 
 
 def test_short_numbers_are_not_keyed_by_their_digits() -> None:

@@ -14,12 +14,14 @@ version whenever a rule's output changes for some input.
 scalar rule gives for each value, faster: for domains and e-mail addresses a vectorised fast
 path (Arrow compute kernels) decides the common ASCII shapes and leaves the rest to the rule;
 every rule's outcomes are remembered per distinct value across the chunks of an extract, and
-phone numbers per distinct number whatever their layout.
+phone numbers per distinct number whatever their layout; ten-digit North American numbers,
+whose E.164 form phonenumbers would give without surprise, are written without parsing.
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import math
 import re
@@ -573,6 +575,60 @@ def _phone_keys(text: pa.Array) -> pa.Array:
     return pc.if_else(plain, pc.replace_substring_regex(text, r"[^0-9+]", ""), None)
 
 
+def _nanp_shortcut_holds() -> bool:
+    """Whether phonenumbers' metadata still has what :func:`_fast_phones` relies on."""
+    us = phonenumbers.PhoneMetadata.metadata_for_region("US")
+    general = us.general_desc if us is not None else None
+    return (
+        us is not None
+        and general is not None
+        and us.country_code == 1
+        and phonenumbers.region_code_for_country_code(1) == "US"
+        and us.international_prefix == "011"
+        and us.national_prefix_for_parsing == "1"
+        and 10 in general.possible_length
+        and 10 not in general.possible_length_local_only
+    )
+
+
+_NANP_SHORTCUT = _nanp_shortcut_holds()
+
+
+def _fast_phones(keys: pa.Array, region: str) -> pa.Array:
+    """:func:`normalize_phone` of phone keys that are ten-digit North American numbers; null for others.
+
+    ``normalize_phone`` would give ``+1`` and the ten digits for a key ``+1NXXXXXXXXX`` (any
+    default region) or, with default region US, ``NXXXXXXXXX``, where N is 2 to 9. Following
+    ``phonenumbers.parse``: the ``+`` and the known country code 1 are taken off (without a
+    ``+``, nothing is: N is neither the start of the US international prefix 011 nor of the
+    country code 1), the number's metadata is the US one either way, the national prefix 1 does
+    not match N, so the national number is the ten digits; no extension (digits only), no
+    leading zero. ``is_possible_number`` accepts ten digits for +1, the E.164 form is ``+1``
+    and the digits, and it reads back as itself (its national part does not start with the
+    national prefix 1). ``_NANP_SHORTCUT`` checks that the metadata still says so; the tests
+    compare this function with the rule.
+    """
+    decided = pc.if_else(pc.match_substring_regex(keys, r"^\+1[2-9][0-9]{9}$"), keys, None)
+    if region == "US":
+        national = pc.match_substring_regex(keys, r"^[2-9][0-9]{9}$")
+        decided = pc.if_else(national, pc.binary_join_element_wise("+1", keys, ""), decided)
+    return decided
+
+
+def _phone_region(rule: Callable[..., Any]) -> str | None:
+    """The default region a ``normalize_phone`` rule (or a partial of it) reads numbers with.
+
+    None when the rule's arguments do not bind or name no region phonenumbers knows: the rule
+    itself then raises on every value, and the column must do the same.
+    """
+    args, keywords = (rule.args, rule.keywords) if isinstance(rule, partial) else ((), {})
+    try:
+        bound = inspect.signature(normalize_phone).bind("", *args, **keywords)
+        return check_region(bound.arguments.get("default_region", "US"))
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
 PYTHON_WHITESPACE = (
     "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
     "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
@@ -622,6 +678,8 @@ def _normalize_text_column(raw: list[Any], rule: Callable[[Any], Any], result: C
     # Present: not null, and not blank by str.strip()'s measure (hence its whitespace set).
     trimmed = pc.utf8_length(pc.utf8_trim(text, characters=PYTHON_WHITESPACE))
     pending = pc.fill_null(pc.greater(trimmed, 0), False).to_numpy(zero_copy_only=False)
+    make_keys = _CACHE_KEYS.get(function)
+    keys = make_keys(text) if make_keys is not None else None
     fast = _FAST_PATHS.get(function)
     if fast is not None:
         decided = fast(text).to_numpy(zero_copy_only=False)
@@ -630,13 +688,19 @@ def _normalize_text_column(raw: list[Any], rule: Callable[[Any], Any], result: C
         done = pending & ascii_only & (decided != None)  # noqa: E711 (elementwise on an object array)
         values[done] = decided[done]
         pending &= ~done
+    elif function is normalize_phone and keys is not None and _NANP_SHORTCUT:
+        region = _phone_region(rule)
+        if region is not None:
+            phones = _fast_phones(keys, region)
+            done = pending & pc.is_valid(phones).to_numpy(zero_copy_only=False)
+            values[done] = phones.to_numpy(zero_copy_only=False)[done]
+            pending &= ~done
     positions = np.flatnonzero(pending)
     if positions.size:
         inputs = np.asarray(raw, dtype=object)[positions]
-        make_keys = _CACHE_KEYS.get(function)
-        if make_keys is not None:
-            keys = make_keys(text).to_numpy(zero_copy_only=False)[positions]
-            inputs = np.where(keys == None, inputs, keys)  # noqa: E711 (elementwise)
+        if keys is not None:
+            known = keys.to_numpy(zero_copy_only=False)[positions]
+            inputs = np.where(known == None, inputs, known)  # noqa: E711 (elementwise)
         codes, distinct = pd.factorize(inputs)
         # Inputs already in a rule's output form ("+14155552671") go last: by then most were
         # produced from another layout of the same value and are found in the memo.
