@@ -27,8 +27,7 @@ from typing import Any
 
 from airflow.sdk import Asset, dag, task
 
-from listsync.operators.people import SyncTargetablePeopleOperator
-from listsync.operators.rows import UpsertRowsOperator
+from listsync.operators import SyncTargetablePeopleOperator, UpsertRowsOperator
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import CronDataIntervalTimetable, dag
 
-from listsync.operators.signals import IngestSignalsOperator
+from listsync.operators import IngestSignalsOperator
 
 DEFAULT_OUTPUT_DIR = os.environ.get("LISTSYNC_OUTPUT_DIR") or os.path.join(
     os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow")), "listsync"

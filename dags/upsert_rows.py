@@ -11,7 +11,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from airflow.sdk import Asset, dag
-from listsync.operators.rows import UpsertRowsOperator
+
+from listsync.operators import UpsertRowsOperator
 
 
 @dag(
