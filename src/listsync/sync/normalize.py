@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timezone, tzinfo
 from decimal import Decimal
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -118,6 +118,16 @@ _SCHEME_RE = re.compile(r"^[a-z][a-z0-9+.-]*://")
 _MAX_DOMAIN_LENGTH = 253
 
 
+@lru_cache(maxsize=4096)
+def _punycode(host: str) -> str:
+    """``host`` in ASCII (IDNA 2008 with UTS 46 mapping); ``idna.IDNAError`` if it cannot be.
+
+    Remembered because an extract repeats its few international domains in every address and
+    URL on them, and idna is pure Python (errors are not remembered: they are rare).
+    """
+    return str(idna.encode(host, uts46=True).decode("ascii"))
+
+
 def _check_host(host: str, original: str) -> str:
     if len(host) > _MAX_DOMAIN_LENGTH:
         raise NormalizationError(f"domain {original!r} is longer than {_MAX_DOMAIN_LENGTH} characters")
@@ -162,7 +172,7 @@ def normalize_domain(value: Any) -> str:
         raise NormalizationError(f"domain {original!r} contains spaces")
     if not text.isascii():
         try:
-            text = idna.encode(text, uts46=True).decode("ascii")
+            text = _punycode(text)
         except idna.IDNAError as exc:
             raise NormalizationError(f"domain {original!r} is not a valid international name: {exc}") from exc
     return _check_host(text, original)
@@ -226,9 +236,7 @@ def normalize_email(value: Any) -> str:
     if not domain:
         raise NormalizationError(f"email {original!r} has nothing after the @")
     try:
-        host = _check_host(
-            domain if domain.isascii() else idna.encode(domain, uts46=True).decode("ascii"), original
-        )
+        host = _check_host(domain if domain.isascii() else _punycode(domain), original)
     except idna.IDNAError as exc:
         raise NormalizationError(f"email {original!r} has an invalid domain: {exc}") from exc
     except NormalizationError as exc:
@@ -337,7 +345,7 @@ def normalize_profile_url(value: Any) -> str:
     host = parts.hostname.rstrip(".")
     if not host.isascii():
         try:
-            host = idna.encode(host, uts46=True).decode("ascii")
+            host = _punycode(host)
         except idna.IDNAError as exc:
             raise NormalizationError(f"profile URL {original!r} has an invalid host: {exc}") from exc
     try:
