@@ -689,26 +689,26 @@ def _normalize_text_column(raw: list[Any], rule: Callable[[Any], Any], result: C
     make_keys = _CACHE_KEYS.get(function)
     keys = make_keys(text) if make_keys is not None else None
     fast = _FAST_PATHS.get(function)
+    decided = None
     if fast is not None:
-        decided = fast(text).to_numpy(zero_copy_only=False)
         # Only ASCII values: beyond it Arrow's and Python's case mapping differ ("İ").
-        ascii_only = pc.fill_null(pc.string_is_ascii(text), False).to_numpy(zero_copy_only=False)
-        done = pending & ascii_only & (decided != None)  # noqa: E711 (elementwise on an object array)
-        values[done] = decided[done]
-        pending &= ~done
+        decided = pc.if_else(pc.fill_null(pc.string_is_ascii(text), False), fast(text), None)
     elif function is normalize_phone and keys is not None and _NANP_SHORTCUT:
         region = _phone_region(rule)
         if region is not None:
-            phones = _fast_phones(keys, region)
-            done = pending & pc.is_valid(phones).to_numpy(zero_copy_only=False)
-            values[done] = phones.to_numpy(zero_copy_only=False)[done]
-            pending &= ~done
+            decided = _fast_phones(keys, region)
+    if decided is not None:
+        done = pending & pc.is_valid(decided).to_numpy(zero_copy_only=False)
+        # Python strings are made for the decided values only.
+        values[done] = decided.filter(pa.array(done)).to_numpy(zero_copy_only=False)
+        pending &= ~done
     positions = np.flatnonzero(pending)
     if positions.size:
         inputs = np.asarray(raw, dtype=object)[positions]
         if keys is not None:
-            known = keys.to_numpy(zero_copy_only=False)[positions]
-            inputs = np.where(known == None, inputs, known)  # noqa: E711 (elementwise)
+            known = keys.take(pa.array(positions))
+            has_key = pc.is_valid(known).to_numpy(zero_copy_only=False)
+            inputs[has_key] = known.filter(has_key).to_numpy(zero_copy_only=False)
         codes, distinct = pd.factorize(inputs)
         # Inputs already in a rule's output form ("+14155552671") go last: by then most were
         # produced from another layout of the same value and are found in the memo.
