@@ -4,8 +4,8 @@ Generates a messy people extract into a temporary directory, then measures, each
 own process so that peak RSS is that phase's alone:
 
 - ``chunked``: ``read_extract`` in chunks of 50,000 rows + ``normalize_column`` for domain,
-  e-mail, phone, booleans and names (vectorised domain/e-mail, phone parsed once per distinct
-  value): the path every operator takes;
+  e-mail, phone, booleans and names (vectorised domain/e-mail and ten-digit North American
+  phones, other phones parsed once per distinct number): the path every operator takes;
 - ``naive``: a plain row-by-row loop (``csv.DictReader`` + the same scalar rules per value);
 - ``prepare_people``: the full people preparation (normalise, validate with the client models,
   deduplicate), for reference: it keeps every prepared person in memory by design.
