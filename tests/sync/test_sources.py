@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import uuid
+import warnings
 from collections.abc import Iterator
 from datetime import date, datetime, timezone
 from decimal import Decimal
@@ -277,3 +279,20 @@ def test_airflow_object_storage_path_is_read_through_its_open(tmp_path: Path) ->
     path.write_bytes("\ufeffid;name\n007;Zoë\n".encode())
     source = sdk.ObjectStoragePath(f"file://{path}")
     assert records(read_extract(source, delimiter=";")) == [{ROW_NUMBER: 1, "id": "007", "name": "Zoë"}]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("driver", ["psycopg2", "psycopg"])
+def test_a_postgresql_read_given_up_half_way_closes_its_server_side_cursor(
+    postgres_url: str, driver: str
+) -> None:
+    url = sa.engine.make_url(postgres_url).set(drivername=f"postgresql+{driver}")
+    frames = read_extract(
+        sql="select generate_series(1, 10) as n", url=url.render_as_string(False), chunk_size=2
+    )
+    assert len(next(frames)) == 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        frames.close()  # what a caller that stops early does, explicitly or by dropping the iterator
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []

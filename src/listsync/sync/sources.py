@@ -245,11 +245,14 @@ def _read_sql(
     owned = sa.create_engine(url) if url is not None else None
     statement = sa.text(sql) if isinstance(sql, str) else sql
     try:
-        with (owned or engine).connect() as connection:
-            # stream_results uses a server-side cursor (PostgreSQL), so rows arrive chunk by chunk.
-            result = connection.execution_options(stream_results=True, yield_per=chunk_size).execute(
+        # stream_results uses a server-side cursor (PostgreSQL), so rows arrive chunk by chunk;
+        # closing the result releases that cursor also when the caller stops reading early.
+        with (
+            (owned or engine).connect() as connection,
+            connection.execution_options(stream_results=True, yield_per=chunk_size).execute(
                 statement, dict(params or {})
-            )
+            ) as result,
+        ):
             columns = list(result.keys())
             produced = False
             for rows in result.partitions(chunk_size):
