@@ -311,3 +311,21 @@ def test_report_dict_is_json_with_every_per_signal_figure(make_client, event_ser
         "possibly_duplicated": 0,
         "skipped": 0,
     }
+
+
+def test_a_429_on_a_mixed_batch_counts_once_for_the_run_and_once_for_each_signal(
+    make_client, event_service, clock
+):
+    service = event_service({"a": 30, "b": 30})
+    service.used[("a", service.window())] = 30
+    service.used[("b", service.window())] = 30
+    client = make_client(service.handler)
+
+    report = client.send_events(events("a", 2) + events("b", 2), {"a": "State", "b": "State"})
+
+    assert [call.status for call in service.calls].count(429) == 1
+    assert report.rate_limited_responses == 1
+    assert report.signals["a"].rate_limited_responses == 1
+    assert report.signals["b"].rate_limited_responses == 1
+    assert report.to_dict()["rate_limited_responses"] == 1
+    assert report.acknowledged == 4

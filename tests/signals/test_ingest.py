@@ -181,3 +181,24 @@ def test_dry_run_counts_and_sends_nothing(base_url: str) -> None:
     }
     assert summary["rows_rejected"] == INVALID_ROWS
     assert httpx.get(f"{base_url}/_emulator/state").json()["events"] == []
+
+
+def test_the_summary_counts_every_429_even_when_no_signal_met_them_all(
+    base_url: str, client: ListSyncClient
+) -> None:
+    rows = mixed_rows(page_visits=5, seats=5, stages=0)
+    rule = {"endpoint": "POST /v1/events/batch", "kind": "rate_limit", "retry_after_seconds": 2, "times": 2}
+    httpx.post(f"{base_url}/_emulator/faults", json={"rules": [rule]}).raise_for_status()
+
+    summary = ingest_events(client, frames(rows), MAPPING, rejects=Rejects(), signal_types=SIGNAL_TYPES)
+
+    # The known signals share the first batch; the slug of unknown type is probed alone in the
+    # second. Each 429 met different signals, and the run met two.
+    assert {signal: s["rate_limited_responses"] for signal, s in summary["signals"].items()} == {
+        "not_a_signal": 1,
+        "page_visit": 1,
+        "seats_used": 1,
+    }
+    assert summary["rate_limited_responses"] == 2
+    assert summary["seconds_waited"] == 2
+    assert ingested_references(base_url) == dict.fromkeys(valid_references(rows), 1)

@@ -102,6 +102,7 @@ class IngestReport:
     """What :func:`send_events` did, per signal slug.
 
     :ivar requests: batch requests sent.
+    :ivar rate_limited_responses: 429 responses met (each counts once, whatever signals it carried).
     :ivar seconds_waited: seconds slept waiting for rate-limit windows.
     :ivar resume_at: epoch seconds when sending may go on, set when ``max_wait`` made the run
         return early with events unsent; ``None`` when every event was settled.
@@ -111,6 +112,7 @@ class IngestReport:
 
     signals: dict[str, SignalReport] = field(default_factory=dict)
     requests: int = 0
+    rate_limited_responses: int = 0
     seconds_waited: float = 0.0
     resume_at: float | None = None
     pending: int = 0
@@ -134,6 +136,7 @@ class IngestReport:
         """A JSON-serialisable summary (for XCom); ``resume_at_iso`` is ``resume_at`` in ISO 8601."""
         return {
             "requests": self.requests,
+            "rate_limited_responses": self.rate_limited_responses,
             "seconds_waited": self.seconds_waited,
             "acknowledged": self.acknowledged,
             "rejected": self.rejected,
@@ -401,6 +404,7 @@ class _Sender:
             if exc.reset_at is not None
             else (now + exc.retry_after if exc.retry_after is not None else None)
         )
+        self.report.rate_limited_responses += 1
         for slug in slugs:
             report = self.report.signal(slug)
             report.rate_limited_responses += 1

@@ -508,7 +508,7 @@ def _envelope(
 def _add_totals(previous: Mapping[str, Any], report: IngestReport) -> dict[str, Any]:
     """``previous`` totals plus this run's counters.
 
-    Batches carry several signals, so the run's requests and waits are kept apart from the
+    Batches carry several signals, so the run's requests, 429s and waits are kept apart from the
     per-signal ones rather than summed from them.
     """
     signals = {signal: dict(counters) for signal, counters in previous.get("signals", {}).items()}
@@ -519,6 +519,7 @@ def _add_totals(previous: Mapping[str, Any], report: IngestReport) -> dict[str, 
     return {
         "signals": signals,
         "requests": previous.get("requests", 0) + report.requests,
+        "rate_limited_responses": previous.get("rate_limited_responses", 0) + report.rate_limited_responses,
         "seconds_waited": previous.get("seconds_waited", 0.0) + report.seconds_waited,
     }
 
@@ -545,9 +546,7 @@ def _sent_summary(
         "pending": report.pending,
         "rate_limited_resends": sum(s["rate_limited_resends"] for s in signals.values()),
         "requests": totals["requests"],
-        # A 429 on a batch counts for every signal in it, so the per-signal counts overlap; the
-        # largest is the number of 429s at least one signal met.
-        "rate_limited_responses": max((s["rate_limited_responses"] for s in signals.values()), default=0),
+        "rate_limited_responses": totals.get("rate_limited_responses", 0),
         "seconds_waited": round(totals["seconds_waited"], 3),
         "possibly_duplicated": sum(s["possibly_duplicated"] for s in signals.values()),
         "resumed_from": (
