@@ -159,7 +159,9 @@ def test_dag_upserts_a_postgres_table_then_reruns_without_writes(
 
     table, engine = warehouse_table
     connect_listsync(emulator.base_url, SECRET, USER)
-    monkeypatch.setenv("AIRFLOW_CONN_ROWS_WAREHOUSE", "postgresql://postgres@127.0.0.1:5432/test")
+    # The Airflow connection names the same database as the fixture, in the URI form Airflow takes.
+    warehouse = sa.engine.make_url(postgres_url).set(drivername="postgresql")
+    monkeypatch.setenv("AIRFLOW_CONN_ROWS_WAREHOUSE", warehouse.render_as_string(hide_password=False))
     emulator.seed({"domain": "stale.io", "name": "Stale"})
     dag = rows_dag(
         "rows_upsert_postgres",
