@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 
 import httpx
 import pytest
@@ -415,3 +416,34 @@ def test_client_works_as_a_context_manager():
     with ListSyncClient("https://api.example.com/", API_KEY, transport=transport) as client:
         assert client.list_lists() == []
         assert client.base_url == "https://api.example.com"
+
+
+@pytest.mark.parametrize("key", [f"{API_KEY}\n", f"{API_KEY} ", f"\t{API_KEY}\r\n"])
+def test_a_key_with_surrounding_whitespace_is_sent_trimmed_and_never_shown(key, caplog):
+    # A key read from a file or an environment variable often ends with a newline. Sent as is,
+    # the HTTP layer refuses the header and quotes its value (the key) in the error.
+    caplog.set_level(logging.DEBUG)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    base_url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        client = ListSyncClient(base_url, key, timeout=0.5, retry_policy=RetryPolicy(max_attempts=1))
+        with pytest.raises(OutcomeUnknownError) as error:
+            client.list_lists()  # nothing answers: the request is sent and times out
+    finally:
+        listener.close()
+
+    assert "ReadTimeout" in str(error.value)
+    assert API_KEY not in str(error.value)
+    assert API_KEY not in caplog.text
+    recorder = Recorder(ok([]))
+    ListSyncClient("https://api.example.com", key, transport=httpx.MockTransport(recorder)).list_lists()
+    assert recorder.requests[0].headers["Authorization"] == f"Bearer {API_KEY}"
+
+
+def test_a_key_with_characters_a_header_cannot_carry_is_refused_without_showing_it():
+    with pytest.raises(ValueError) as error:
+        ListSyncClient("https://api.example.com", "sk_live_SECRET\x00abc")
+
+    assert "SECRET" not in str(error.value)

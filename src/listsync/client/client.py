@@ -105,6 +105,11 @@ class ListSyncClient:
         self.sleep = sleep
         self.retry_policy = retry_policy or RetryPolicy()
         self._rand = rand
+        # A key read from a file or the environment often ends with a newline; sent as is, the
+        # HTTP layer would refuse the header and quote it, key included, in its error.
+        api_key = api_key.strip()
+        if any(not 0x21 <= ord(char) <= 0x7E for char in api_key):
+            raise ValueError("api_key may hold only visible ASCII characters (not shown here)")
         self._http = httpx.Client(
             base_url=self.base_url,
             transport=transport,
