@@ -178,3 +178,20 @@ def test_any_extract_gives_the_same_events_whatever_its_row_order_and_chunks(
     stats = as_read.stats
     assert stats.read == len(rows) == stats.passed + stats.rejected + stats.duplicates
     assert len({e.reference for e in as_read.events}) == len(as_read.events)
+
+
+def test_a_json_data_column_holding_nan_is_rejected_rather_than_sent_as_null() -> None:
+    mapping = EventMapping(
+        signal="seats_used", identity_type="account", identity_id_column="account_id", data_column="data"
+    )
+    rows = [
+        {"account_id": "1", "data": '{"seats": NaN}'},
+        {"account_id": "2", "data": '{"seats": 3}'},
+    ]
+    rejects = Rejects()
+    prepared = prepare_events([frame(rows)], mapping, rejects=rejects)
+
+    assert prepared.stats.to_dict() == {"read": 2, "passed": 1, "rejected": 1, "duplicates": 0}
+    assert [event.data for event in prepared.events] == [{"seats": 3}]
+    assert [record["row"] for record in rejects.records] == [1]
+    assert "NaN" in rejects.records[0]["reasons"][0]

@@ -351,3 +351,20 @@ def test_json_lines_chunks_without_a_mapped_key_read_it_as_missing(tmp_path: Pat
     assert prepared.stats.to_dict() == {"read": 2, "passed": 2, "rejected": 0, "duplicates": 0}
     assert prepared.people["acme.com"]["email:jane@acme.com"].personas == ["champion"]
     assert prepared.people["acme.com"]["email:john@acme.com"].personas is None
+
+
+def test_json_text_with_nan_or_infinity_is_rejected_not_sent() -> None:
+    # Python's json module reads NaN and Infinity, which JSON has no spelling for: a row holding
+    # them must be rejected with its reason, never fail the whole upsert nor reach a JSON body.
+    rows = [
+        {"Website": "acme.com", "Revenue": 1, "Seen": None, "Meta": '{"score": NaN}', "Plan": "pro"},
+        {"Website": "b.com", "Revenue": 1, "Seen": None, "Meta": "-Infinity", "Plan": "pro"},
+        {"Website": "c.com", "Revenue": 1, "Seen": None, "Meta": '{"score": 1.5}', "Plan": "pro"},
+    ]
+    rejects = Rejects()
+    prepared = prepare_rows(frames_of(rows, 10), ROWS_MAP, "Website", rejects=rejects, json_columns=["Meta"])
+    assert prepared.stats.to_dict() == {"read": 3, "passed": 1, "rejected": 2, "duplicates": 0}
+    assert list(prepared.rows) == ["c.com"]
+    by_row = {record["row"]: record["reasons"] for record in rejects.records}
+    assert "not valid JSON" in by_row[1][0] and "NaN" in by_row[1][0]
+    assert "not valid JSON" in by_row[2][0] and "-Infinity" in by_row[2][0]

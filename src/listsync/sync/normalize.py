@@ -549,10 +549,15 @@ def parse_json(value: Any) -> Any:
     """A JSON value from JSON text, or a dict/list (JSON, jsonb, Parquet columns) made JSON-safe."""
     if isinstance(value, str):
         try:
-            return json.loads(value)
+            return json.loads(value, parse_constant=_refuse_constant)
         except json.JSONDecodeError as exc:
             raise NormalizationError(f"{value[:40]!r} is not valid JSON: {exc}") from exc
     return to_json_value(value)
+
+
+def _refuse_constant(name: str) -> Any:
+    # json.loads reads NaN and Infinity, which JSON cannot carry: a body holding one is invalid.
+    raise json.JSONDecodeError(f"{name} is not a JSON value", name, 0)
 
 
 # --- whole columns -------------------------------------------------------------------------
