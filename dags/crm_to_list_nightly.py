@@ -11,9 +11,10 @@ Every night at 02:00 UTC:
 3. ``report``: one summary of both, returned to XCom and written beside the plan and rejects files.
 
 Connections: ``listsync_warehouse`` (any SQL database Airflow has a hook for: SQLite by default,
-PostgreSQL in the compose stack) and ``listsync_default`` (the service). The plan and rejects
-files go under the Airflow Variable ``listsync_output_dir``, else ``$LISTSYNC_OUTPUT_DIR``, else
-``$AIRFLOW_HOME/listsync``, one folder per run.
+PostgreSQL in the compose stack) and ``listsync_default`` (the service). The plan, rejects and
+summary files go under the Airflow Variable ``listsync_output_dir``, else ``$LISTSYNC_OUTPUT_DIR``,
+else ``$AIRFLOW_HOME/listsync``, one folder per run; a local path, or an object-storage URI
+(``s3://aws_default@bucket/listsync``) where workers share no disk.
 """
 
 from __future__ import annotations
@@ -109,10 +110,15 @@ def crm_to_list_nightly() -> None:
     @task
     def report(rows_summary: dict[str, Any], people_summary: dict[str, Any], run_dir: str) -> dict[str, Any]:
         """Combine both summaries, log them, and keep a copy with the run's plan and rejects files."""
+        from listsync.operators.extract import storage_path
+
         summary = {"table_id": TABLE_ID, "rows": rows_summary, "people": people_summary}
-        path = Path(run_dir) / "summary.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
+        # Like the plan and rejects files, the summary may go to object storage (s3://...).
+        path = storage_path(f"{run_dir.rstrip('/')}/summary.json")
+        if isinstance(path, Path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w") as handle:
+            handle.write(json.dumps(summary, indent=2, sort_keys=True, default=str))
         log.info("Summary of the sync of %s, also in %s:\n%s", TABLE_ID, path, json.dumps(summary, indent=2))
         return summary
 
