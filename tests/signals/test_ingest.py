@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pandas as pd
@@ -202,3 +204,16 @@ def test_the_summary_counts_every_429_even_when_no_signal_met_them_all(
     assert summary["rate_limited_responses"] == 2
     assert summary["seconds_waited"] == 2
     assert ingested_references(base_url) == dict.fromkeys(valid_references(rows), 1)
+
+
+def test_rejects_without_a_path_go_to_a_file_the_summary_names(base_url: str) -> None:
+    # Like the people and rows syncs: a rejected row is never left without a readable reason.
+    rows = mixed_rows(page_visits=3, seats=2, stages=1)
+
+    summary = ingest_events(None, frames(rows), MAPPING, rejects=Rejects(), dry_run=True)
+
+    assert summary["rows_rejected"] == INVALID_ROWS
+    assert summary["rejects_path"] is not None
+    records = [json.loads(line) for line in Path(summary["rejects_path"]).read_text().splitlines()]
+    assert len(records) == INVALID_ROWS
+    assert all(record["reasons"] for record in records)

@@ -72,7 +72,8 @@ class IngestSignalsOperator(ListSyncExtractOperator):
     :param batch_size: events per request, 1 to 100.
     :param deferrable: defer while waiting for a rate-limit window instead of sleeping.
     :param defer_after_seconds: with ``deferrable``, the longest wait slept through in place.
-    :param rejects_path: where rejected rows go, as JSON lines. (templated)
+    :param rejects_path: where rejected rows go, as JSON lines (default: a temporary file, only when
+        some row is rejected). (templated)
     :param dry_run: read, map and count the events; send nothing.
     :param listsync_conn_id: the ``listsync`` connection.
     """

@@ -37,6 +37,7 @@ from listsync.sync.normalize import (
     resolve_timezone,
     to_json_value,
 )
+from listsync.sync.plan import write_plan_file
 from listsync.sync.prepare import (
     Deduplicator,
     MappedRow,
@@ -413,7 +414,8 @@ def ingest_events(
     :param client: the service client; may be ``None`` for a dry run.
     :param frames: chunks from :func:`~listsync.sync.sources.read_extract`.
     :param mapping: which columns hold which event fields.
-    :param rejects: where rejected rows go (its path, if any, is given in the summary).
+    :param rejects: where rejected rows go; the summary gives their file (a temporary one when
+        ``rejects`` has no path and some row was rejected).
     :param signal_types: signal slug → ``"Event"``, ``"Metric"`` or ``"State"``, which sets its
         pace; slugs not listed are probed (see ``ListSyncClient.send_events``).
     :param batch_size: events per request, 1 to 100.
@@ -437,10 +439,15 @@ def ingest_events(
     """
     prepared = prepare_events(frames, mapping, rejects=rejects, naive_timezone=naive_timezone)
     rejects.flush()
+    rejects_path = str(rejects.path) if rejects.path is not None else None
+    if rejects_path is None and rejects.records:
+        # Kept in memory only: write them out, as the people and rows syncs do, so that every
+        # rejected row keeps a reason someone can read.
+        rejects_path = write_plan_file(rejects.records, prefix="listsync-ingest-rejects-")
     store = checkpoints if checkpoints is not None else CheckpointStore()
     fingerprints = signal_fingerprints(prepared.events)
     saved = _resume_point(store.load(), fingerprints, store)
-    summary = _summary_base(prepared, rejects, dry_run)
+    summary = _summary_base(prepared, rejects_path, dry_run)
     if dry_run:
         summary["signals"] = {
             signal: {"events": count} for signal, count in prepared.counts_by_signal().items()
@@ -475,12 +482,12 @@ def ingest_events(
     return summary
 
 
-def _summary_base(prepared: PreparedEvents, rejects: Rejects, dry_run: bool) -> dict[str, Any]:
+def _summary_base(prepared: PreparedEvents, rejects_path: str | None, dry_run: bool) -> dict[str, Any]:
     return {
         "rows_read": prepared.stats.read,
         "rows_rejected": prepared.stats.rejected,
         "duplicates_collapsed": prepared.stats.duplicates,
-        "rejects_path": str(rejects.path) if rejects.path is not None else None,
+        "rejects_path": rejects_path,
         "events": len(prepared.events),
         "normalization_version": prepared.normalization_version,
         "dry_run": dry_run,
