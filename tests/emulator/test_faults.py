@@ -158,3 +158,18 @@ def test_drops_through_asgi_transport_surface_as_remote_protocol_errors(app, emu
     with pytest.raises(httpx.RemoteProtocolError):
         asyncio.run(post_rows())
     assert len(emulator.state.lists["tbl_accounts"].rows) == 1
+
+
+def test_a_drop_before_over_a_socket_is_a_clean_close_even_with_a_large_unread_body(app, emulator):
+    # Closing a socket with request bytes still unread makes the kernel reset the connection,
+    # which the client sees as a read or write error instead of "server disconnected".
+    big = {"rows": [{"cells": {"domain": f"acme{i}.com" + "x" * 4000}} for i in range(500)]}
+    with serve_in_thread(app) as base_url, httpx.Client(base_url=base_url) as http:
+        auth = {"Authorization": "Bearer sk_demo_listsync"}
+        http.post(
+            "/_emulator/faults", json={"rules": [{"endpoint": ROW_ADDS, "kind": "drop_before", "times": 5}]}
+        )
+        for _ in range(5):
+            with pytest.raises(httpx.RemoteProtocolError):
+                http.post(ROWS, json=big, headers=auth)
+        assert emulator.state.lists["tbl_accounts"].rows == {}

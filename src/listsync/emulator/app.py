@@ -152,6 +152,10 @@ class EmulatorApp(FastAPI):
         if fault is not None and fault.kind in ("drop_before", "drop_after"):
             if fault.kind == "drop_after":
                 await super().__call__(scope, receive, _discard)
+            else:
+                # Read the body first: closing with request bytes unread makes the kernel reset
+                # the connection, and the client would see a read error, not a disconnect.
+                await _drain(receive)
             emulator.stats.record(endpoint, "dropped")
             await drop_connection(send)
             return
@@ -176,6 +180,14 @@ class EmulatorApp(FastAPI):
 
 async def _discard(message: Message) -> None:
     """The ``send`` of a request whose answer is lost (``drop_after``)."""
+
+
+async def _drain(receive: Receive) -> None:
+    """Read and drop the request body (``drop_before``)."""
+    while True:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return
 
 
 def _refuse_constant(name: str) -> Any:
