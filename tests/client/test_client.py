@@ -447,3 +447,15 @@ def test_a_key_with_characters_a_header_cannot_carry_is_refused_without_showing_
         ListSyncClient("https://api.example.com", "sk_live_SECRET\x00abc")
 
     assert "SECRET" not in str(error.value)
+
+
+@pytest.mark.parametrize("status", [301, 307, 308])
+def test_a_redirect_is_not_taken_for_success(make_client, status):
+    # httpx does not follow redirects: a 3xx means the write was not applied and the read got no data.
+    redirect = httpx.Response(status, headers={"Location": "https://elsewhere.example.com/v1/lists"})
+
+    with pytest.raises(UnexpectedResponseError) as error:
+        make_client(Recorder(redirect)).add_rows("tbl_1", [{"cells": {"domain": "acme.com"}}])
+    assert error.value.status == status
+    with pytest.raises(UnexpectedResponseError):
+        make_client(Recorder(redirect)).list_lists()

@@ -518,7 +518,8 @@ class ListSyncClient:
                 raise OutcomeUnknownError(
                     f"{method} {path}: no answer ({type(exc).__name__}): {exc}"
                 ) from None
-            if response.status_code >= 400:
+            # Only a 2xx is success: httpx does not follow redirects, so a 3xx applied nothing.
+            if not response.is_success:
                 raise error_from_response(response, now=self.clock())
             return response
 

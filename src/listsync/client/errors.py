@@ -203,7 +203,7 @@ def error_message(response: httpx.Response) -> str:
 def error_from_response(response: httpx.Response, *, now: float | None = None) -> ApiError:
     """Map an error response to the exception for it (see the tree in this module's docstring).
 
-    :param response: a response with a status of 400 or more.
+    :param response: a response without a 2xx status (a 3xx, unfollowed, is unexpected).
     :param now: epoch seconds, to turn an HTTP-date ``Retry-After`` into seconds (default: the
         system clock; the client passes its injected clock).
     """
