@@ -368,3 +368,25 @@ def test_json_text_with_nan_or_infinity_is_rejected_not_sent() -> None:
     by_row = {record["row"]: record["reasons"] for record in rejects.records}
     assert "not valid JSON" in by_row[1][0] and "NaN" in by_row[1][0]
     assert "not valid JSON" in by_row[2][0] and "-Infinity" in by_row[2][0]
+
+
+def test_rows_differing_only_by_true_and_1_clash_rather_than_collapse() -> None:
+    # Python says True == 1, JSON does not: the second row says something else, so it is a
+    # reject naming the first, not a duplicate silently folded into it. 10 and 10.0 stay one value.
+    rows = [
+        {"id": "a", "flag": True, "n": 10},
+        {"id": "a", "flag": 1, "n": 10},
+        {"id": "b", "flag": False, "n": 10},
+        {"id": "b", "flag": False, "n": 10.0},
+        {"id": "c", "flag": None, "n": {"x": [True]}},
+        {"id": "c", "flag": None, "n": {"x": [1]}},
+    ]
+    rejects = Rejects()
+    prepared = prepare_rows(
+        frames_of(rows, 10), {"id": "id", "flag": "flag", "n": "n"}, "id", rejects=rejects, key_kind="text"
+    )
+    assert prepared.stats.to_dict() == {"read": 6, "passed": 3, "rejected": 2, "duplicates": 1}
+    assert prepared.rows["a"]["flag"] is True
+    reasons = [(record["row"], record["reasons"][0]) for record in rejects.records]
+    assert [row for row, _ in reasons] == [2, 6]
+    assert all("duplicate of row" in reason for _, reason in reasons)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 import pandas as pd
+from pydantic import BaseModel
 
 from listsync.client.errors import InvalidRecordError, ListSyncError
 from listsync.client.models import Person, person_identity, validate_person
@@ -254,9 +255,10 @@ def reject_row(row: MappedRow, reasons: list[str], rejects: Rejects, stats: Prep
 class Deduplicator(Generic[K, V]):
     """Keeps one value per key: the first row in extract order.
 
-    A later row with the same key and an equal value is a duplicate (collapsed, counted in
-    ``stats.duplicates``); with a different value it is rejected with a reason naming the row
-    it clashes with. The first row wins, so the outcome never depends on chunk size or timing.
+    A later row with the same key and an equal value (equal as JSON: ``True`` is not ``1``) is a
+    duplicate (collapsed, counted in ``stats.duplicates``); with a different value it is rejected
+    with a reason naming the row it clashes with. The first row wins, so the outcome never
+    depends on chunk size or timing.
     ``key_name`` says what the key is in those reasons (e.g. ``"account domain and identity"``).
     """
 
@@ -275,7 +277,7 @@ class Deduplicator(Generic[K, V]):
         if kept is None:
             self._kept[key] = (row.row_number, value)
             self._stats.passed += 1
-        elif kept[1] == value:
+        elif _strict(kept[1]) == _strict(value):
             self._stats.duplicates += 1
         else:
             self._rejects.add_duplicate(
@@ -286,6 +288,20 @@ class Deduplicator(Generic[K, V]):
     def kept(self) -> dict[K, V]:
         """The surviving value of each key, in extract order of first appearance."""
         return {key: value for key, (_, value) in self._kept.items()}
+
+
+def _strict(value: Any) -> Any:
+    """``value`` in a form whose equality is JSON's: ``True`` is not ``1`` (Python says it is),
+    while ``10`` and ``10.0`` stay one number and key order still does not matter."""
+    if isinstance(value, BaseModel):
+        return type(value), _strict(value.model_dump())
+    if isinstance(value, bool):
+        return bool, value
+    if isinstance(value, Mapping):
+        return {key: _strict(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(item) for item in value]
+    return value
 
 
 # --- people --------------------------------------------------------------------------------
