@@ -91,6 +91,28 @@ def test_rate_limited_entries_without_reference_are_still_requeued(make_client, 
     assert report.signals["evt"].acknowledged == 90
 
 
+def test_rate_limited_entries_whose_reference_matches_no_event_count_as_unreferenced(
+    make_client, event_service
+):
+    # A service that reshapes references (here: upper case) still says these events were limited:
+    # they are re-queued for the next window, not taken for possibly ingested and re-sent at once.
+    service = event_service({"evt": 40}, send_headers=False)
+
+    def reshape_references(request: httpx.Request) -> httpx.Response:
+        answer = service.handler(request)
+        body = answer.json()
+        for entry in body.get("rate_limited", []):
+            entry["reference"] = entry["reference"].upper()
+        return httpx.Response(answer.status_code, json=body, headers=answer.headers)
+
+    report = make_client(reshape_references).send_events(events("evt", 90), {"evt": "Event"})
+
+    assert Counter(service.ingested) == Counter(f"evt:{i}" for i in range(90))
+    assert report.signals["evt"].acknowledged == 90
+    assert report.signals["evt"].possibly_duplicated == 0
+    assert [call.status for call in service.calls] == [200, 200, 200]
+
+
 def test_events_missing_from_a_response_are_resent_and_flagged(make_client, event_service, clock):
     service = event_service({"evt": 100})
 

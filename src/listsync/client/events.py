@@ -342,7 +342,8 @@ class _Sender:
     def _acknowledge(self, batch: list[_Pending], slugs: list[str], result: BatchIngestResult) -> None:
         now = self.client.clock()
         by_reference = {item.reference: item for item in batch}
-        limited = {entry.reference for entry in result.rate_limited if entry.reference}
+        # An entry whose reference names no event of the batch is matched like one without (A7).
+        limited = {entry.reference for entry in result.rate_limited if entry.reference in by_reference}
         acked: dict[str, str] = {}
         unreferenced = []
         for ack in result.acks:
@@ -361,7 +362,7 @@ class _Sender:
         self._learn(slugs, info, now)
         back = [item for item in batch if item.reference not in acked]
         unlisted = [item for item in back if item.reference not in limited]
-        anonymous = sum(1 for entry in result.rate_limited if not entry.reference)
+        anonymous = sum(1 for entry in result.rate_limited if entry.reference not in limited)
         if len(unlisted) > anonymous:
             # Neither acknowledged nor listed as rate limited: the service may have ingested them.
             for item in unlisted:
