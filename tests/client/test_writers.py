@@ -149,6 +149,23 @@ def test_invalid_items_fail_alone(make_client):
     assert service.bodies[0]["accounts"] == [{"accountDomain": "a.io", "people": [{"email": "p@a.io"}]}]
 
 
+@pytest.mark.parametrize("domain", ["", "   "])
+def test_an_item_without_an_account_domain_fails_alone(make_client, domain):
+    service = Service()
+    items = [
+        AccountKeyed("ok", "a.io", {"first_name": "Ada", "email": "ada@a.io"}),
+        AccountKeyed("no-domain", domain, {"first_name": "Bob", "email": "bob@b.io"}),
+    ]
+
+    report = make_client(service).write_people_adds("tbl_1", items)
+
+    assert report.written == ["ok"]
+    assert "accountDomain" in report.failed["no-domain"]
+    assert service.bodies[0]["accounts"] == [
+        {"accountDomain": "a.io", "people": [{"first_name": "Ada", "email": "ada@a.io"}]}
+    ]
+
+
 def test_row_adds_map_keys_to_new_row_ids(make_client):
     def answer(body):
         rows = [{"id": f"row_{row['cells']['n']}", "cells": row["cells"]} for row in body["rows"]]
