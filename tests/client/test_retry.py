@@ -101,6 +101,9 @@ def test_backoff_is_exponential_capped_and_jittered(attempt, rand, seconds):
         (limited(reset_in=42), 42.0),
         (limited(retry_after=9), 9.0),
         (limited(reset_in=-5), 0.0),
+        # A reset already past by our clock (clocks differ): the relative Retry-After still holds.
+        (limited(reset_in=-5, retry_after=9), 9.0),
+        (limited(reset_in=0, retry_after=9), 9.0),
         (limited(), 1.0),  # no hint: the backoff
         (server(503), 1.0),
     ],

@@ -146,8 +146,12 @@ class RateLimitedError(ApiError):
         self.retry_after = retry_after
 
     def wait_seconds(self, now: float) -> float | None:
-        """Seconds from ``now`` until a retry may succeed; ``None`` when the service gave no hint."""
-        if self.reset_at is not None:
+        """Seconds from ``now`` until a retry may succeed; ``None`` when the service gave no hint.
+
+        ``X-RateLimit-Reset`` wins while it is ahead of ``now``; one already past by our clock
+        (the clocks differ) gives way to ``Retry-After``, which is relative, when that was sent.
+        """
+        if self.reset_at is not None and (self.reset_at > now or self.retry_after is None):
             return max(0.0, self.reset_at - now)
         return self.retry_after
 
