@@ -71,3 +71,19 @@ def test_bad_arguments_exit_2_with_a_message(
 
     assert main([*argv, "--signal", "s", "--identity-type", "account", "--api-key", ""]) == 2
     assert "LISTSYNC_API_KEY" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("batch_size", ["0", "101"])
+def test_a_batch_size_outside_1_to_100_is_a_bad_argument(
+    batch_size: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    extract = tmp_path / "events.csv"
+    pd.DataFrame(mixed_rows(page_visits=1, seats=0, stages=0)).to_csv(extract, index=False)
+    argv = [
+        "ingest", "--source", str(extract), "--base-url", "http://127.0.0.1:9", "--dry-run",
+        "--signal-column", "signal", "--identity-type", "account", "--identity-id-column", "object_id",
+        "--batch-size", batch_size,
+    ]  # fmt: skip
+
+    assert main(argv) == 2
+    assert "--batch-size must be between 1 and 100" in capsys.readouterr().err

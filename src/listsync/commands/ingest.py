@@ -132,6 +132,9 @@ def run(args: argparse.Namespace) -> int:
             version=args.version,
         )
         check_extract_arguments(args)
+        if not 1 <= args.batch_size <= 100:
+            # Checked here too, so a dry run refuses what a real run would.
+            raise ValueError(f"--batch-size must be between 1 and 100, got {args.batch_size}")
         key = api_key(args, required=not args.dry_run)
     except ValueError as exc:
         report("ingest", exc)
