@@ -191,6 +191,23 @@ def test_caller_references_are_kept_and_missing_ones_are_deterministic(make_clie
     assert service.calls[0].references == ["evt:0", "crm-42", "evt:2"]
 
 
+def test_a_derived_reference_never_takes_a_reference_the_caller_gave(make_client, event_service):
+    # The caller's own references look like derived ones; each event is still sent exactly once.
+    service = event_service({"evt": 100})
+    batch = events("evt", 4)
+    batch[0]["reference"] = "evt:1"
+    batch[3]["reference"] = "evt:2"
+
+    report = make_client(service.handler).send_events(batch, {"evt": "Event"})
+
+    assert report.signals["evt"].rejected == {}
+    assert report.signals["evt"].acknowledged == 4
+    references = service.calls[0].references
+    assert references[0] == "evt:1" and references[3] == "evt:2"
+    assert len(set(references)) == 4
+    assert report.checkpoint == {"version": 1, "signals": {"evt": {"prefix": 4, "ranges": []}}}
+
+
 def test_invalid_and_duplicate_reference_events_are_rejected_not_sent(make_client, event_service):
     service = event_service({"evt": 100})
     client = make_client(service.handler)

@@ -10,7 +10,8 @@ A signal of unknown type is probed with one event in a batch of its own; the res
 only single-signal responses are read this way).
 
 How it keeps every event: each event carries a ``reference`` (the caller's, else
-``<signal>:<position>``, its position among the caller's events of that signal), so every
+``<signal>:<position>``, its position among the caller's events of that signal, ``#<n>`` added
+should the caller have given that reference to another event), so every
 acknowledgement and every ``rate_limited`` entry maps back to exactly one event. Events not
 acknowledged by a response, whether listed in ``rate_limited`` or not, go back to the head of
 their signal's queue. A 429 re-queues the whole batch and waits for the reset. ``404 Signals
@@ -219,6 +220,7 @@ class _Sender:
 
     def take(self, events: Iterable[SignalEvent | Mapping[str, Any]]) -> None:
         positions: dict[str, int] = {}
+        unnamed: list[_Pending] = []
         for raw in events:
             slug = _slug_of(raw)
             position = positions.get(slug, 0)
@@ -232,15 +234,26 @@ class _Sender:
             except InvalidRecordError as exc:
                 self.report.signal(slug).rejected[reference] = str(exc)
                 continue
-            if reference in self.references:
+            pending = _Pending(slug, position, event)
+            if event.reference is None:
+                # Named once every caller reference is known, so a derived one never takes one.
+                unnamed.append(pending)
+            elif event.reference in self.references:
                 # Two events with one reference could not be told apart in the response.
                 self.report.signal(slug).rejected[reference] = "duplicate reference"
                 continue
-            self.references.add(reference)
-            if event.reference is None:
-                event = event.model_copy(update={"reference": reference})
-            self.queues.setdefault(slug, deque()).append(_Pending(slug, position, event))
+            else:
+                self.references.add(event.reference)
+            self.queues.setdefault(slug, deque()).append(pending)
             self.budgets.setdefault(slug, SignalBudget(self.limits.get(slug)))
+        for pending in unnamed:
+            reference = f"{pending.signal}:{pending.position}"
+            suffix = 0
+            while reference in self.references:
+                suffix += 1
+                reference = f"{pending.signal}:{pending.position}#{suffix}"
+            self.references.add(reference)
+            pending.event = pending.event.model_copy(update={"reference": reference})
 
     def _acked(self, slug: str) -> _Acked:
         return self.acked.setdefault(slug, _Acked())
