@@ -8,7 +8,7 @@ from collections import Counter
 import httpx
 import pytest
 
-from listsync.client import AuthenticationError
+from listsync.client import AuthenticationError, UnexpectedResponseError
 
 
 def events(signal: str, count: int, **extra: object) -> list[dict[str, object]]:
@@ -129,6 +129,23 @@ def test_events_missing_from_a_response_are_resent_and_flagged(make_client, even
     assert report.signals["evt"].possibly_duplicated == 1
     assert Counter(service.ingested)["evt:2"] == 2
     assert clock.sleeps == []  # not rate limited: re-sent at once
+
+
+@pytest.mark.parametrize("answer", [{}, {"success": True, "data": []}, None])
+def test_a_batch_answer_that_settles_no_event_is_an_error_not_an_endless_resend(make_client, answer):
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        if len(calls) > 3:
+            raise AssertionError("the same events are sent again and again")
+        if answer is None:
+            return httpx.Response(202)
+        return httpx.Response(200, json=answer)
+
+    with pytest.raises(UnexpectedResponseError, match="no event"):
+        make_client(handler).send_events(events("evt", 3), {"evt": "Event"})
+    assert len(calls) == 1
 
 
 def test_a_429_waits_until_the_reset_header(make_client, event_service, clock):

@@ -164,6 +164,7 @@ class ListSyncClient:
         :param retry_rate_limited: ``False`` raises :class:`RateLimitedError` on a 429 instead of
             waiting (for callers that pace themselves).
         :param attempts: filled in with what retrying did (attempts, seconds waited, 429s).
+        :raises UnexpectedResponseError: a 2xx that neither acknowledges nor rate-limits any event.
         """
         request = validate_record(EventBatchRequest, {"events": list(events)}, record="event batch")
         record = attempts if attempts is not None else Attempts()
@@ -181,6 +182,10 @@ class ListSyncClient:
         rate_limited = envelope.get("rate_limited")
         if rate_limited is None and isinstance(envelope.get("data"), Mapping):
             rate_limited = envelope["data"].get("rate_limited")
+        if not acks and not rate_limited:
+            # Every event is either acknowledged or rate limited (all limited is a 429); an answer
+            # settling none cannot be read, and re-sending on it would never end.
+            raise _unexpected(response, "the answer acknowledges no event and lists none as rate limited")
         info = RateLimitInfo.from_headers(response.headers)
         return _parse(
             BatchIngestResult,
