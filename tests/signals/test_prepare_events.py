@@ -195,3 +195,30 @@ def test_a_json_data_column_holding_nan_is_rejected_rather_than_sent_as_null() -
     assert [event.data for event in prepared.events] == [{"seats": 3}]
     assert [record["row"] for record in rejects.records] == [1]
     assert "NaN" in rejects.records[0]["reasons"][0]
+
+
+def test_timestamps_without_an_offset_are_read_in_the_naive_zone_and_the_log_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    rows = [
+        {"signal": "page_visit", "account_id": "1", "seats": 1, "plan": "team", "at": "2026-11-01T09:00:00"},
+        {"signal": "page_visit", "account_id": "2", "seats": 1, "plan": "team", "at": "2026-11-01T09:00:00Z"},
+    ]
+    with caplog.at_level("INFO", logger="listsync.sync.events"):
+        prepared = prepare_events([frame(rows)], MAPPING, rejects=Rejects(), naive_timezone="Europe/Paris")
+
+    assert sorted(event.timestamp for event in prepared.events) == [
+        "2026-11-01T08:00:00.000000Z",
+        "2026-11-01T09:00:00.000000Z",
+    ]
+    lines = [record.getMessage() for record in caplog.records if "without an offset" in record.getMessage()]
+    assert len(lines) == 1
+    assert "'at'" in lines[0] and "Europe/Paris" in lines[0]
+
+
+def test_no_naive_zone_line_when_every_timestamp_has_an_offset(caplog: pytest.LogCaptureFixture) -> None:
+    rows = [{"signal": "page_visit", "account_id": "1", "seats": 1, "plan": None, "at": "2026-11-01T09:00Z"}]
+    with caplog.at_level("INFO", logger="listsync.sync.events"):
+        prepare_events([frame(rows)], MAPPING, rejects=Rejects())
+
+    assert not [record for record in caplog.records if "without an offset" in record.getMessage()]

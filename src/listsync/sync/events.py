@@ -24,7 +24,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING, Any, Protocol
 
 from listsync.client.errors import InvalidRecordError, ListSyncError
@@ -219,12 +219,20 @@ def event_order(event: SignalEvent) -> tuple[bool, str, str]:
     return (event.timestamp is None, event.timestamp or "", event.reference or "")
 
 
-def _event_rules(mapping: EventMapping, naive_timezone: str) -> dict[str, Rule]:
-    zone = resolve_timezone(naive_timezone)
-    rules: dict[str, Rule] = {
-        DATA: parse_json,
-        TIMESTAMP: lambda value: canonical_timestamp(normalize_timestamp(value, zone)),
-    }
+# Stands for "no offset was given" while a timestamp is read: normalize_timestamp gives exactly
+# this object to naive values, and parsing never makes it.
+_NO_OFFSET = timezone(timedelta(0), "no offset")
+
+
+def _event_rules(mapping: EventMapping, zone: tzinfo, naive_seen: list[bool]) -> dict[str, Rule]:
+    def timestamp(value: Any) -> str:
+        moment = normalize_timestamp(value, _NO_OFFSET)
+        if moment.tzinfo is _NO_OFFSET:
+            naive_seen.append(True)
+            moment = moment.replace(tzinfo=zone)
+        return canonical_timestamp(moment)
+
+    rules: dict[str, Rule] = {DATA: parse_json, TIMESTAMP: timestamp}
     rules.update({DATA_PREFIX + column: to_json_value for column in mapping.data_columns or ()})
     return rules
 
@@ -262,7 +270,8 @@ def prepare_events(
     :param frames: chunks from :func:`~listsync.sync.sources.read_extract`.
     :param mapping: which columns hold which event fields.
     :param rejects: where rejected rows go.
-    :param naive_timezone: the zone of timestamps written without an offset (IANA name).
+    :param naive_timezone: the zone of timestamps written without an offset (IANA name); one log
+        line says so when the extract has any.
     :raises ~listsync.sync.prepare.ColumnMappingError: a mapped column is not in the extract.
 
     A row is rejected, with every reason, when a field fails its rule (a timestamp that is not
@@ -276,7 +285,9 @@ def prepare_events(
     survivors: Deduplicator[str, SignalEvent] = Deduplicator(rejects, stats, "reference")
     column_map = mapping.column_map()
     columns = {target: column for column, target in column_map.items()}
-    for row in iter_mapped_rows(frames, column_map, _event_rules(mapping, naive_timezone), stats):
+    zone = resolve_timezone(naive_timezone)
+    naive_seen: list[bool] = []
+    for row in iter_mapped_rows(frames, column_map, _event_rules(mapping, zone, naive_seen), stats):
         reasons = list(row.reasons)
         fields = _event_fields(mapping, row.values)
         if DATA not in row.failed and fields["data"] is not None and not isinstance(fields["data"], dict):
@@ -301,6 +312,12 @@ def prepare_events(
             )
         event = event.model_copy(update={"reference": reference})
         survivors.offer(row, reference, event, reference)
+    if naive_seen:
+        log.info(
+            "Timestamps without an offset in column %r are read as %s (naive_timezone)",
+            mapping.timestamp_column,
+            zone,
+        )
     events = sorted(survivors.kept().values(), key=event_order)
     return PreparedEvents(events, stats)
 
