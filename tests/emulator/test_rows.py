@@ -218,6 +218,16 @@ def ids(response):
     return [row["id"] for row in response.json()["data"]["rows"]]
 
 
+def test_get_rows_by_ids_answers_every_row_found_not_a_first_page(client):
+    add_rows(client, *({"name": f"n{i}"} for i in range(150)))
+    wanted = [f"row_{i}" for i in range(150, 0, -1)]
+
+    body = client.get(ROWS, params={"rowIds": ",".join(wanted)}).json()["data"]
+
+    assert [row["id"] for row in body["rows"]] == wanted
+    assert (body["totalMatched"], body["returned"], body["truncated"]) == (150, 150, False)
+
+
 @pytest.mark.usefixtures("table")
 def test_get_rows_read_cells_are_objects(client):
     body = client.get(ROWS, params={"rowIds": "row_1"}).json()["data"]

@@ -598,6 +598,8 @@ class ListOperations:
         if "rowIds" in params:
             wanted = [r for r in params["rowIds"].split(",") if r]
             matched = [lst.rows[r] for r in dict.fromkeys(wanted) if r in lst.rows]
+            # A27: the rows asked for, all of them; paging belongs to the filter mode (and A22).
+            limit, offset = max(len(matched), 1), 0
         elif "index" in params:
             index = _int_param(params, "index", 0, 0, None)
             rows = list(lst.rows.values())
