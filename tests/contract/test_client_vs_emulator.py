@@ -48,6 +48,13 @@ def test_ingest_event(client, emulator):
     assert (stored["id"], stored["reference"]) == (ack.id, "r1")
 
 
+def test_a_timestamp_the_client_accepts_is_one_the_emulator_accepts(client, emulator):
+    # RFC 3339 allows a lower-case "z"; the client takes it, so it must send a form both read.
+    ack = client.ingest_event(event(reference="r1", timestamp="2026-11-21T06:00:00z"))
+    assert ack.reference == "r1"
+    assert emulator.state.events[0]["timestamp"] == "2026-11-21T06:00:00Z"
+
+
 def test_ingest_event_unknown_or_inactive_signal(client):
     with pytest.raises(SignalsNotFoundError) as raised:
         client.ingest_event(event("legacy_score"))

@@ -84,7 +84,8 @@ def _check_iso8601(value: Any) -> Any:
             datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text)
         except ValueError:
             raise ValueError("must be an ISO 8601 date-time, e.g. 2026-11-21T06:12:00Z") from None
-        return text
+        # ISO 8601 writes UTC as an upper-case Z; the lower-case one of RFC 3339 is sent as that.
+        return text[:-1] + "Z" if text[-1:] == "z" else text
     return value
 
 
