@@ -390,3 +390,24 @@ def test_rows_differing_only_by_true_and_1_clash_rather_than_collapse() -> None:
     reasons = [(record["row"], record["reasons"][0]) for record in rejects.records]
     assert [row for row, _ in reasons] == [2, 6]
     assert all("duplicate of row" in reason for _, reason in reasons)
+
+
+def test_people_of_one_account_sharing_a_profile_url_clash_like_a_shared_identity() -> None:
+    # The service merges an added person into one with the same profile URL (A16): two extract
+    # rows with one URL would overwrite each other in the List, never converging. The first wins.
+    url = "https://network.example.com/in/jane"
+    rows = [
+        person_row(Email="jane@acme.com", Profile=url),
+        person_row(Email="jane.doe@acme.com", Profile=url),  # other e-mail, same URL
+        person_row(Profile=url + "/"),  # no e-mail: known by the URL, the same person again
+        person_row(Email="jane@acme.com", Profile=url),  # identical to row 1: a duplicate
+        person_row(**{"Company Domain": "other.com"}, Email="x@other.com", Profile=url),  # other account
+    ]
+    rejects = Rejects()
+    prepared = prepare_people(frames_of(rows, 2), PEOPLE_MAP, rejects=rejects)
+    assert prepared.stats.to_dict() == {"read": 5, "passed": 2, "rejected": 2, "duplicates": 1}
+    assert list(prepared.people["acme.com"]) == ["email:jane@acme.com"]
+    assert [record["row"] for record in rejects.records] == [2, 3]
+    for record in rejects.records:
+        (reason,) = record["reasons"]
+        assert "duplicate of row 1" in reason and url in reason

@@ -352,7 +352,9 @@ def prepare_people(
     model, the account domain is empty, or the person has no identity (no email, profile URL,
     phone or first and last name). Rows with the same account domain and identity: the first
     in the extract is kept; later identical ones are duplicates; later different ones are
-    rejected naming the first.
+    rejected naming the first. A row whose profile URL belongs to a person of the same account
+    with another identity is rejected too, naming that person's row: the service would merge
+    the two (A16).
     """
     check_region(default_region)
     _check_targets(column_map, (*PERSON_FIELDS, ACCOUNT_DOMAIN), (ACCOUNT_DOMAIN, "first_name"))
@@ -361,6 +363,8 @@ def prepare_people(
         rejects, stats, "account domain and identity"
     )
     domain_column = next(column for column, target in column_map.items() if target == ACCOUNT_DOMAIN)
+    # (account domain, profile URL) -> (row number, identity) of the first person passed with it.
+    profile_urls: dict[tuple[str, str], tuple[int, str]] = {}
     for row in iter_mapped_rows(frames, column_map, person_rules(default_region), stats):
         reasons = list(row.reasons)
         domain = row.values.pop(ACCOUNT_DOMAIN, None)
@@ -381,7 +385,20 @@ def prepare_people(
         if reasons or person is None or domain is None or identity is None:
             reject_row(row, reasons, rejects, stats)
             continue
+        url = person.network_profile_url
+        owner = profile_urls.get((domain, url)) if url else None
+        if owner is not None and owner[1] != identity:
+            # The service merges people of one account sharing a profile URL (A16): sending both
+            # would make one overwrite the other, run after run.
+            rejects.add_duplicate(
+                row.row_number, row.original, owner[0], f"account domain and profile URL ({domain}, {url})"
+            )
+            stats.rejected += 1
+            continue
+        passed = stats.passed
         survivors.offer(row, (domain, identity), person, f"{domain}, {identity}")
+        if url and stats.passed > passed:
+            profile_urls.setdefault((domain, url), (row.row_number, identity))
     people: dict[str, dict[str, Person]] = {}
     for (domain, identity), person in survivors.kept().items():
         people.setdefault(domain, {})[identity] = person
