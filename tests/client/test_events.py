@@ -320,6 +320,26 @@ def test_a_bad_event_refusing_its_batch_is_isolated(make_client, event_service):
     assert report.signals["evt"].rejected == {"evt:1": "Missing required data keys for signal evt: x"}
 
 
+def test_an_event_refused_with_a_400_costs_no_rate_limit_budget(make_client, event_service, clock):
+    # A4: a refused request counts against no limit, so a bad probe of a signal of unknown type
+    # must not hold the next probe back until the window resets.
+    service = event_service({"mystery": 50})
+
+    def refuse_first(request: httpx.Request) -> httpx.Response:
+        if any(event.get("reference") == "mystery:0" for event in json.loads(request.content)["events"]):
+            error = "Missing required data keys for signal mystery: x"
+            return httpx.Response(400, json={"success": False, "error": error})
+        return service.handler(request)
+
+    report = make_client(refuse_first).send_events(events("mystery", 3))
+
+    assert report.signals["mystery"].rejected == {
+        "mystery:0": "Missing required data keys for signal mystery: x"
+    }
+    assert report.signals["mystery"].acknowledged == 2
+    assert clock.sleeps == []
+
+
 def test_a_batch_error_naming_an_event_rejects_it_and_resends_the_rest(make_client, event_service):
     service = event_service({"evt": 100})
     refused = []

@@ -451,7 +451,7 @@ class _Sender:
             bad = batch[index or 0]
             self.report.signal(bad.signal).rejected[bad.reference] = exc.message
             rest = [item for item in batch if item is not bad]
-            for item in rest:
+            for item in batch:
                 self.budgets[item.signal].refund(1)
             self._requeue(rest)
             return
