@@ -225,6 +225,28 @@ def test_patch_null_clears_a_field_and_unmatched_people_are_listed(client, add_a
     assert "title" not in people_of(emulator, "acme.com")[0]
 
 
+def test_patch_null_target_puts_back_its_default_so_the_target_filter_still_finds_the_person(
+    client, add_accounts, emulator
+):
+    add_accounts("acme.com")
+    add(client, "acme.com", ANN, BOB)
+    patch(client, "acme.com", {"match": {"email": "ann@acme.com"}, "patch": {"target": False}})
+    patch(
+        client,
+        "acme.com",
+        {"match": {"email": "ann@acme.com"}, "patch": {"target": None}},
+        {"match": {"network_profile_url": BOB["network_profile_url"]}, "patch": {"target": None}},
+    )
+
+    ann, bob = people_of(emulator, "acme.com")
+    assert (ann["target"], bob["target"]) == (True, False)  # §2.1: true with a contact channel
+    listed = {
+        flag: [p["first_name"] for p in client.get(PEOPLE, params={"target": flag}).json()["data"]["people"]]
+        for flag in ("true", "false")
+    }
+    assert listed == {"true": ["Ann"], "false": ["Bob"]}
+
+
 def test_patch_needs_an_identity_and_a_valid_patch(client, add_accounts, expect_error):
     add_accounts("acme.com")
     expect_error(

@@ -438,6 +438,9 @@ class ListOperations:
                     person.pop(name, None)
                 else:
                     person[name] = value
+            if "target" not in person:
+                # Cleared: back to its §2.1 default, so the target filter still sees the person.
+                person["target"] = is_contactable(person)
             updated += 1
         lst.people_changed()
         return {"updated": updated, "notFound": not_found}
