@@ -11,7 +11,7 @@ to act as. Each operator keeps its own parameters, its ``template_fields`` and t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +42,10 @@ class ListSyncExtractOperator(BaseOperator):
     :param dry_run: do everything but send writes.
     :param listsync_conn_id: the ``listsync`` connection.
     """
+
+    # A templated ``sql`` ending in .sql names a file (found on the DAG's template_searchpath)
+    # whose rendered text is the query, in every operator alike.
+    template_ext: Sequence[str] = (".sql",)
 
     #: The service user to act as instead of the connection's ``user_id``; None: the connection's.
     #: Operators that expose it set it from their ``user_id`` parameter.

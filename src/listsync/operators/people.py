@@ -73,7 +73,6 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
         "plan_path",
         "user_id",
     )
-    template_ext: Sequence[str] = (".sql",)
     template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql", "column_map": "json"}
     ui_color = "#d7ecfa"
 
