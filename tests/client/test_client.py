@@ -304,6 +304,10 @@ def test_single_ingestion_accepts_any_2xx(make_client, status):
     assert make_client(Recorder(ok(ACK, status=status))).ingest_event(EVENT).status == "pending"
 
 
+def test_single_ingestion_reads_its_acknowledgement_from_a_one_item_list(make_client):
+    assert make_client(Recorder(ok([ACK]))).ingest_event(EVENT).id == ACK["id"]
+
+
 @pytest.mark.parametrize(
     "data",
     [[{"id": "tbl_1"}], {"lists": [{"id": "tbl_1"}]}, {"items": [{"id": "tbl_1"}]}],

@@ -144,6 +144,9 @@ class ListSyncClient:
         body = validate_event(event).to_wire()
         response = self._request("POST", "/v1/events", json_body=body, repeat=Repeat.AT_LEAST_ONCE)
         data = _data(response)
+        if isinstance(data, list) and len(data) == 1:
+            # Tolerance: ``data`` as a list holding the one acknowledgement.
+            data = data[0]
         if not isinstance(data, Mapping):
             raise _unexpected(response, "the acknowledgement object is missing")
         return _parse(EventAck, data, response)
