@@ -30,6 +30,7 @@ __all__ = [
     "add_service_arguments",
     "api_key",
     "check_extract_arguments",
+    "check_plan_arguments",
     "chunk_size_argument",
     "column_mapping",
     "plan_sync_arguments",
@@ -160,10 +161,28 @@ def api_key(args: argparse.Namespace, *, required: bool = True) -> str:
 def check_extract_arguments(args: argparse.Namespace) -> None:
     """Check that the extract is named once.
 
-    :raises ValueError: not exactly one of ``--source`` and ``--sql``, or ``--sql`` without ``--sql-url``.
+    :raises ValueError: not exactly one of ``--source`` and ``--sql``, ``--sql`` without
+        ``--sql-url``, or a ``--source`` file that does not exist.
     """
     if (args.source is None) == (args.sql is None) or (args.sql is not None and not args.sql_url):
         raise ValueError("give --source FILE, or --sql QUERY with --sql-url URL")
+    # Checked here so a missing file is a usage error (exit 2) instead of a traceback mid-read.
+    if args.source is not None and not os.path.isfile(args.source):
+        raise ValueError(f"--source {args.source}: no such file")
+
+
+def check_plan_arguments(args: argparse.Namespace) -> None:
+    """Check the options :func:`add_plan_arguments` added, before anything is read or sent.
+
+    :raises ValueError: ``--max-delete-fraction`` or ``--max-reject-fraction`` is not between 0 and 1.
+    """
+    for option, value in (
+        ("--max-delete-fraction", args.max_delete_fraction),
+        ("--max-reject-fraction", args.max_reject_fraction),
+    ):
+        # "not 0 <= value <= 1" also refuses NaN.
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{option} must be between 0 and 1, got {value}")
 
 
 def read_frames(args: argparse.Namespace) -> Iterator[pd.DataFrame]:

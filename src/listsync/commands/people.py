@@ -21,6 +21,7 @@ from listsync.commands.common import (
     add_service_arguments,
     api_key,
     check_extract_arguments,
+    check_plan_arguments,
     chunk_size_argument,
     column_mapping,
     plan_sync_arguments,
@@ -92,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     overall = [size for kind, size in args.chunk_size if kind is None]
     try:
         check_extract_arguments(args)
+        check_plan_arguments(args)
         key = api_key(args)
         chunk_size = chunk_sizes(
             {kind: sizes.get(kind, overall[-1] if overall else PEOPLE_PER_REQUEST) for kind in WRITE_KINDS}

@@ -21,6 +21,7 @@ from listsync.commands.common import (
     add_service_arguments,
     api_key,
     check_extract_arguments,
+    check_plan_arguments,
     chunk_size_argument,
     column_mapping,
     plan_sync_arguments,
@@ -110,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
     by_kind = {kind: size for kind, size in args.chunk_size if kind is not None}
     try:
         check_extract_arguments(args)
+        check_plan_arguments(args)
         key = api_key(args)
         sizes = chunk_sizes(overall[-1] if overall else None)
         sizes = chunk_sizes({**sizes, **by_kind})
