@@ -31,6 +31,7 @@ __all__ = [
     "api_key",
     "check_extract_arguments",
     "check_plan_arguments",
+    "check_source_file",
     "chunk_size_argument",
     "column_mapping",
     "plan_sync_arguments",
@@ -161,12 +162,19 @@ def api_key(args: argparse.Namespace, *, required: bool = True) -> str:
 def check_extract_arguments(args: argparse.Namespace) -> None:
     """Check that the extract is named once.
 
-    :raises ValueError: not exactly one of ``--source`` and ``--sql``, ``--sql`` without
-        ``--sql-url``, or a ``--source`` file that does not exist.
+    :raises ValueError: not exactly one of ``--source`` and ``--sql``, or ``--sql`` without ``--sql-url``.
     """
     if (args.source is None) == (args.sql is None) or (args.sql is not None and not args.sql_url):
         raise ValueError("give --source FILE, or --sql QUERY with --sql-url URL")
-    # Checked here so a missing file is a usage error (exit 2) instead of a traceback mid-read.
+
+
+def check_source_file(args: argparse.Namespace) -> None:
+    """Check that the ``--source`` file exists, if one is named; called once the other options
+    are checked, so a wrong option is reported before a missing file.
+
+    :raises ValueError: ``--source`` names no file.
+    """
+    # Checked before reading, so a missing file is a usage error (exit 2), not a traceback.
     if args.source is not None and not os.path.isfile(args.source):
         raise ValueError(f"--source {args.source}: no such file")
 

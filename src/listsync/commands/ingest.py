@@ -21,6 +21,7 @@ from listsync.commands.common import (
     add_service_arguments,
     api_key,
     check_extract_arguments,
+    check_source_file,
     read_frames,
     report,
     run_and_report,
@@ -136,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
             # Checked here too, so a dry run refuses what a real run would.
             raise ValueError(f"--batch-size must be between 1 and 100, got {args.batch_size}")
         key = api_key(args, required=not args.dry_run)
+        check_source_file(args)
     except ValueError as exc:
         report("ingest", exc)
         return EXIT_USAGE

@@ -22,6 +22,7 @@ from listsync.commands.common import (
     api_key,
     check_extract_arguments,
     check_plan_arguments,
+    check_source_file,
     chunk_size_argument,
     column_mapping,
     plan_sync_arguments,
@@ -95,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         check_extract_arguments(args)
         check_plan_arguments(args)
         key = api_key(args)
+        check_source_file(args)
         chunk_size = chunk_sizes(
             {kind: sizes.get(kind, overall[-1] if overall else PEOPLE_PER_REQUEST) for kind in WRITE_KINDS}
         )

@@ -22,6 +22,7 @@ from listsync.commands.common import (
     api_key,
     check_extract_arguments,
     check_plan_arguments,
+    check_source_file,
     chunk_size_argument,
     column_mapping,
     plan_sync_arguments,
@@ -113,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
         check_extract_arguments(args)
         check_plan_arguments(args)
         key = api_key(args)
+        check_source_file(args)
         sizes = chunk_sizes(overall[-1] if overall else None)
         sizes = chunk_sizes({**sizes, **by_kind})
     except ValueError as exc:
