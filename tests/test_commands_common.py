@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,3 +62,35 @@ def test_a_fraction_outside_0_to_1_exits_2(
 ) -> None:
     message = usage_error(capsys, [*COMMANDS[command], "--source", str(extract), option, value, *SERVICE])
     assert option in message and "between 0 and 1" in message
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_an_unknown_naive_timezone_exits_2(
+    command: str, extract: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [*COMMANDS[command], "--source", str(extract), "--naive-timezone", "Mars/Olympus", *SERVICE]
+    message = usage_error(capsys, argv)
+    assert "--naive-timezone" in message and "'Mars/Olympus'" in message
+
+
+def test_ingest_reads_text_timestamps_in_the_naive_timezone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import listsync.sync.events
+
+    events: list[Any] = []
+    real_prepare_events = listsync.sync.events.prepare_events
+
+    def prepare_events(*args: Any, **kwargs: Any) -> Any:
+        prepared = real_prepare_events(*args, **kwargs)
+        events.extend(prepared.events)
+        return prepared
+
+    monkeypatch.setattr(listsync.sync.events, "prepare_events", prepare_events)
+    path = tmp_path / "events.csv"
+    path.write_text("id,at\n1,2026-07-01T09:00:00\n", encoding="utf-8")
+    argv = [*COMMANDS["ingest"], "--timestamp-column", "at", "--source", str(path), "--dry-run"]
+
+    assert main([*argv, "--naive-timezone", "Europe/Paris", *SERVICE]) == 0
+    assert [event.timestamp for event in events] == ["2026-07-01T07:00:00.000000Z"]
+    assert json.loads(capsys.readouterr().out)["events"] == 1

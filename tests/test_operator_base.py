@@ -6,6 +6,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from listsync.operators.people import SyncTargetablePeopleOperator
@@ -45,3 +46,64 @@ def test_a_sql_file_is_rendered_in_every_operator(name: str, tmp_path: Path) -> 
     assert operator.sql == "SELECT * FROM accounts WHERE day = '{{ ds }}'"
     operator.render_template_fields({"ds": "2026-01-02", "params": {}, "logical_date": datetime(2026, 1, 2)})
     assert operator.sql == "SELECT * FROM accounts WHERE day = '2026-01-02'"
+
+
+@pytest.mark.parametrize("name", sorted(OPERATORS))
+def test_an_unknown_naive_timezone_fails_at_parse_time(name: str) -> None:
+    operator_class, options = OPERATORS[name]
+    with pytest.raises(ValueError, match="'Mars/Olympus' is not an IANA time zone name"):
+        operator_class(task_id="job", source="extract.csv", naive_timezone="Mars/Olympus", **options)
+
+
+@pytest.mark.parametrize("name", sorted(OPERATORS))
+def test_the_naive_timezone_reaches_the_extract_reader(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import listsync.sync.sources
+
+    seen: list[Any] = []
+    real_read_extract = listsync.sync.sources.read_extract
+
+    def read_extract(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs.get("naive_timezone"))
+        return real_read_extract(*args, **kwargs)
+
+    monkeypatch.setattr(listsync.sync.sources, "read_extract", read_extract)
+    path = tmp_path / "extract.csv"
+    path.write_text("domain,email,id\nacme.com,a@acme.com,1\n", encoding="utf-8")
+    operator_class, options = OPERATORS[name]
+    operator = operator_class(task_id="job", source=str(path), naive_timezone="Europe/Paris", **options)
+
+    assert len(pd.concat(operator.read_extract())) == 1
+    assert seen == ["Europe/Paris"]
+
+
+def test_ingestion_reads_text_timestamps_without_an_offset_in_the_naive_timezone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import listsync.sync.events
+
+    events: list[Any] = []
+    real_prepare_events = listsync.sync.events.prepare_events
+
+    def prepare_events(*args: Any, **kwargs: Any) -> Any:
+        prepared = real_prepare_events(*args, **kwargs)
+        events.extend(prepared.events)
+        return prepared
+
+    monkeypatch.setattr(listsync.sync.events, "prepare_events", prepare_events)
+    path = tmp_path / "events.csv"
+    path.write_text("id,at\n1,2026-07-01T09:00:00\n", encoding="utf-8")
+    operator = IngestSignalsOperator(
+        task_id="ingest",
+        source=str(path),
+        signal="visit",
+        identity_type="account",
+        identity_id_column="id",
+        timestamp_column="at",
+        naive_timezone="Europe/Paris",
+        dry_run=True,
+    )
+
+    assert operator.execute({})["events"] == 1  # type: ignore[arg-type]
+    assert [event.timestamp for event in events] == ["2026-07-01T07:00:00.000000Z"]

@@ -80,12 +80,19 @@ def chunk_size_argument(kinds: Collection[str], unit: str) -> Callable[[str], tu
 
 
 def add_extract_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--source``, ``--sql``, ``--sql-url`` and ``--delimiter`` (see :func:`read_frames`)."""
+    """Add ``--source``, ``--sql``, ``--sql-url``, ``--delimiter`` and ``--naive-timezone`` (see
+    :func:`read_frames`)."""
     extract = parser.add_argument_group("extract (give --source or --sql with --sql-url)")
     extract.add_argument("--source", help="the extract file: CSV, Parquet or JSON lines")
     extract.add_argument("--sql", help="a query giving the extract")
     extract.add_argument("--sql-url", help="SQLAlchemy URL of the database the query runs on")
     extract.add_argument("--delimiter", help="CSV field separator (default ,)")
+    extract.add_argument(
+        "--naive-timezone",
+        default="UTC",
+        metavar="ZONE",
+        help="IANA zone of timestamps written without an offset (default UTC)",
+    )
 
 
 def add_plan_arguments(group: argparse._ArgumentGroup, *, noun: str, overwrite_help: str) -> None:
@@ -162,10 +169,17 @@ def api_key(args: argparse.Namespace, *, required: bool = True) -> str:
 def check_extract_arguments(args: argparse.Namespace) -> None:
     """Check that the extract is named once.
 
-    :raises ValueError: not exactly one of ``--source`` and ``--sql``, or ``--sql`` without ``--sql-url``.
+    :raises ValueError: not exactly one of ``--source`` and ``--sql``, ``--sql`` without
+        ``--sql-url``, or a ``--naive-timezone`` that is not a known zone.
     """
     if (args.source is None) == (args.sql is None) or (args.sql is not None and not args.sql_url):
         raise ValueError("give --source FILE, or --sql QUERY with --sql-url URL")
+    from listsync.sync.normalize import resolve_timezone
+
+    try:
+        resolve_timezone(args.naive_timezone)
+    except ValueError as exc:
+        raise ValueError(f"--naive-timezone: {exc}") from None
 
 
 def check_source_file(args: argparse.Namespace) -> None:
@@ -198,8 +212,8 @@ def read_frames(args: argparse.Namespace) -> Iterator[pd.DataFrame]:
     from listsync.sync.sources import read_extract
 
     if args.source is not None:
-        return read_extract(args.source, delimiter=args.delimiter)
-    return read_extract(sql=args.sql, url=args.sql_url)
+        return read_extract(args.source, delimiter=args.delimiter, naive_timezone=args.naive_timezone)
+    return read_extract(sql=args.sql, url=args.sql_url, naive_timezone=args.naive_timezone)
 
 
 def report(command: str, message: object) -> None:

@@ -156,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
                 batch_size=args.batch_size,
                 checkpoints=checkpoints,
                 dry_run=args.dry_run,
+                naive_timezone=args.naive_timezone,
             )
 
     resume = f"run again with --checkpoint {args.checkpoint} to resume" if args.checkpoint else None

@@ -1,12 +1,12 @@
 """What the three operators share: an extract to read, a connection to the service, a dry run.
 
 :class:`ListSyncExtractOperator` holds the parameters every operator takes (``source``, ``sql``,
-``sql_conn_id``, ``rejects_path``, ``dry_run``, ``listsync_conn_id``) and their handling: the
-extract is checked when the DAG is parsed, the hook is built on first use, and a client is opened
-for the task's run. :class:`ListSyncPlanOperator` adds what the two List writers (people and rows)
-share: the List, the column map, the plan file, delete safety, failure policy and the ``user_id``
-to act as. Each operator keeps its own parameters, its ``template_fields`` and the call into its
-``listsync.sync`` entry point.
+``sql_conn_id``, ``rejects_path``, ``dry_run``, ``listsync_conn_id``, ``naive_timezone``) and
+their handling: the extract and the zone are checked when the DAG is parsed, the hook is built on
+first use, and a client is opened for the task's run. :class:`ListSyncPlanOperator` adds what the
+two List writers (people and rows) share: the List, the column map, the plan file, delete safety,
+failure policy and the ``user_id`` to act as. Each operator keeps its own parameters, its
+``template_fields`` and the call into its ``listsync.sync`` entry point.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ class ListSyncExtractOperator(BaseOperator):
     :param rejects_path: where rejected rows go, as JSON lines.
     :param dry_run: do everything but send writes.
     :param listsync_conn_id: the ``listsync`` connection.
+    :param naive_timezone: the zone (IANA name) of extract timestamps written without an offset.
     """
 
     # A templated ``sql`` ending in .sql names a file (found on the DAG's template_searchpath)
@@ -60,12 +61,17 @@ class ListSyncExtractOperator(BaseOperator):
         rejects_path: str | None = None,
         dry_run: bool = False,
         listsync_conn_id: str = "listsync_default",
+        naive_timezone: str = "UTC",
         **kwargs: Any,
     ) -> None:
+        from listsync.sync.normalize import resolve_timezone
+
         super().__init__(**kwargs)
         # Settings that are not templated are checked here, so a mistake fails when the DAG is
         # parsed rather than at run time.
         check_extract_arguments(source, sql, sql_conn_id)
+        resolve_timezone(naive_timezone)
+        self.naive_timezone = naive_timezone
         self.source = source
         self.sql = sql
         self.sql_conn_id = sql_conn_id
@@ -83,7 +89,9 @@ class ListSyncExtractOperator(BaseOperator):
 
     def read_extract(self) -> Iterator[pd.DataFrame]:
         """The extract (``source``, or ``sql`` on ``sql_conn_id``), in chunks, read as iterated."""
-        return read_operator_extract(source=self.source, sql=self.sql, sql_conn_id=self.sql_conn_id)
+        return read_operator_extract(
+            source=self.source, sql=self.sql, sql_conn_id=self.sql_conn_id, naive_timezone=self.naive_timezone
+        )
 
     def get_client(self) -> ListSyncClient:
         """The client of the connection, acting as ``user_id`` when one is set.

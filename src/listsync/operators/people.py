@@ -62,6 +62,8 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
     :param max_reject_fraction: fail before writing when a larger share of the rows is rejected
         (default 1.0: rejects are counted, never fatal).
     :param default_region: region of phone numbers written without ``+`` (ISO 3166 code).
+    :param naive_timezone: the zone (IANA name, default ``"UTC"``) of extract timestamps written
+        without an offset; an unknown name fails when the DAG is parsed.
     """
 
     template_fields: Sequence[str] = (

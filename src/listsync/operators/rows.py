@@ -52,6 +52,8 @@ class UpsertRowsOperator(ListSyncPlanOperator):
     :param json_columns: extract columns whose text holds JSON, parsed before comparing: objects,
         arrays, and numbers from a CSV for a number column (jsonb and numeric columns need no mark).
     :param max_reject_fraction: fail before writing when more of the extract is rejected.
+    :param naive_timezone: the zone (IANA name, default ``"UTC"``) of extract timestamps written
+        without an offset; an unknown name fails when the DAG is parsed.
     """
 
     template_fields: Sequence[str] = (

@@ -63,7 +63,7 @@ class IngestSignalsOperator(ListSyncExtractOperator):
     :param data_columns: columns packed into the event's ``data`` under their names. (templated)
     :param data_column: a column holding the event's ``data`` as a JSON object. (templated)
     :param timestamp_column: the column holding when the event happened (ISO 8601; values without
-        an offset are UTC). (templated)
+        an offset are in ``naive_timezone``). (templated)
     :param reference_column: the column holding the event's own reference; without it a
         reference is derived from signal, identity, timestamp and data. (templated)
     :param version: the schema version to use: a number or ``"latest"`` (the default).
@@ -76,6 +76,8 @@ class IngestSignalsOperator(ListSyncExtractOperator):
         some row is rejected). (templated)
     :param dry_run: read, map and count the events; send nothing.
     :param listsync_conn_id: the ``listsync`` connection.
+    :param naive_timezone: the zone (IANA name, default ``"UTC"``) of timestamps written without an
+        offset, in typed columns and in text alike; an unknown name fails when the DAG is parsed.
     """
 
     template_fields: Sequence[str] = ("source", "sql", *_TEMPLATED_MAPPING_FIELDS, "rejects_path")
@@ -178,6 +180,7 @@ class IngestSignalsOperator(ListSyncExtractOperator):
                 checkpoints=checkpoints,
                 max_wait=self.defer_after_seconds if self.deferrable else None,
                 dry_run=self.is_dry_run,
+                naive_timezone=self.naive_timezone,
             )
         if summary["resume_at"] is not None:
             self.log.info(
