@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -107,3 +108,28 @@ def test_ingestion_reads_text_timestamps_without_an_offset_in_the_naive_timezone
 
     assert operator.execute({})["events"] == 1  # type: ignore[arg-type]
     assert [event.timestamp for event in events] == ["2026-07-01T07:00:00.000000Z"]
+
+
+def test_ingestion_writes_its_rejects_to_an_object_storage_uri(tmp_path: Path) -> None:
+    path = tmp_path / "events.csv"
+    path.write_text("id,at\n1,2026-07-01T09:00:00Z\n,2026-07-01T09:00:00Z\n2,yesterday\n", encoding="utf-8")
+    # The rejects writer creates parent folders only for local paths.
+    (tmp_path / "out").mkdir()
+    uri = (tmp_path / "out" / "rejects.jsonl").as_uri()
+    operator = IngestSignalsOperator(
+        task_id="ingest",
+        source=str(path),
+        signal="visit",
+        identity_type="account",
+        identity_id_column="id",
+        timestamp_column="at",
+        rejects_path=uri,
+        dry_run=True,
+    )
+
+    summary = operator.execute({})  # type: ignore[arg-type]
+
+    assert summary["rows_rejected"] == 2 and summary["events"] == 1
+    lines = (tmp_path / "out" / "rejects.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["row"] for line in lines] == [2, 3]
+    assert "rejects.jsonl" in summary["rejects_path"]

@@ -38,7 +38,7 @@ class ListSyncExtractOperator(BaseOperator):
     :param source: the extract file: a local path or an object-storage URI. Give this or ``sql``.
     :param sql: a query giving the extract, run on ``sql_conn_id``.
     :param sql_conn_id: the Airflow database connection ``sql`` runs on.
-    :param rejects_path: where rejected rows go, as JSON lines.
+    :param rejects_path: where rejected rows go, as JSON lines: a local path or an object-storage URI.
     :param dry_run: do everything but send writes.
     :param listsync_conn_id: the ``listsync`` connection.
     :param naive_timezone: the zone (IANA name) of extract timestamps written without an offset.
@@ -92,6 +92,12 @@ class ListSyncExtractOperator(BaseOperator):
         return read_operator_extract(
             source=self.source, sql=self.sql, sql_conn_id=self.sql_conn_id, naive_timezone=self.naive_timezone
         )
+
+    @staticmethod
+    def output_file(path: str | None) -> Path | ObjectStoragePath | None:
+        """The file a sync writes (plan, rejects) named by ``path``, which may be in object
+        storage; None when no path was given."""
+        return storage_path(path) if path else None
 
     def get_client(self) -> ListSyncClient:
         """The client of the connection, acting as ``user_id`` when one is set.
@@ -155,9 +161,3 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
             "plan_path": self.output_file(self.plan_path),
             "max_reject_fraction": self.max_reject_fraction,
         }
-
-    @staticmethod
-    def output_file(path: str | None) -> Path | ObjectStoragePath | None:
-        """The file a sync writes (plan, rejects) named by ``path``, which may be in object
-        storage; None when no path was given."""
-        return storage_path(path) if path else None

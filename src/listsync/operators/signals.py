@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from listsync.operators.base import ListSyncExtractOperator
@@ -72,8 +73,8 @@ class IngestSignalsOperator(ListSyncExtractOperator):
     :param batch_size: events per request, 1 to 100.
     :param deferrable: defer while waiting for a rate-limit window instead of sleeping.
     :param defer_after_seconds: with ``deferrable``, the longest wait slept through in place.
-    :param rejects_path: where rejected rows go, as JSON lines (default: a temporary file, only when
-        some row is rejected). (templated)
+    :param rejects_path: where rejected rows go, as JSON lines: a local path or an object-storage
+        URI (default: a temporary file, only when some row is rejected). (templated)
     :param dry_run: read, map and count the events; send nothing.
     :param listsync_conn_id: the ``listsync`` connection.
     :param naive_timezone: the zone (IANA name, default ``"UTC"``) of timestamps written without an
@@ -169,7 +170,11 @@ class IngestSignalsOperator(ListSyncExtractOperator):
 
         client = None if self.is_dry_run else self.get_client()
         frames = self.read_extract()
-        with Rejects(self.rejects_path) as rejects, client if client is not None else nullcontext():
+        # A local file takes the rejects as they come; one in object storage is written at the end.
+        target = self.output_file(self.rejects_path)
+        local = target if isinstance(target, Path) else None
+        rejects_file = None if isinstance(target, Path) else target
+        with Rejects(local) as rejects, client if client is not None else nullcontext():
             summary = ingest_events(
                 client,
                 frames,
@@ -181,6 +186,7 @@ class IngestSignalsOperator(ListSyncExtractOperator):
                 max_wait=self.defer_after_seconds if self.deferrable else None,
                 dry_run=self.is_dry_run,
                 naive_timezone=self.naive_timezone,
+                rejects_file=rejects_file,
             )
         if summary["resume_at"] is not None:
             self.log.info(

@@ -37,7 +37,7 @@ from listsync.sync.normalize import (
     resolve_timezone,
     to_json_value,
 )
-from listsync.sync.plan import write_plan_file
+from listsync.sync.plan import OpenableFile, write_plan_file
 from listsync.sync.prepare import (
     Deduplicator,
     MappedRow,
@@ -425,6 +425,7 @@ def ingest_events(
     max_wait: float | None = None,
     dry_run: bool = False,
     naive_timezone: str = "UTC",
+    rejects_file: OpenableFile | None = None,
 ) -> dict[str, Any]:
     """Prepare the events of an extract and send them, resuming from the checkpoint; return the summary.
 
@@ -442,6 +443,9 @@ def ingest_events(
         return with ``summary["resume_at"]`` set (ISO 8601) and call again after that time.
     :param dry_run: prepare and count only; nothing is sent.
     :param naive_timezone: the zone of timestamps written without an offset.
+    :param rejects_file: where the rejected rows go when ``rejects`` has no path and keeps them in
+        memory: an object with ``open()`` such as ``ObjectStoragePath``, written once they are all
+        known (as ``prepare_with_rejects`` does for the people and rows syncs).
     :raises CheckpointMismatchError: the checkpoint was written for other events.
 
     The summary (JSON-serialisable): ``rows_read``, ``rows_rejected``, ``duplicates_collapsed``,
@@ -457,10 +461,10 @@ def ingest_events(
     prepared = prepare_events(frames, mapping, rejects=rejects, naive_timezone=naive_timezone)
     rejects.flush()
     rejects_path = str(rejects.path) if rejects.path is not None else None
-    if rejects_path is None and rejects.records:
+    if rejects_path is None and (rejects_file is not None or rejects.records):
         # Kept in memory only: write them out, as the people and rows syncs do, so that every
         # rejected row keeps a reason someone can read.
-        rejects_path = write_plan_file(rejects.records, prefix="listsync-ingest-rejects-")
+        rejects_path = write_plan_file(rejects.records, rejects_file, prefix="listsync-ingest-rejects-")
     store = checkpoints if checkpoints is not None else CheckpointStore()
     fingerprints = signal_fingerprints(prepared.events)
     saved = _resume_point(store.load(), fingerprints, store)
