@@ -393,3 +393,23 @@ def test_too_many_rejects_fail_before_any_write_and_leave_the_rejects_to_read(
 
     assert write_requests() == {"add": 0, "patch": 0, "delete": 0}
     assert len((tmp_path / "rejects.jsonl").read_text().splitlines()) == 1
+
+
+def test_people_blocked_by_duplicates_in_the_list_fail_after_the_rest_is_written(
+    sync: SyncFn, client: ListSyncClient, list_people: Callable[[], Any]
+) -> None:
+    # Known by name only, the service does not merge them (A16): two List people share one identity.
+    eve = {"first_name": "Eve", "last_name": "Gold"}
+    client.add_people(TABLE, [{"accountDomain": "gamma.org", "people": [eve, eve]}])
+
+    assert sync(dry_run=True)["failed"] == 1  # counted, but a dry run does not fail
+    with pytest.raises(SyncFailedError, match="1 item") as caught:
+        sync()
+
+    summary = caught.value.summary
+    assert (summary["added"], summary["conflicts"], summary["failed"]) == (3, 1, 1)
+    assert summary["failure_reasons"] == {
+        "name:Eve Gold on account gamma.org matches several List people; remove the duplicates": 1
+    }
+    assert extract_view(list_people())["acme.com"] == NORMALISED["acme.com"]
+    assert sync(fail_on_error=False)["failed"] == 1

@@ -137,6 +137,8 @@ class PeoplePlan:
         the same account, left alone: a write by that key could not say which of them it means.
     :ivar conflicts: extract people not written because their identity is one of those shared
         by several List people (remove the duplicates from the List to sync them).
+    :ivar conflict_reasons: one reason per conflict, naming the person, for the summary's
+        ``failure_reasons``.
     """
 
     adds: list[PlannedAdd] = field(default_factory=list)
@@ -148,6 +150,7 @@ class PeoplePlan:
     list_unidentified: int = 0
     list_duplicates: int = 0
     conflicts: int = 0
+    conflict_reasons: list[str] = field(default_factory=list)
 
     @property
     def size(self) -> int:
@@ -237,6 +240,9 @@ def plan_people_sync(
                 plan.adds.append(PlannedAdd(domain, identity, person))
             elif match.duplicated:
                 plan.conflicts += 1
+                plan.conflict_reasons.append(
+                    f"{identity} on account {domain} matches several List people; remove the duplicates"
+                )
             else:
                 match.claimed = True
                 changes = _changes(desired, match.fields, overwrite_with_null)
@@ -569,7 +575,8 @@ def sync_people(
     :param chunk_size: people per request, one number or per kind (see :func:`apply_people_plan`).
     :param dry_run: plan and write the plan file, send no write.
     :param fail_on_error: raise :class:`~listsync.sync.plan.SyncFailedError` at the end when any
-        person failed (after everything else was written).
+        person failed or was blocked by duplicate List people (after everything else was
+        written; never in a dry run).
     :param rejects_path: where rejected rows go (JSON lines): a local path, or an object with
         ``open()`` such as ``ObjectStoragePath``; None: a temporary file, only when some row was
         rejected.
@@ -579,7 +586,9 @@ def sync_people(
     :param default_region: region of phone numbers written without ``+``.
     :param page_size: people per page when reading the List.
     :return: the summary: rows ``read``, ``rejected``, ``duplicates``; people ``added``,
-        ``updated``, ``deleted``, ``unchanged``, ``failed``, ``conflicts``, ``not_found``;
+        ``updated``, ``deleted``, ``unchanged``, ``failed`` (people not written, including the
+        ``conflicts``: extract people whose identity several List people share), ``conflicts``,
+        ``not_found``;
         ``planned`` and ``requests`` by kind; ``normalization_version``; ``plan_path`` and
         ``rejects_path``; ``failure_reasons``.
     :raises UnsafeDeleteError: the planned deletes look like a broken extract (nothing written).
@@ -642,7 +651,9 @@ def sync_people(
             "updated": result.updated,
             "deleted": result.deleted,
             "unchanged": plan.unchanged,
-            "failed": len(result.failed),
+            # Conflicts count as failed too, as rows blocked by a duplicate key do in upsert_rows:
+            # those people were not written, so the task fails once everything else is.
+            "failed": plan.conflicts + len(result.failed),
             "conflicts": plan.conflicts,
             "not_found": result.not_found,
             "list_people": plan.current_people,
@@ -650,7 +661,7 @@ def sync_people(
             "list_unidentified": plan.list_unidentified,
         },
         requests=result.requests,
-        failure_reasons=result.failed.values(),
+        failure_reasons=[*plan.conflict_reasons, *result.failed.values()],
         table_id=table_id,
         mode=mode,
         delete_scope=delete_scope,
@@ -661,6 +672,6 @@ def sync_people(
         planned={"add": len(plan.adds), "patch": len(plan.patches), "delete": len(plan.deletes)},
     )
     log.info("People sync summary: %s", json.dumps(summary))
-    if summary["failed"] and fail_on_error:
+    if summary["failed"] and fail_on_error and not dry_run:
         raise SyncFailedError(summary)
     return summary
