@@ -167,3 +167,20 @@ def connect_listsync(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
         monkeypatch.setenv("AIRFLOW_CONN_LISTSYNC_DEFAULT", _listsync_connection(base_url, api_key, user_id))
 
     return connect
+
+
+@pytest.fixture
+def prepared_events(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every event ``listsync.sync.events.prepare_events`` builds during the test, in order."""
+    import listsync.sync.events
+
+    events: list[Any] = []
+    prepare = listsync.sync.events.prepare_events
+
+    def recording_prepare_events(*args: Any, **kwargs: Any) -> Any:
+        prepared = prepare(*args, **kwargs)
+        events.extend(prepared.events)
+        return prepared
+
+    monkeypatch.setattr(listsync.sync.events, "prepare_events", recording_prepare_events)
+    return events

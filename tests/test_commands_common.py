@@ -74,23 +74,12 @@ def test_an_unknown_naive_timezone_exits_2(
 
 
 def test_ingest_reads_text_timestamps_in_the_naive_timezone(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], prepared_events: list[Any]
 ) -> None:
-    import listsync.sync.events
-
-    events: list[Any] = []
-    real_prepare_events = listsync.sync.events.prepare_events
-
-    def prepare_events(*args: Any, **kwargs: Any) -> Any:
-        prepared = real_prepare_events(*args, **kwargs)
-        events.extend(prepared.events)
-        return prepared
-
-    monkeypatch.setattr(listsync.sync.events, "prepare_events", prepare_events)
     path = tmp_path / "events.csv"
     path.write_text("id,at\n1,2026-07-01T09:00:00\n", encoding="utf-8")
     argv = [*COMMANDS["ingest"], "--timestamp-column", "at", "--source", str(path), "--dry-run"]
 
     assert main([*argv, "--naive-timezone", "Europe/Paris", *SERVICE]) == 0
-    assert [event.timestamp for event in events] == ["2026-07-01T07:00:00.000000Z"]
+    assert [event.timestamp for event in prepared_events] == ["2026-07-01T07:00:00.000000Z"]
     assert json.loads(capsys.readouterr().out)["events"] == 1

@@ -80,19 +80,8 @@ def test_the_naive_timezone_reaches_the_extract_reader(
 
 
 def test_ingestion_reads_text_timestamps_without_an_offset_in_the_naive_timezone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, prepared_events: list[Any]
 ) -> None:
-    import listsync.sync.events
-
-    events: list[Any] = []
-    real_prepare_events = listsync.sync.events.prepare_events
-
-    def prepare_events(*args: Any, **kwargs: Any) -> Any:
-        prepared = real_prepare_events(*args, **kwargs)
-        events.extend(prepared.events)
-        return prepared
-
-    monkeypatch.setattr(listsync.sync.events, "prepare_events", prepare_events)
     path = tmp_path / "events.csv"
     path.write_text("id,at\n1,2026-07-01T09:00:00\n", encoding="utf-8")
     operator = IngestSignalsOperator(
@@ -107,7 +96,7 @@ def test_ingestion_reads_text_timestamps_without_an_offset_in_the_naive_timezone
     )
 
     assert operator.execute({})["events"] == 1  # type: ignore[arg-type]
-    assert [event.timestamp for event in events] == ["2026-07-01T07:00:00.000000Z"]
+    assert [event.timestamp for event in prepared_events] == ["2026-07-01T07:00:00.000000Z"]
 
 
 def test_ingestion_writes_its_rejects_to_an_object_storage_uri(tmp_path: Path) -> None:
