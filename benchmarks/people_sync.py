@@ -33,14 +33,12 @@ import os
 import platform
 import random
 import resource
-import subprocess
-import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-import httpx
 import pandas as pd
+from child_emulator import SERVE_FLAG, ChildEmulator, requests_by_kind, serve_until_stdin_closes
 
 from listsync.client import ListedPerson, ListSyncClient
 from listsync.client.models import validate_person
@@ -119,7 +117,7 @@ def extract_frame() -> pd.DataFrame:
 
 def serve_emulator() -> None:
     """Child process: load the List into an emulator, print its URL, serve until stdin closes."""
-    from listsync.emulator import EmulatorConfig, ListConfig, create_app, serve_in_thread
+    from listsync.emulator import EmulatorConfig, ListConfig, create_app
     from listsync.emulator.config import ColumnConfig
     from listsync.emulator.state import Row
 
@@ -139,9 +137,7 @@ def serve_emulator() -> None:
     for _number, account, fields in list_people():
         rows[account].people.append({**fields, "target": True})
     lst.changed()
-    with serve_in_thread(app) as url:
-        print(url, flush=True)
-        sys.stdin.read()
+    serve_until_stdin_closes(app)
 
 
 # -- the two planners ---------------------------------------------------------------------------
@@ -222,23 +218,15 @@ def peak_rss_mib() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--append-results", action="store_true", help="append a section to RESULTS.md")
-    parser.add_argument("--serve-emulator", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(SERVE_FLAG, action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_emulator:
         serve_emulator()
         return
 
-    child = subprocess.Popen(
-        [sys.executable, __file__, "--serve-emulator"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None
-        url = child.stdout.readline().strip()
+    with ChildEmulator(__file__) as url:
         frame = extract_frame()
-        with ListSyncClient(url, API_KEY, timeout=120.0) as client, httpx.Client(base_url=url) as http:
+        with ListSyncClient(url, API_KEY, timeout=120.0) as client:
             started = time.perf_counter()
             current = list(client.iter_targetable_people(TABLE, page_size=1000))
             read_seconds = time.perf_counter() - started
@@ -251,20 +239,13 @@ def main() -> None:
             started = time.perf_counter()
             applied = apply_people_plan(plan, client, table_id=TABLE)
             apply_seconds = time.perf_counter() - started
-            endpoints = http.get("/_emulator/stats").json()["endpoints"]
-            sent = {
-                kind: endpoints.get(endpoint, {}).get("requests", 0) for kind, endpoint in ENDPOINTS.items()
-            }
+            sent = requests_by_kind(url, ENDPOINTS)
             after = plan_people_sync(
                 prepare(frame),
                 client.iter_targetable_people(TABLE, page_size=1000),
                 fields=set(COLUMN_MAP.values()),
                 mode="mirror",
             )
-    finally:
-        if child.stdin is not None:
-            child.stdin.close()
-        child.wait(timeout=30)
 
     minimum = {
         kind: minimum_requests(len(items), len({item.account_domain for item in items}))

@@ -25,15 +25,13 @@ import math
 import os
 import platform
 import random
-import subprocess
-import sys
 import time
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pandas as pd
+from child_emulator import SERVE_FLAG, ChildEmulator, requests_by_kind, serve_until_stdin_closes
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 TABLE = "tbl_rows_bench"
@@ -119,7 +117,7 @@ def extract_frame() -> tuple[pd.DataFrame, int]:
 
 def serve_emulator() -> None:
     """Child process: load the List into an emulator, print its URL, serve until stdin closes."""
-    from listsync.emulator import EmulatorConfig, ListConfig, create_app, serve_in_thread
+    from listsync.emulator import EmulatorConfig, ListConfig, create_app
     from listsync.emulator.state import Row
 
     columns = [
@@ -140,34 +138,7 @@ def serve_emulator() -> None:
         row_id = state.new_row_id()
         lst.rows[row_id] = Row(row_id, account(number), "2026-01-01T00:00:00.000Z")
     lst.changed()
-    with serve_in_thread(app) as url:
-        print(url, flush=True)
-        sys.stdin.read()
-
-
-class Emulator:
-    """A fresh emulator in a child process, for one run."""
-
-    def __enter__(self) -> str:
-        self.child = subprocess.Popen(
-            [sys.executable, __file__, "--serve-emulator"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.child.stdout is not None
-        self.url = self.child.stdout.readline().strip()
-        return self.url
-
-    def __exit__(self, *exc_info: object) -> None:
-        assert self.child.stdin is not None
-        self.child.stdin.close()
-        self.child.wait(timeout=60)
-
-
-def write_requests(url: str) -> dict[str, int]:
-    endpoints = httpx.get(f"{url}/_emulator/stats").json()["endpoints"]
-    return {kind: endpoints.get(endpoint, {}).get("requests", 0) for kind, endpoint in ENDPOINTS.items()}
+    serve_until_stdin_closes(app)
 
 
 # -- the two runs -------------------------------------------------------------------------------
@@ -227,22 +198,22 @@ def naive(url: str, frame: pd.DataFrame) -> tuple[int, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--append-results", action="store_true", help="append a section to RESULTS.md")
-    parser.add_argument("--serve-emulator", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(SERVE_FLAG, action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_emulator:
         serve_emulator()
         return
 
     frame, changed_cells = extract_frame()
-    with Emulator() as url:
+    with ChildEmulator(__file__) as url:
         summary, ours_seconds, again, read_seconds = ours(url, frame)
-        ours_sent = write_requests(url)
+        ours_sent = requests_by_kind(url, ENDPOINTS)
         ours_sent["total"] = sum(ours_sent.values())
         # The second run's writes would show in the counters; prove there were none.
         assert ours_sent == {**summary["requests"]}, (ours_sent, summary["requests"])
-    with Emulator() as url:
+    with ChildEmulator(__file__) as url:
         naive_failed, naive_seconds = naive(url, frame)
-        naive_sent = write_requests(url)
+        naive_sent = requests_by_kind(url, ENDPOINTS)
 
     minimum = math.ceil(changed_cells / 1000) + math.ceil(NEW / 500)
     naive_total = sum(naive_sent.values())
