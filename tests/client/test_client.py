@@ -282,14 +282,57 @@ def test_a_connection_that_never_opens_raises_transport_error_after_retries(make
     assert len(recorder.requests) == 5
 
 
-@pytest.mark.parametrize("status", [200, 201, 202, 204])
-def test_list_writes_accept_any_2xx_and_an_empty_body(make_client, status):
-    recorder = Recorder(httpx.Response(status))
+@pytest.mark.parametrize("status", [200, 201, 202])
+def test_list_writes_accept_any_2xx_with_a_success_envelope(make_client, status):
+    recorder = Recorder(httpx.Response(status, json={"success": True}))
 
     result = make_client(recorder).delete_rows("tbl_1", ["row_1"])
 
     assert result.status_code == status
     assert result.deleted is None
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (204, b""),
+        (200, b""),
+        (200, b"<html>ok</html>"),
+        (200, b"[]"),
+        (200, b'"ok"'),
+        (200, b'{"success": false}'),
+    ],
+    ids=["204", "empty", "html", "array", "string", "success-false"],
+)
+def test_a_write_answer_that_cannot_be_read_leaves_the_outcome_unknown(make_client, status, body):
+    # "deleted 1" cannot be read from such an answer, nor can "nothing happened".
+    recorder = Recorder(httpx.Response(status, content=body))
+
+    with pytest.raises(OutcomeUnknownError, match="whether the write was applied is unknown"):
+        make_client(recorder).delete_rows("tbl_1", ["row_1"])
+    assert len(recorder.requests) == 1  # read as unknown, not retried blindly
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"created": 2, "modified": 1, "unchanged": 3, "missing": ["x"]}, (2, 1, 3, None, ["x"])),
+        ({"inserted": 2, "removed": 4, "not_found": []}, (2, None, None, 4, [])),
+        ({"added": 1, "updated": 0, "skipped": 0, "deleted": 0, "notFound": []}, (1, 0, 0, 0, [])),
+    ],
+    ids=["renamed", "other-names", "reference"],
+)
+def test_write_counts_are_read_under_other_names(make_client, data, expected):
+    result = make_client(Recorder(ok(data))).delete_rows("tbl_1", ["row_1"])
+
+    assert (result.added, result.updated, result.skipped, result.deleted, result.not_found) == expected
+
+
+def test_row_ids_from_an_add_answered_as_row_ids(make_client):
+    result = make_client(Recorder(ok({"rowIds": ["row_7", "row_8"], "created": 2}))).add_rows(
+        "tbl_1", [{"cells": {"a": 1}}, {"cells": {"a": 2}}]
+    )
+    assert (result.row_ids, result.added) == (["row_7", "row_8"], 2)
 
 
 def test_list_writes_accept_data_null(make_client):
@@ -352,16 +395,58 @@ def test_iter_targetable_people_pages_until_has_more_is_false(make_client):
     assert names == ["P0", "P1", "P2", "P3", "P4"]
 
 
-def test_iter_rows_stops_on_a_short_page_without_flags(make_client):
-    recorder = Recorder(ok({"rows": [{"id": "row_1"}, {"id": "row_2"}]}), ok({"rows": [{"id": "row_3"}]}))
+def test_a_short_page_is_a_cap_not_the_end(make_client):
+    # Asked for 2, the service serves 1 at a time and says nothing of the end: only the empty
+    # page after the last row ends the paging.
+    recorder = Recorder(ok({"rows": [{"id": "row_1"}]}), ok({"rows": [{"id": "row_2"}]}), ok({"rows": []}))
 
     rows = list(
         make_client(recorder).iter_rows("tbl_1", column_id="domain", operator="is_not_empty", page_size=2)
     )
 
-    assert [row.id for row in rows] == ["row_1", "row_2", "row_3"]
-    assert recorder.requests[1].url.params["offset"] == "2"
+    assert [row.id for row in rows] == ["row_1", "row_2"]
+    assert [r.url.params["offset"] for r in recorder.requests] == ["0", "1", "2"]
     assert recorder.requests[0].url.params["operator"] == "is_not_empty"
+
+
+@pytest.mark.parametrize(
+    "pages",
+    [
+        # Paging metadata beside data, only a total.
+        [{"success": True, "data": [{"first_name": f"P{i}"}], "total": 3} for i in range(3)],
+        # Inside data, under other names.
+        [
+            {"success": True, "data": {"items": [{"first_name": f"P{i}"}], "truncated": i < 2}}
+            for i in range(3)
+        ],
+        # Beside data, with a flag.
+        [{"success": True, "data": [{"first_name": f"P{i}"}], "hasMore": i < 2} for i in range(3)],
+    ],
+    ids=["total-beside", "truncated-inside", "flag-beside"],
+)
+def test_people_paging_ends_on_the_services_own_word_wherever_it_is(make_client, pages):
+    recorder = Recorder(*[httpx.Response(200, json=page) for page in pages])
+
+    people = list(make_client(recorder).iter_targetable_people("tbl_1", page_size=1000))
+
+    assert [p.first_name for p in people] == ["P0", "P1", "P2"]
+    assert len(recorder.requests) == 3  # the third page ends it: no fourth request
+    assert [r.url.params["limit"] for r in recorder.requests] == ["1000"] * 3
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"success": True, "data": {"people": {"0": {"first_name": "A"}}}},
+        {"success": True, "data": {"people": None}},
+        {"success": True, "data": None},
+        {"success": True, "data": "people"},
+    ],
+    ids=["object", "null-field", "null-data", "string"],
+)
+def test_a_page_without_a_list_of_people_is_refused_not_read_as_empty(make_client, body):
+    with pytest.raises(UnexpectedResponseError):
+        list(make_client(Recorder(httpx.Response(200, json=body))).iter_targetable_people("tbl_1"))
 
 
 def test_iter_rows_refuses_a_page_that_repeats(make_client):

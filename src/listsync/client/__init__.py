@@ -3,7 +3,7 @@
 No Airflow and no pandas here; ``from listsync.client import ListSyncClient`` is cheap.
 """
 
-from listsync.client.client import ListSyncClient, iter_offset_pages, user_agent
+from listsync.client.client import ListSyncClient, user_agent
 from listsync.client.errors import (
     AccountsNotFoundError,
     ApiError,
@@ -66,11 +66,13 @@ from listsync.client.models import (
     validate_record,
     validate_row,
 )
+from listsync.client.paging import FILTER_NAMES, PeopleFilters, iter_offset_pages
 from listsync.client.ratelimit import SIGNAL_TYPE_LIMITS, RateLimitInfo
 from listsync.client.retry import Repeat, RetryPolicy
 from listsync.client.writers import AccountKeyed, Keyed, WriteReport
 
 __all__ = [
+    "FILTER_NAMES",
     "KNOWN_PERSONAS",
     "MAX_EVENTS_PER_BATCH",
     "SIGNAL_TYPE_LIMITS",
@@ -104,6 +106,7 @@ __all__ = [
     "ListedPerson",
     "NotFoundError",
     "OutcomeUnknownError",
+    "PeopleFilters",
     "PeoplePage",
     "Person",
     "PersonFields",

@@ -12,9 +12,11 @@ object or a list, and List writes may return an empty body.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, ValidationError
@@ -53,12 +55,14 @@ from listsync.client.models import (
     validate_event,
     validate_record,
 )
+from listsync.client.paging import PeopleFilters, iter_offset_pages
 from listsync.client.ratelimit import RateLimitInfo
 from listsync.client.retry import Attempts, Repeat, RetryPolicy, call_with_retries
 from listsync.client.writers import AccountKeyed, Keyed, WriteReport
 
-ItemT = TypeVar("ItemT")
 ResponseT = TypeVar("ResponseT", bound=BaseModel)
+
+log = logging.getLogger(__name__)
 
 # Failures that happen before the request is written: nothing reached the service.
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
@@ -105,6 +109,10 @@ class ListSyncClient:
         self.sleep = sleep
         self.retry_policy = retry_policy or RetryPolicy()
         self._rand = rand
+        #: Unnamed filters (:data:`.paging.FILTER_NAMES`) the service was seen to ignore: applied here.
+        self.filters_applied_here: set[str] = set()
+        #: Per-request caps the service stated in a refusal (``Maximum <n> <things> per request``).
+        self.learned_caps: dict[str, int] = {}
         # A key read from a file or the environment often ends with a newline; sent as is, the
         # HTTP layer would refuse the header and quote it, key included, in its error.
         api_key = api_key.strip()
@@ -218,28 +226,24 @@ class ListSyncClient:
         limit: int | None = None,
         offset: int | None = None,
     ) -> PeoplePage:
-        """GET /v1/lists/{tableId}/targetable-people: one page of people (filters of §4.3, A12).
+        """GET /v1/lists/{tableId}/targetable-people: one page of people, as the service answers.
 
-        ``personas`` matches people having any of the keys. A response whose ``data`` is a bare
-        list is read as a page without paging fields.
+        ``target``, ``personas`` (people having any of the keys), ``limit`` and ``offset`` are the
+        spec's (§4.3). ``contactable``, ``search`` and ``account_domain`` are sent under the names
+        of A12, which a service may not know and then ignores: :meth:`iter_targetable_people`
+        checks the answer and filters here when it does. Paging fields are read in ``data`` or
+        beside it; a page may hold fewer people than ``limit`` (a cap of the service).
         """
-        params = {
-            "target": _bool_param(target),
-            "personas": ",".join(personas) if personas else None,
-            "contactable": _bool_param(contactable),
-            "search": search,
-            "accountDomain": account_domain,
-            "limit": limit,
-            "offset": offset,
-        }
-        response = self._request("GET", _list_path(table_id, "targetable-people"), params=params)
-        data = _data(response)
-        if isinstance(data, Mapping):
-            page = dict(data)
-            page["people"] = _items(data, "people", "items", "data")
-        else:
-            page = {"people": _items(data)}
-        return _parse(PeoplePage, page, response)
+        filters = PeopleFilters(contactable, search, account_domain)
+        return self._people_page(
+            table_id,
+            target=target,
+            personas=personas,
+            filters=filters,
+            limit=limit,
+            offset=offset,
+            ignored=set(),
+        )
 
     def iter_targetable_people(
         self,
@@ -252,26 +256,62 @@ class ListSyncClient:
         search: str | None = None,
         account_domain: str | None = None,
     ) -> Iterator[ListedPerson]:
-        """Every person matching the filters, page after page (see :meth:`get_targetable_people`).
+        """Every person matching the filters, page after page (see :func:`.paging.iter_offset_pages`).
 
-        Stops on ``hasMore: false``, a short or empty page; raises
-        :class:`UnexpectedResponseError` if the service returns the same page twice.
+        Every answer is checked against the filters the spec does not name: when a person breaks
+        one, the service is taken to ignore it, a warning says so once, and from then on that
+        filter is applied here (:attr:`filters_applied_here` lists them).
         """
+        filters = PeopleFilters(contactable, search, account_domain)
+        ignored = self.filters_applied_here
 
-        def fetch(offset: int) -> tuple[list[ListedPerson], bool | None]:
-            page = self.get_targetable_people(
+        def fetch(offset: int) -> tuple[list[ListedPerson], bool | None, int | None]:
+            page = self._people_page(
                 table_id,
                 target=target,
                 personas=personas,
-                contactable=contactable,
-                search=search,
-                account_domain=account_domain,
+                filters=filters,
                 limit=page_size,
                 offset=offset,
+                ignored=ignored,
             )
-            return page.people, page.has_more
+            return page.people, page.more, page.total
 
-        return iter_offset_pages(fetch, page_size)
+        for person in iter_offset_pages(fetch):
+            broken = filters.failed_by(person)
+            for name in broken:
+                if name not in ignored:
+                    ignored.add(name)
+                    log.warning(
+                        "GET targetable-people of %s ignored the %s filter; it is applied by the client "
+                        "from now on (every matching page is read)",
+                        table_id,
+                        name,
+                    )
+            if not broken:
+                yield person
+
+    def _people_page(
+        self,
+        table_id: str,
+        *,
+        target: bool | None,
+        personas: Sequence[str] | None,
+        filters: PeopleFilters,
+        limit: int | None,
+        offset: int | None,
+        ignored: set[str],
+    ) -> PeoplePage:
+        params = {
+            "target": _bool_param(target),
+            "personas": ",".join(personas) if personas else None,
+            **filters.params(ignored),
+            "limit": limit,
+            "offset": offset,
+        }
+        response = self._request("GET", _list_path(table_id, "targetable-people"), params=params)
+        people, paging = _page(response, "people", "items", "data")
+        return _parse(PeoplePage, {**paging, "people": people}, response)
 
     def add_people(
         self,
@@ -375,10 +415,8 @@ class ListSyncClient:
             "offset": offset,
         }
         response = self._request("GET", _list_path(table_id, "rows"), params=params)
-        data = _data(response)
-        page = dict(data) if isinstance(data, Mapping) else {}
-        page["rows"] = _items(data, "rows", "items", "data")
-        return _parse(RowsPage, page, response)
+        rows, paging = _page(response, "rows", "items", "data")
+        return _parse(RowsPage, {**paging, "rows": rows}, response)
 
     def iter_rows(
         self,
@@ -391,24 +429,24 @@ class ListSyncClient:
     ) -> Iterator[Row]:
         """Every row matching the filter (all rows without one, A22), page after page.
 
-        Stops on ``truncated: false`` or a short page; raises :class:`UnexpectedResponseError`
-        if the service returns the same page twice.
+        Paging ends as :func:`.paging.iter_offset_pages` says: never on a short page.
         """
 
-        def fetch(offset: int) -> tuple[list[Row], bool | None]:
+        def fetch(offset: int) -> tuple[list[Row], bool | None, int | None]:
             page = self.get_rows(
                 table_id, column_id=column_id, operator=operator, query=query, limit=page_size, offset=offset
             )
-            return page.rows, page.truncated
+            return page.rows, page.more, page.total
 
-        return iter_offset_pages(fetch, page_size)
+        return iter_offset_pages(fetch)
 
     def list_lists(self) -> list[ListInfo]:
-        """GET /v1/lists: the Lists the key can use (also the connection test)."""
+        """GET /v1/lists: the Lists the key can use (also the connection test).
+
+        A List's id is read from ``id`` or ``tableId``; other fields are kept as extras.
+        """
         response = self._request("GET", "/v1/lists")
-        return [
-            _parse(ListInfo, item, response) for item in _items(_data(response), "lists", "items", "data")
-        ]
+        return [_parse(ListInfo, item, response) for item in _page(response, "lists", "items", "data")[0]]
 
     # -- engines built on the endpoints ---------------------------------------------------------
 
@@ -544,35 +582,23 @@ class ListSyncClient:
         )
 
 
-def iter_offset_pages(
-    fetch: Callable[[int], tuple[list[ItemT], bool | None]], page_size: int
-) -> Iterator[ItemT]:
-    """Yield the items of offset-paged results until the service signals the end.
-
-    ``fetch(offset)`` returns a page's items and its "more" flag (``None`` when unknown). Paging
-    stops on a ``False`` flag, an empty page, or (flag unknown) a page shorter than ``page_size``.
-    A page identical to the previous one means the service ignored ``offset``: that raises
-    :class:`UnexpectedResponseError` rather than looping forever.
-    """
-    offset = 0
-    previous: list[ItemT] | None = None
-    while True:
-        items, more = fetch(offset)
-        if items and items == previous:
-            raise UnexpectedResponseError(
-                200, "GET", "", f"the page at offset {offset} repeats the previous one"
-            )
-        yield from items
-        if not items or more is False or (more is None and len(items) < page_size):
-            return
-        previous = items
-        offset += len(items)
-
-
 def _list_path(table_id: str, resource: str) -> str:
-    if not table_id or "/" in table_id:
-        raise ValueError(f"invalid tableId: {table_id!r}")
-    return f"/v1/lists/{table_id}/{resource}"
+    """The path of a List's resource, its tableId percent-encoded (``?``, ``#``, ``%`` included).
+
+    :raises ValueError: an id that no encoding keeps inside its own path segment (empty, ``.``,
+        ``..``, a slash or a control character), before any request.
+    """
+    if (
+        not isinstance(table_id, str)
+        or not table_id.strip()
+        or table_id.strip() in (".", "..")
+        or any(char in "/\\" or ord(char) < 0x20 or ord(char) == 0x7F for char in table_id)
+    ):
+        raise ValueError(
+            f"invalid tableId {table_id!r}: give the List's id as the service shows it "
+            "(no slash, no control character, not . or ..)"
+        )
+    return f"/v1/lists/{quote(table_id, safe='')}/{resource}"
 
 
 def _bool_param(value: bool | None) -> str | None:
@@ -619,6 +645,37 @@ def _items(data: Any, *keys: str) -> list[Any]:
     return []
 
 
+def _page(response: httpx.Response, *item_keys: str) -> tuple[list[Any], dict[str, Any]]:
+    """A page's items and its other fields (paging metadata), wherever the service puts them.
+
+    The items are ``data`` itself when it is a list, else the list under the first of
+    ``item_keys`` that ``data`` holds; the other fields come from ``data`` and from beside it
+    in the envelope. An answer without such a list is refused: read as an empty page, it would
+    make a List look empty.
+    """
+    body = _json(response)
+    if isinstance(body, list):
+        return body, {}
+    if not isinstance(body, Mapping):
+        raise _unexpected(response, "the page is not a JSON object")
+    if body.get("success") is False:
+        raise _unexpected(response, f"success is false: {body.get('error', '')}")
+    enveloped = "data" in body or "success" in body
+    data = body.get("data") if enveloped else body
+    beside = (
+        {key: value for key, value in body.items() if key not in ("data", "success")} if enveloped else {}
+    )
+    if isinstance(data, list):
+        return data, beside
+    if isinstance(data, Mapping):
+        for key in item_keys:
+            if key in data:
+                if not isinstance(data[key], list):
+                    raise _unexpected(response, f"{key} is not a list")
+                return data[key], {**beside, **{name: v for name, v in data.items() if name != key}}
+    raise _unexpected(response, f"the answer holds no list of {item_keys[0]}")
+
+
 def _parse(model: type[ResponseT], data: Any, response: httpx.Response) -> ResponseT:
     try:
         return model.model_validate(data)
@@ -627,14 +684,34 @@ def _parse(model: type[ResponseT], data: Any, response: httpx.Response) -> Respo
 
 
 def _write_result(response: httpx.Response) -> WriteResult:
-    data = _data(response)
+    """What a 2xx answer to a List write says (A18, read tolerantly).
+
+    Any answer with a readable envelope is success; counts and row ids are read under the names
+    :class:`WriteResult` lists, and are ``None`` (unknown) when absent.
+
+    :raises OutcomeUnknownError: a 2xx whose body is empty, not JSON, not an object, or says
+        ``success: false``: whether the write was applied cannot be told from it.
+    """
+    request = response.request
+    try:
+        body = _json(response)
+    except UnexpectedResponseError:
+        body = None
+    if not isinstance(body, Mapping) or body.get("success") is False:
+        what = "an empty body" if not response.content.strip() else "a body that is not a success envelope"
+        raise OutcomeUnknownError(
+            f"{request.method} {request.url.path}: answered {response.status_code} with {what}; "
+            "whether the write was applied is unknown"
+        )
+    data = body.get("data") if ("data" in body or "success" in body) else body
     result: dict[str, Any] = {"status_code": response.status_code}
     if isinstance(data, Mapping):
-        result.update({key: value for key, value in data.items() if key != "rows"})
+        result.update({key: value for key, value in data.items() if key not in ("rows", "rowIds", "ids")})
     rows = _items(data, "rows")
     result["row_ids"] = [
         row["id"] for row in rows if isinstance(row, Mapping) and isinstance(row.get("id"), str)
     ]
-    if isinstance(data, Mapping) and isinstance(data.get("rowIds"), list):
-        result["row_ids"] = [str(row_id) for row_id in data["rowIds"]]
+    for key in ("rowIds", "ids"):
+        if isinstance(data, Mapping) and isinstance(data.get(key), list):
+            result["row_ids"] = [str(row_id) for row_id in data[key]]
     return _parse(WriteResult, result, response)

@@ -18,6 +18,7 @@ from datetime import date, datetime, timezone
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -240,14 +241,27 @@ class ListedPerson(ResponseModel):
     row_id: str | None = Field(default=None, alias="rowId")
 
 
-class PeoplePage(ResponseModel):
-    """One page of GET targetable-people (A13). ``has_more`` is ``None`` when the service omits it."""
+class _Paged(ResponseModel):
+    """Paging fields of a page, under the names services use for them (read, never required)."""
+
+    total: int | None = Field(
+        default=None, validation_alias=AliasChoices("total", "totalMatched", "totalCount")
+    )
+    has_more: bool | None = Field(default=None, validation_alias=AliasChoices("hasMore", "has_more"))
+    truncated: bool | None = None
+
+    @property
+    def more(self) -> bool | None:
+        """Whether more items follow: ``hasMore``, else ``truncated``; ``None`` when unsaid."""
+        return self.has_more if self.has_more is not None else self.truncated
+
+
+class PeoplePage(_Paged):
+    """One page of GET targetable-people (A13); paging fields are ``None`` when the service omits them."""
 
     people: list[ListedPerson] = Field(default_factory=list)
-    total: int | None = None
     limit: int | None = None
     offset: int | None = None
-    has_more: bool | None = Field(default=None, alias="hasMore")
 
 
 PersonLike = Person | ListedPerson | PersonFields | Mapping[str, Any]
@@ -464,35 +478,43 @@ class Row(ResponseModel):
         return value
 
 
-class RowsPage(ResponseModel):
-    """One page of GET /v1/lists/{tableId}/rows (public docs)."""
+class RowsPage(_Paged):
+    """One page of GET /v1/lists/{tableId}/rows (public docs: ``totalMatched``, ``truncated``)."""
 
     rows: list[Row] = Field(default_factory=list)
-    total_matched: int | None = Field(default=None, alias="totalMatched")
     returned: int | None = None
-    truncated: bool | None = None
+
+    @property
+    def total_matched(self) -> int | None:
+        """The rows matching the query in all (``totalMatched``)."""
+        return self.total
 
 
 class ListInfo(ResponseModel):
-    """A List as GET /v1/lists returns it; fields beyond ``id`` and ``name`` are kept as extras."""
+    """A List as GET /v1/lists returns it: its id (``id`` or ``tableId``); other fields are extras."""
 
-    id: str
+    id: str = Field(validation_alias=AliasChoices("id", "tableId"))
     name: str | None = None
 
 
 class WriteResult(ResponseModel):
-    """What a List write returned (A18). Every count is ``None`` when the service sent no body.
+    """What a List write returned (A18). A count is ``None`` when the service did not say it.
+
+    Counts are read under the names services give them (``added``/``created``/``inserted``,
+    ``updated``/``modified``, ``skipped``/``unchanged``, ``deleted``/``removed``).
 
     :ivar row_ids: ids of added rows, in request order, when the service returns them.
     :ivar not_found: people or row ids a patch or delete did not find (not an error, A19).
     """
 
     status_code: int = 200
-    added: int | None = None
-    updated: int | None = None
-    skipped: int | None = None
-    deleted: int | None = None
-    not_found: list[Any] = Field(default_factory=list, alias="notFound")
+    added: int | None = Field(default=None, validation_alias=AliasChoices("added", "created", "inserted"))
+    updated: int | None = Field(default=None, validation_alias=AliasChoices("updated", "modified"))
+    skipped: int | None = Field(default=None, validation_alias=AliasChoices("skipped", "unchanged"))
+    deleted: int | None = Field(default=None, validation_alias=AliasChoices("deleted", "removed"))
+    not_found: list[Any] = Field(
+        default_factory=list, validation_alias=AliasChoices("notFound", "not_found", "missing")
+    )
     row_ids: list[str] = Field(default_factory=list)
 
 

@@ -45,9 +45,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
-from listsync.client.client import iter_offset_pages
 from listsync.client.errors import ListSyncError
 from listsync.client.models import CellUpdate, Row, RowAdd
+from listsync.client.paging import iter_offset_pages
 from listsync.client.writers import (
     CELL_UPDATES_PER_REQUEST,
     ROW_DELETES_PER_REQUEST,
@@ -397,15 +397,15 @@ def read_current_rows(
     """
     requests = 0
 
-    def fetch(offset: int) -> tuple[list[Row], bool | None]:
+    def fetch(offset: int) -> tuple[list[Row], bool | None, int | None]:
         nonlocal requests
         requests += 1
         page = client.get_rows(
             table_id, column_id=key_column, operator="is_not_empty", limit=page_size, offset=offset
         )
-        return page.rows, page.truncated
+        return page.rows, page.more, page.total
 
-    rows = [_current_row(row) for row in iter_offset_pages(fetch, page_size)]
+    rows = [_current_row(row) for row in iter_offset_pages(fetch)]
     return rows, requests
 
 

@@ -1,0 +1,106 @@
+"""Reading paged answers without relying on what the spec leaves open.
+
+The spec names ``limit`` and ``offset`` (§4.3) but not the answer's shape, its page-size bounds or
+its end marker. So paging here relies on none of them: a page shorter than asked is a server's cap,
+not the end, and paging ends only on an explicit end (a ``hasMore``/``truncated`` flag that says
+so, or the ``total`` reached) or an empty page.
+
+The spec also says GET targetable-people filters by contactability and by text search without
+naming the parameters (§4.3), and names no account-domain filter at all. :class:`PeopleFilters`
+sends them under the names of docs/assumptions.md A12 and checks every answer: a person the filter
+should have kept out shows that the service ignored it, and from then on that filter is applied
+here instead (the client remembers, so it is reported once and no longer sent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from listsync.client.errors import UnexpectedResponseError
+from listsync.client.models import ListedPerson
+
+ItemT = TypeVar("ItemT")
+
+#: ``fetch(offset)`` answers a page: its items, its "more" flag and its total (``None`` when unknown).
+PageFetcher = Callable[[int], tuple[list[ItemT], bool | None, int | None]]
+
+
+def iter_offset_pages(fetch: PageFetcher[ItemT]) -> Iterator[ItemT]:
+    """Yield the items of offset-paged results until the service says they end.
+
+    Paging stops on a ``False`` "more" flag, on reaching the ``total``, or on an empty page; a
+    short page only moves the offset on by what it held. A page identical to the previous one
+    means the service ignored ``offset``: that raises :class:`UnexpectedResponseError` rather than
+    looping forever.
+    """
+    offset = 0
+    previous: list[ItemT] | None = None
+    while True:
+        items, more, total = fetch(offset)
+        if items and items == previous:
+            raise UnexpectedResponseError(
+                200, "GET", "", f"the page at offset {offset} repeats the previous one"
+            )
+        yield from items
+        offset += len(items)
+        if not items or more is False or (more is None and total is not None and offset >= total):
+            return
+        previous = items
+
+
+#: The unnamed filters, by the names used in code and summaries.
+FILTER_NAMES: tuple[str, ...] = ("contactable", "search", "account_domain")
+
+
+@dataclass(frozen=True)
+class PeopleFilters:
+    """The filters of GET targetable-people whose parameter names the spec does not give.
+
+    :ivar contactable: people with (``True``) or without (``False``) an e-mail or phone (A12).
+    :ivar search: a case-insensitive substring of first or last name, e-mail, title or domain.
+    :ivar account_domain: people of that account only.
+    """
+
+    contactable: bool | None = None
+    search: str | None = None
+    account_domain: str | None = None
+
+    def active(self) -> list[str]:
+        """The names of the filters set."""
+        return [name for name in FILTER_NAMES if getattr(self, name) is not None]
+
+    def params(self, ignored: set[str]) -> dict[str, Any]:
+        """Query parameters (A12 names) of the active filters the service is not known to ignore."""
+        names = {"contactable": "contactable", "search": "search", "account_domain": "accountDomain"}
+        params: dict[str, Any] = {}
+        for name in self.active():
+            if name not in ignored:
+                value = getattr(self, name)
+                params[names[name]] = str(value).lower() if isinstance(value, bool) else value
+        return params
+
+    def failed_by(self, person: ListedPerson) -> list[str]:
+        """The active filters ``person`` does not satisfy."""
+        tests: dict[str, Callable[[ListedPerson], bool]] = {
+            "contactable": lambda p: bool(p.email or p.phone_number) is self.contactable,
+            "search": self._mentions,
+            "account_domain": lambda p: same_domain(p.account_domain, self.account_domain),
+        }
+        return [name for name in self.active() if not tests[name](person)]
+
+    def _mentions(self, person: ListedPerson) -> bool:
+        wanted = (self.search or "").strip().lower()
+        fields = (person.first_name, person.last_name, person.email, person.title, person.account_domain)
+        return any(wanted in value.lower() for value in fields if value)
+
+
+def same_domain(a: str | None, b: str | None) -> bool:
+    """Whether two spellings name one account domain (case, scheme, ``www.`` and slashes aside)."""
+    return a is not None and b is not None and _bare_domain(a) == _bare_domain(b)
+
+
+def _bare_domain(value: str) -> str:
+    host = value.strip().lower().partition("://")[2] or value.strip().lower()
+    return host.split("/", 1)[0].rstrip(".").removeprefix("www.")

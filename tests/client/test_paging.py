@@ -1,0 +1,138 @@
+"""What the client makes of the spec's unnamed filters, List ids and List descriptions."""
+
+from __future__ import annotations
+
+import logging
+
+import httpx
+import pytest
+
+from listsync.client import PeopleFilters
+
+PEOPLE = [
+    {"first_name": "Ada", "email": "ada@acme.com", "accountDomain": "acme.com"},
+    {"first_name": "Bob", "phone_number": "+14155550100", "accountDomain": "ACME.com"},
+    {"first_name": "Cy", "last_name": "Ng", "accountDomain": "globex.com"},
+]
+
+
+def people_service(honoured: set[str]) -> tuple[list[httpx.Request], object]:
+    """A one-page people service that applies only the A12 filters named in ``honoured``."""
+    requests: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        requests.append(request)
+        params = request.url.params
+        people = PEOPLE
+        if "accountDomain" in honoured and "accountDomain" in params:
+            people = [p for p in people if p["accountDomain"].lower() == params["accountDomain"]]
+        if "contactable" in honoured and "contactable" in params:
+            wanted = params["contactable"] == "true"
+            people = [p for p in people if bool(p.get("email") or p.get("phone_number")) is wanted]
+        return httpx.Response(200, json={"success": True, "data": {"people": people, "hasMore": False}})
+
+    return requests, handler
+
+
+def test_an_honoured_filter_is_left_to_the_service(make_client, caplog):
+    requests, handler = people_service({"accountDomain"})
+    client = make_client(handler)
+
+    people = list(client.iter_targetable_people("tbl_1", account_domain="acme.com"))
+
+    assert [p.first_name for p in people] == ["Ada", "Bob"]
+    assert requests[0].url.params["accountDomain"] == "acme.com"
+    assert client.filters_applied_here == set()
+    assert "ignored" not in caplog.text
+
+
+def test_an_ignored_filter_is_applied_by_the_client_with_one_warning(make_client, caplog):
+    requests, handler = people_service(set())
+    client = make_client(handler)
+
+    with caplog.at_level(logging.WARNING):
+        first = list(client.iter_targetable_people("tbl_1", account_domain="acme.com"))
+        second = list(client.iter_targetable_people("tbl_1", account_domain="globex.com"))
+
+    assert [p.first_name for p in first] == ["Ada", "Bob"]
+    assert [p.first_name for p in second] == ["Cy"]
+    assert client.filters_applied_here == {"account_domain"}
+    assert caplog.text.count("ignored the account_domain filter") == 1
+    # Known to be ignored, the parameter is no longer sent.
+    assert "accountDomain" in requests[0].url.params
+    assert "accountDomain" not in requests[1].url.params
+
+
+def test_filters_are_checked_one_by_one(make_client):
+    _, handler = people_service({"accountDomain"})
+    client = make_client(handler)
+
+    people = list(client.iter_targetable_people("tbl_1", account_domain="acme.com", contactable=True))
+
+    assert [p.first_name for p in people] == ["Ada", "Bob"]
+    assert client.filters_applied_here == set()  # every answer satisfied both
+
+    people = list(client.iter_targetable_people("tbl_1", contactable=False))
+    assert [p.first_name for p in people] == ["Cy"]
+    assert client.filters_applied_here == {"contactable"}
+
+
+@pytest.mark.parametrize(
+    ("filters", "person", "failed"),
+    [
+        (PeopleFilters(search="ACME"), {"first_name": "A", "accountDomain": "acme.com"}, []),
+        (PeopleFilters(search="zed"), {"first_name": "A", "title": "CTO"}, ["search"]),
+        (PeopleFilters(account_domain="https://www.Acme.com/"), {"accountDomain": "acme.com"}, []),
+        (PeopleFilters(account_domain="acme.com"), {"accountDomain": None}, ["account_domain"]),
+        (PeopleFilters(contactable=True), {"first_name": "A"}, ["contactable"]),
+    ],
+)
+def test_what_each_filter_keeps(filters, person, failed):
+    from listsync.client.models import ListedPerson
+
+    assert filters.failed_by(ListedPerson.model_validate(person)) == failed
+
+
+@pytest.mark.parametrize(
+    ("table_id", "path"),
+    [
+        ("tbl?x", "/v1/lists/tbl%3Fx/rows"),
+        ("tbl#x", "/v1/lists/tbl%23x/rows"),
+        ("tbl x", "/v1/lists/tbl%20x/rows"),
+        ("a%2Fb", "/v1/lists/a%252Fb/rows"),
+        ("tbl_123", "/v1/lists/tbl_123/rows"),
+    ],
+)
+def test_table_ids_are_percent_encoded_into_their_own_path_segment(make_client, table_id, path):
+    requests: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        requests.append(request)
+        return httpx.Response(200, json={"success": True, "data": {"deleted": 1}})
+
+    make_client(handler).delete_rows(table_id, ["row_1"])
+
+    assert requests[0].url.raw_path.decode() == path
+
+
+@pytest.mark.parametrize("table_id", ["", " ", ".", "..", "a/b", "a\\b", "tbl\n", "tbl\x00"])
+def test_table_ids_no_encoding_keeps_in_place_are_refused_before_any_request(make_client, table_id):
+    requests: list[httpx.Request] = []
+    client = make_client(lambda request: requests.append(request) or httpx.Response(500))
+
+    with pytest.raises(ValueError, match="invalid tableId"):
+        client.get_rows(table_id)
+    assert requests == []
+
+
+@pytest.mark.parametrize(
+    "item",
+    [{"id": "tbl_1"}, {"tableId": "tbl_1", "name": "Accounts", "rowCount": 3, "columns": []}],
+    ids=["id", "tableId-with-extras"],
+)
+def test_lists_are_named_by_id_or_table_id(make_client, item):
+    client = make_client(lambda request: httpx.Response(200, json={"success": True, "data": [item]}))
+
+    (info,) = client.list_lists()
+
+    assert info.id == "tbl_1"
