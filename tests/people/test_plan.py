@@ -181,6 +181,7 @@ def test_summary_counts_requests_and_failure_reasons() -> None:
         "failed": 3,
         "requests": {"add": 1, "patch": 2, "total": 3},
         "failure_reasons": {"Account not found: a.com": 2, "boom": 1},
+        "drift_reasons": [],
     }
 
 

@@ -28,6 +28,7 @@ def row(row_id: str, **cells: tuple[Any, Any]) -> dict[str, Any]:
 def test_reads_by_key_compares_values_and_rereads_a_row_add_answered_by_a_5xx() -> None:
     seen: list[tuple[str, dict[str, str]]] = []
     posts = 0
+    created: list[dict[str, object]] = []
     pages = {
         "0": [row("row_1", domain=("acme.com", "acme.com"), plan=("team", "Team"))],
         "1": [row("row_2", domain=("beta.io", "beta.io"), plan=("free", "Free"))],
@@ -41,13 +42,16 @@ def test_reads_by_key_compares_values_and_rereads_a_row_add_answered_by_a_5xx() 
             rows = pages.get(params["offset"], [])
             truncated = params["offset"] == "0"
             return httpx.Response(200, json={"success": True, "data": {"rows": rows, "truncated": truncated}})
+        if request.method == "GET" and "rowIds" in params:  # the read-back of what was written
+            rows = [r for r in created if r["id"] in params["rowIds"].split(",")]
+            return httpx.Response(200, json={"success": True, "data": {"rows": rows, "truncated": False}})
         if request.method == "GET":  # the re-read of the key whose add failed with a 5xx
             return httpx.Response(200, json={"success": True, "data": {"rows": [], "truncated": False}})
         posts += 1
         if posts == 1:
             return httpx.Response(502, json={"success": False, "error": "Bad gateway"})
         sent = json.loads(request.content)["rows"]
-        created = [{"id": f"row_new{i}", "cells": r["cells"]} for i, r in enumerate(sent)]
+        created.extend({"id": f"row_new{i}", "cells": r["cells"]} for i, r in enumerate(sent))
         return httpx.Response(200, json={"success": True, "data": {"rows": created, "added": len(sent)}})
 
     frame = pd.DataFrame(
@@ -92,4 +96,6 @@ def test_reads_by_key_compares_values_and_rereads_a_row_add_answered_by_a_5xx() 
         ("POST", {}),
         ("GET", {"columnId": "domain", "operator": "eq", "query": "new.dev", "userId": "usr_1"}),
         ("POST", {}),
+        ("GET", {"rowIds": "row_new0", "userId": "usr_1"}),
     ]
+    assert (summary["verified"], summary["drift"]) == (1, 0)

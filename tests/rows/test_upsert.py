@@ -215,8 +215,10 @@ def test_a_dropped_row_add_is_reread_and_never_duplicated(
     assert set(by_domain(emulator)) == {"a.io", "b.io", "c.io"}  # by_domain fails on a duplicate
     assert summary["rows_added"] == 3 and summary["failed"] == 0
     assert summary["rows_resent"] == resent
-    # Each row of the first chunk was looked up once by key before anything was sent again.
-    assert summary["read_requests"] == 1 + 2
+    # Each row of the first chunk was looked up once by key before anything was sent again, and
+    # the three rows were read back by id once written.
+    assert summary["read_requests"] == 1 + 2 + 1
+    assert (summary["verified"], summary["drift"]) == (3, 0)
     assert emulator.handle.stats.requests[POST_ROWS] == 2 + (1 if resent else 0)
 
 

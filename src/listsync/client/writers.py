@@ -5,30 +5,39 @@ row key) and ends up in exactly one bucket of the :class:`WriteReport`:
 
 - ``written``: the request holding it succeeded (for deletes, also "was already gone");
 - ``failed``: it was not applied; the reason says why (a rule it breaks, an unknown account,
-  or the error of the request that carried it after retries);
-- ``outcome_unknown`` (row adds only): the request was sent but its fate is unknown.
+  the service's refusal of that item, or the error of the request that carried it);
+- ``outcome_unknown``: the request was sent but its fate is unknown (no answer, a 5xx after the
+  client's retries, a 2xx that cannot be read). Re-read before re-sending.
 
 One failing chunk never stops the others, and a writer never raises for one chunk. Default
 chunk sizes are the per-request caps of docs/assumptions.md A21.
 
-When the service refuses a whole request naming unknown accounts (``404 Account not found``,
-A14) or unknown rows (``404 Rows not found``, A20), those items are recorded and the rest of
-the chunk is sent again: the refusal applied nothing, so resending is safe.
+**A refused request is taken apart, not given up.** A 4xx refusal applies nothing, so resending
+part of it is safe:
+
+- a refusal naming unknown accounts (``404 Account not found``, A14) or rows (``404 Rows not
+  found``, A20) drops those items and sends the rest again;
+- a refusal stating a cap (``Maximum <n> <things> per request``) re-cuts the chunk to that size,
+  and the client remembers it (``client.learned_caps``) for the rest of the run;
+- any other 400 or 409 is bisected: the item the message names (``rows[12]``,
+  ``accounts[1].people[3]``) is sent apart from the rest, or, when it names none, the chunk is
+  halved, until each refused item stands alone and fails with the service's reason while every
+  other item is written. The extra requests are counted in ``isolation_requests``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from listsync.client.errors import (
     AccountsNotFoundError,
+    BadRequestError,
     InvalidRecordError,
     ListSyncError,
-    OutcomeUnknownError,
     RowsNotFoundError,
-    ServerError,
 )
 from listsync.client.models import (
     CellUpdate,
@@ -43,6 +52,7 @@ from listsync.client.models import (
     validate_person_patch,
     validate_row,
 )
+from listsync.client.retry import outcome_unknown
 
 if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient
@@ -79,10 +89,12 @@ class WriteReport:
     """What a chunked write did, per item key.
 
     :ivar requests: write requests sent (a request retried after a transient failure counts once).
+    :ivar isolation_requests: those of ``requests`` sent to take apart a request the service
+        refused whole (bisection, a re-cut to a stated cap, a resend without unknown accounts).
     :ivar written: keys of items whose request succeeded, in order.
     :ivar failed: key -> reason, for items not applied.
-    :ivar outcome_unknown: key -> reason, for row adds whose request may or may not have been
-        applied (timeout after sending, 5xx). Re-read them before re-sending.
+    :ivar outcome_unknown: key -> reason, for items whose request may or may not have been
+        applied (no answer, 5xx, an unreadable 2xx). Re-read them before re-sending.
     :ivar row_ids: key -> new row id, for row adds when the service returns the ids.
     :ivar counts: the service's counts summed over requests (``added``, ``updated``, ``skipped``,
         ``deleted``), when it returns them.
@@ -90,6 +102,7 @@ class WriteReport:
     """
 
     requests: int = 0
+    isolation_requests: int = 0
     written: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     outcome_unknown: dict[str, str] = field(default_factory=dict)
@@ -101,6 +114,7 @@ class WriteReport:
         """A JSON-serialisable summary (for XCom)."""
         return {
             "requests": self.requests,
+            "isolation_requests": self.isolation_requests,
             "written": list(self.written),
             "failed": dict(self.failed),
             "outcome_unknown": dict(self.outcome_unknown),
@@ -145,45 +159,113 @@ def _chunks(items: Sequence[UnitT], size: int) -> Iterator[list[UnitT]]:
         yield list(items[start : start + size])
 
 
-def _send_dropping_missing(
-    report: WriteReport,
-    units: list[UnitT],
-    *,
-    keys_of: Callable[[UnitT], list[str]],
-    id_of: Callable[[UnitT], str],
-    send: Callable[[list[UnitT]], WriteResult],
-    missing_means_done: bool = False,
-) -> None:
-    """Send ``units`` in one request; on a refusal naming missing accounts or rows, drop those
-    units and send the rest again. ``missing_means_done`` records dropped units as written
-    (a delete of what is already gone), else as failed with the service's message."""
-    while units:
+_CAP = re.compile(r"Maximum (?P<size>\d+) (?P<things>\w+)")
+
+
+def _stated_cap(message: str) -> tuple[str, int] | None:
+    """``(things, n)`` from a refusal stating a per-request cap, else ``None``."""
+    found = _CAP.search(message)
+    return (found["things"], int(found["size"])) if found and int(found["size"]) >= 1 else None
+
+
+@dataclass
+class _Sender(Generic[UnitT]):
+    """Sends flat lists of units in requests, taking refused requests apart (see the module docstring).
+
+    :ivar request: sends some units in one request.
+    :ivar key_of: the item key of a unit.
+    :ivar id_of: the account domain or row id a ``404 ... not found`` refusal may name.
+    :ivar named: positions of the units a refusal message names (e.g. ``rows[3]``).
+    :ivar recut: the units cut into requests of at most ``n`` of ``things`` (a stated cap), or
+        ``None`` when ``things`` is not what this request counts.
+    :ivar missing_means_done: a unit the service reports missing counts as written (a delete).
+    """
+
+    client: ListSyncClient
+    report: WriteReport
+    request: Callable[[list[UnitT]], WriteResult]
+    key_of: Callable[[UnitT], str]
+    id_of: Callable[[UnitT], str]
+    named: Callable[[str, list[UnitT]], list[int]]
+    recut: Callable[[list[UnitT], str, int], list[list[UnitT]] | None]
+    missing_means_done: bool = False
+
+    def send(self, units: list[UnitT], *, isolating: bool = False) -> None:
+        if not units:
+            return
+        report = self.report
         report.requests += 1
+        report.isolation_requests += isolating
+        keys = [self.key_of(unit) for unit in units]
         try:
-            result = send(units)
+            result = self.request(units)
         except (AccountsNotFoundError, RowsNotFoundError) as exc:
-            missing = {
-                name.lower()
-                for name in (exc.domains if isinstance(exc, AccountsNotFoundError) else exc.row_ids)
-            }
-            dropped = [unit for unit in units if id_of(unit).lower() in missing]
-            if not dropped:
-                # The service named nothing we sent: resending would loop.
-                report._fail((key for unit in units for key in keys_of(unit)), str(exc))
-                return
-            dropped_keys = [key for unit in dropped for key in keys_of(unit)]
-            if missing_means_done:
-                report.written.extend(dropped_keys)
-                report.not_found.extend(id_of(unit) for unit in dropped)
-            else:
-                report._fail(dropped_keys, exc.message)
-            units = [unit for unit in units if id_of(unit).lower() not in missing]
+            self._drop_missing(units, exc)
+        except BadRequestError as exc:
+            self._take_apart(units, exc)
         except ListSyncError as exc:
-            report._fail((key for unit in units for key in keys_of(unit)), str(exc))
-            return
+            if outcome_unknown(exc):
+                report.outcome_unknown.update(dict.fromkeys(keys, str(exc)))
+            else:
+                report._fail(keys, str(exc))
         else:
-            report._succeeded([key for unit in units for key in keys_of(unit)], result)
+            report._succeeded(keys, result)
+            if len(result.row_ids) == len(keys):
+                report.row_ids.update(zip(keys, result.row_ids, strict=True))
+
+    def _drop_missing(self, units: list[UnitT], exc: AccountsNotFoundError | RowsNotFoundError) -> None:
+        names = exc.domains if isinstance(exc, AccountsNotFoundError) else exc.row_ids
+        missing = {name.lower() for name in names}
+        dropped = [unit for unit in units if self.id_of(unit).lower() in missing]
+        if not dropped:
+            # The service named nothing we sent: resending would loop.
+            self.report._fail([self.key_of(unit) for unit in units], str(exc))
             return
+        dropped_keys = [self.key_of(unit) for unit in dropped]
+        if self.missing_means_done:
+            self.report.written.extend(dropped_keys)
+            self.report.not_found.extend(self.id_of(unit) for unit in dropped)
+        else:
+            self.report._fail(dropped_keys, exc.message)
+        self.send([unit for unit in units if self.id_of(unit).lower() not in missing], isolating=True)
+
+    def _take_apart(self, units: list[UnitT], exc: BadRequestError) -> None:
+        parts = self._recut_to_stated_cap(units, exc.message)
+        if parts is None and len(units) == 1:
+            self.report._fail([self.key_of(units[0])], str(exc))
+            return
+        if parts is None:
+            named = set(self.named(exc.message, units))
+            if named and len(named) < len(units):
+                parts = [
+                    [unit for i, unit in enumerate(units) if i not in named],
+                    [unit for i, unit in enumerate(units) if i in named],
+                ]
+            else:
+                half = len(units) // 2
+                parts = [units[:half], units[half:]]
+        for part in parts:
+            self.send(part, isolating=True)
+
+    def _recut_to_stated_cap(self, units: list[UnitT], message: str) -> list[list[UnitT]] | None:
+        cap = _stated_cap(message)
+        if cap is None:
+            return None
+        parts = self.recut(units, *cap)
+        if parts is None or len(parts) < 2:
+            return None  # the request was within the cap: the refusal is about something else
+        self.client.learned_caps[cap[0]] = cap[1]
+        return parts
+
+
+def _positions(message: str, array: str) -> list[int]:
+    """The indexes ``array[<i>]`` a refusal message names."""
+    return [int(found) for found in re.findall(rf"\b{array}\[(\d+)\]", message)]
+
+
+def _capped(size: int, client: ListSyncClient, things: str) -> int:
+    """A chunk size no larger than the cap the service stated for ``things``, if it stated one."""
+    return min(size, client.learned_caps.get(things, size))
 
 
 # -- targetable people ---------------------------------------------------------------------------
@@ -217,7 +299,12 @@ def chunk_by_account(
         yield chunk
 
 
+#: A person-level unit as sent: ``(key, account domain, validated value)``.
+PersonUnit = tuple[str, str, Any]
+
+
 def _write_people(
+    client: ListSyncClient,
     items: Iterable[AccountKeyed[Any]],
     validate: Callable[[Any], Any],
     send: Callable[[list[dict[str, Any]]], WriteResult],
@@ -226,26 +313,72 @@ def _write_people(
     max_accounts: int,
 ) -> WriteReport:
     report = WriteReport()
-    valid = _validated(
+    valid: list[PersonUnit] = _validated(
         items,
         lambda item: item.key,
         lambda item: (item.key, _account_domain(item), validate(item.value)),
         report,
     )
-    for chunk in chunk_by_account(valid, max_people=chunk_size, max_accounts=max_accounts):
-        _send_dropping_missing(
-            report,
-            chunk,
-            keys_of=lambda unit: [key for key, _ in unit[1]],
-            id_of=lambda unit: unit[0],
-            send=lambda units: send(
-                [
-                    {"accountDomain": domain, "people": [value for _, value in members]}
-                    for domain, members in units
-                ]
-            ),
-        )
+
+    def recut(units: list[PersonUnit], things: str, size: int) -> list[list[PersonUnit]] | None:
+        if things not in ("people", "accounts"):
+            return None
+        people, accounts = (size, max_accounts) if things == "people" else (chunk_size, size)
+        return [_flat(chunk) for chunk in chunk_by_account(units, max_people=people, max_accounts=accounts)]
+
+    sender = _Sender[PersonUnit](
+        client,
+        report,
+        request=lambda units: send(
+            [
+                {"accountDomain": domain, "people": [value for _, value in members]}
+                for domain, members in _by_account(units)
+            ]
+        ),
+        key_of=lambda unit: unit[0],
+        id_of=lambda unit: unit[1],
+        named=_named_people,
+        recut=recut,
+    )
+    for chunk in chunk_by_account(
+        valid,
+        max_people=_capped(chunk_size, client, "people"),
+        max_accounts=_capped(max_accounts, client, "accounts"),
+    ):
+        sender.send(_flat(chunk))
     return report
+
+
+def _flat(chunk: list[tuple[str, list[tuple[str, Any]]]]) -> list[PersonUnit]:
+    return [(key, domain, value) for domain, members in chunk for key, value in members]
+
+
+def _by_account(units: Sequence[PersonUnit]) -> list[tuple[str, list[tuple[str, Any]]]]:
+    """Units grouped by account (case-insensitively, in order of first appearance), as sent."""
+    groups: dict[str, tuple[str, list[tuple[str, Any]]]] = {}
+    for key, domain, value in units:
+        groups.setdefault(domain.lower(), (domain, []))[1].append((key, value))
+    return list(groups.values())
+
+
+def _named_people(message: str, units: list[PersonUnit]) -> list[int]:
+    """Positions of the units ``accounts[<a>].people[<p>]`` (or a whole ``accounts[<a>]``) names."""
+    positions: dict[tuple[int, int], int] = {}
+    accounts: dict[int, list[int]] = {}
+    position = 0
+    for a, (_domain, members) in enumerate(_by_account(units)):
+        for p in range(len(members)):
+            positions[(a, p)] = position
+            accounts.setdefault(a, []).append(position)
+            position += 1
+    named: list[int] = []
+    for account, person in re.findall(r"\baccounts\[(\d+)\](?:\.people\[(\d+)\])?", message):
+        if person:
+            found = positions.get((int(account), int(person)))
+            named.extend([] if found is None else [found])
+        else:
+            named.extend(accounts.get(int(account), []))
+    return named
 
 
 def _account_domain(item: AccountKeyed[Any]) -> str:
@@ -271,6 +404,7 @@ def write_people_adds(
     accounts fail with the service's ``Account not found`` message; the rest are sent.
     """
     return _write_people(
+        client,
         items,
         validate_person,
         lambda accounts: client.add_people(table_id, accounts, duplicate_strategy=duplicate_strategy),
@@ -292,6 +426,7 @@ def write_people_patches(
     People the service did not find are ``written`` and listed in ``report.not_found`` (A18).
     """
     return _write_people(
+        client,
         items,
         validate_person_patch,
         lambda accounts: client.update_people(table_id, accounts),
@@ -310,6 +445,7 @@ def write_people_deletes(
 ) -> WriteReport:
     """Remove people (identified by :class:`PersonMatch`) from their account rows, in chunks."""
     return _write_people(
+        client,
         items,
         validate_person_match,
         lambda accounts: client.delete_people(table_id, accounts),
@@ -319,6 +455,37 @@ def write_people_deletes(
 
 
 # -- rows and cells ------------------------------------------------------------------------------
+
+
+def _write_keyed(
+    client: ListSyncClient,
+    items: Iterable[Keyed[Any]],
+    validate: Callable[[Any], Any],
+    request: Callable[[list[Any]], WriteResult],
+    *,
+    array: str,
+    chunk_size: int,
+    id_of: Callable[[Any], str],
+    missing_means_done: bool = False,
+) -> WriteReport:
+    """Write ``Keyed`` items whose request body is one array (``array``: rows, updates, rowIds)."""
+    report = WriteReport()
+    valid = _validated(
+        items, lambda item: item.key, lambda item: Keyed(item.key, validate(item.value)), report
+    )
+    sender = _Sender[Keyed[Any]](
+        client,
+        report,
+        request=lambda units: request([unit.value for unit in units]),
+        key_of=lambda unit: unit.key,
+        id_of=lambda unit: id_of(unit.value),
+        named=lambda message, units: _positions(message, array),
+        recut=lambda units, things, size: list(_chunks(units, size)) if things == array else None,
+        missing_means_done=missing_means_done,
+    )
+    for chunk in _chunks(valid, _capped(chunk_size, client, array)):
+        sender.send(chunk)
+    return report
 
 
 def write_row_adds(
@@ -331,32 +498,24 @@ def write_row_adds(
     """Add rows (:class:`RowAdd` or ``{"cells": {...}}``) in chunks, never re-sending blindly.
 
     A row add is not idempotent. When a chunk's request times out after sending, loses its
-    connection, or gets a 5xx, this writer does not send it again: the chunk's keys go to
-    ``report.outcome_unknown`` with the reason, and the next chunks go on. The caller re-reads
-    those keys (e.g. ``client.get_rows(table_id, column_id=<key column>, operator="eq",
+    connection, gets a 5xx or an unreadable 2xx, this writer does not send it again: the chunk's
+    keys go to ``report.outcome_unknown`` with the reason, and the next chunks go on. The caller
+    re-reads those keys (e.g. ``client.get_rows(table_id, column_id=<key column>, operator="eq",
     query=<key>)``) and sends again only the rows that are missing. Failures that prove nothing
-    was applied (no connection, a 429, a 4xx) are retried by the client or reported ``failed``.
+    was applied (no connection, a 429, a 4xx) are retried by the client, taken apart, or reported
+    ``failed``.
 
     ``report.row_ids`` maps each key to its new row id when the service returns one id per row.
     """
-    report = WriteReport()
-    valid = _validated(
-        items, lambda item: item.key, lambda item: Keyed(item.key, validate_row(item.value)), report
+    return _write_keyed(
+        client,
+        items,
+        validate_row,
+        lambda rows: client.add_rows(table_id, rows),
+        array="rows",
+        chunk_size=chunk_size,
+        id_of=lambda row: "",
     )
-    for chunk in _chunks(valid, chunk_size):
-        keys = [item.key for item in chunk]
-        report.requests += 1
-        try:
-            result = client.add_rows(table_id, [item.value for item in chunk])
-        except (OutcomeUnknownError, ServerError) as exc:
-            report.outcome_unknown.update(dict.fromkeys(keys, str(exc)))
-        except ListSyncError as exc:
-            report._fail(keys, str(exc))
-        else:
-            report._succeeded(keys, result)
-            if len(result.row_ids) == len(keys):
-                report.row_ids.update(zip(keys, result.row_ids, strict=True))
-    return report
 
 
 def write_cell_updates(
@@ -371,19 +530,15 @@ def write_cell_updates(
     Updates of rows the service reports missing (``404 Rows not found``) fail with that message;
     the rest of their chunk is sent again.
     """
-    report = WriteReport()
-    valid = _validated(
-        items, lambda item: item.key, lambda item: Keyed(item.key, validate_cell_update(item.value)), report
+    return _write_keyed(
+        client,
+        items,
+        validate_cell_update,
+        lambda updates: client.update_cells(table_id, updates),
+        array="updates",
+        chunk_size=chunk_size,
+        id_of=lambda update: update.row_id,
     )
-    for chunk in _chunks(valid, chunk_size):
-        _send_dropping_missing(
-            report,
-            chunk,
-            keys_of=lambda unit: [unit.key],
-            id_of=lambda unit: unit.value.row_id,
-            send=lambda units: client.update_cells(table_id, [unit.value for unit in units]),
-        )
-    return report
 
 
 def write_row_deletes(
@@ -398,21 +553,19 @@ def write_row_deletes(
     Rows already gone count as written, whether the service lists them in ``notFound`` (A19) or
     refuses with ``404 Rows not found`` (then the rest of the chunk is sent again).
     """
-    report = WriteReport()
 
-    def check(item: Keyed[str]) -> Keyed[str]:
-        if not isinstance(item.value, str) or not item.value.strip():
+    def check(row_id: str) -> str:
+        if not isinstance(row_id, str) or not row_id.strip():
             raise InvalidRecordError([("rowId", "must be a non-empty string")], record="row delete")
-        return Keyed(item.key, item.value.strip())
+        return row_id.strip()
 
-    valid = _validated(items, lambda item: item.key, check, report)
-    for chunk in _chunks(valid, chunk_size):
-        _send_dropping_missing(
-            report,
-            chunk,
-            keys_of=lambda unit: [unit.key],
-            id_of=lambda unit: unit.value,
-            send=lambda units: client.delete_rows(table_id, [unit.value for unit in units]),
-            missing_means_done=True,
-        )
-    return report
+    return _write_keyed(
+        client,
+        items,
+        check,
+        lambda row_ids: client.delete_rows(table_id, row_ids),
+        array="rowIds",
+        chunk_size=chunk_size,
+        id_of=lambda row_id: row_id,
+        missing_means_done=True,
+    )

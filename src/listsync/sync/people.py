@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -102,13 +103,16 @@ class PlannedAdd:
 class PlannedPatch:
     """Changed fields of a List person: ``changes`` maps field → ``(before, after)``.
 
-    ``match`` is the List person's identity (A17): their e-mail when they have one.
+    ``match`` is the List person's identity (A17): their e-mail when they have one. ``current``
+    holds the List person's fields as read, so a service that refuses the match can be given the
+    person again whole (delete + add, see :func:`apply_people_plan`).
     """
 
     account_domain: str
     identity: str
     match: dict[str, Any]
     changes: dict[str, tuple[Any, Any]]
+    current: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def patch(self) -> dict[str, Any]:
@@ -248,7 +252,7 @@ def plan_people_sync(
                 changes = _changes(desired, match.fields, overwrite_with_null)
                 if changes:
                     plan.patches.append(
-                        PlannedPatch(domain, match.identity, _match_of(match.fields), changes)
+                        PlannedPatch(domain, match.identity, _match_of(match.fields), changes, match.fields)
                     )
                 else:
                     plan.unchanged += 1
@@ -427,17 +431,37 @@ class PeopleApplyResult:
     """What applying a plan did.
 
     :ivar failed: ``"<account domain> <identity>"`` → reason, for people not written.
+    :ivar unknown: key → ``(kind, reason)`` for writes whose outcome is unknown (no answer, a
+        5xx, an unreadable 2xx); :func:`verify_people` settles each by re-reading the List.
+    :ivar written: key → kind, for writes the service acknowledged.
     :ivar not_found: patched people the service no longer found (deleted since the List was read);
         the next run adds them again.
+    :ivar replaced: patches the service refused for their ``match`` (it matches by e-mail only,
+        say) and that were applied as a delete and an add of the whole person.
     :ivar requests: write requests sent, by kind (``add``, ``patch``, ``delete``).
+    :ivar isolation_requests: those of ``requests`` spent taking apart requests the service
+        refused whole, so that each refused person failed alone.
     """
 
     added: int = 0
     updated: int = 0
     deleted: int = 0
     not_found: int = 0
+    replaced: int = 0
     failed: dict[str, str] = field(default_factory=dict)
+    unknown: dict[str, tuple[str, str]] = field(default_factory=dict)
+    written: dict[str, str] = field(default_factory=dict)
     requests: dict[str, int] = field(default_factory=lambda: dict.fromkeys(WRITE_KINDS, 0))
+    isolation_requests: int = 0
+
+    def count(self, kind: str, number: int) -> None:
+        """Add ``number`` people written by a write of ``kind``."""
+        if kind == "add":
+            self.added += number
+        elif kind == "patch":
+            self.updated += number
+        else:
+            self.deleted += number
 
 
 def apply_people_plan(
@@ -453,48 +477,144 @@ def apply_people_plan(
 
     Adds go first so that a run cut short leaves extra people rather than missing ones. Each
     kind is grouped by account and cut into requests of at most ``chunk_size`` people and
-    ``max_accounts`` accounts; a chunk the service refuses (after the client's retries) fails
-    its people with the reason, and the other chunks are still sent. People of an account row
-    the List does not have fail with the service's ``Account not found`` message (A14).
+    ``max_accounts`` accounts; a request the service refuses is taken apart until each refused
+    person fails alone with the service's reason (see :mod:`listsync.client.writers`), and the
+    other chunks are still sent. People of an account row the List does not have fail with the
+    service's ``Account not found`` message (A14).
+
+    Patches go by e-mail where the person has one, as the spec shows (§4.5). The spec names
+    no other ``match`` key, so one patch by another identity is sent first on its own: when the
+    service refuses it for its ``match``, every such patch is applied as a delete by that
+    identity (which §4.6 allows) and an add of the whole person, and counted in ``replaced``.
 
     :param chunk_size: people per request, for every kind, or per kind as
         ``{"add": 500, "patch": 500, "delete": 500}`` (kinds left out use the default).
     :param max_accounts: accounts per request.
     :param progress: logs progress as chunks complete (default: every 10 % of the plan).
     """
-    sizes = chunk_sizes(chunk_size)
-    progress = progress or ProgressLogger(plan.size, what=f"people sync of {table_id}", logger=log)
-    result = PeopleApplyResult()
-    kinds: tuple[tuple[str, list[AccountKeyed[Any]], Callable[..., WriteReport]], ...] = (
-        (
-            "add",
-            [AccountKeyed(_key(a), a.account_domain, a.person) for a in plan.adds],
-            client.write_people_adds,
-        ),
-        (
-            "patch",
-            [
-                AccountKeyed(_key(p), p.account_domain, {"match": p.match, "patch": p.patch})
-                for p in plan.patches
-            ],
-            client.write_people_patches,
-        ),
-        (
-            "delete",
-            [AccountKeyed(_key(d), d.account_domain, d.match) for d in plan.deletes],
-            client.write_people_deletes,
-        ),
+    applier = _PeopleApplier(
+        client,
+        table_id,
+        chunk_sizes(chunk_size),
+        max_accounts,
+        progress or ProgressLogger(plan.size, what=f"people sync of {table_id}", logger=log),
     )
-    for kind, items, write in kinds:
+    applier.write("add", [AccountKeyed(_key(a), a.account_domain, a.person) for a in plan.adds])
+    by_email = [p for p in plan.patches if "email" in p.match]
+    others = [p for p in plan.patches if "email" not in p.match]
+    applier.patch(by_email)
+    if others:
+        refused = applier.patch(others[:1])
+        applier.replace(refused + others[1:] if refused else applier.patch(others[1:]))
+    applier.write("delete", [AccountKeyed(_key(d), d.account_domain, d.match) for d in plan.deletes])
+    return applier.result
+
+
+#: A refusal that names the ``match`` of a patch (a key the service does not take).
+_MATCH_REFUSED = re.compile(r"-> 400: .*\bmatch\b", re.DOTALL)
+
+
+class _PeopleApplier:
+    """Sends a plan's writes chunk by chunk, recording what each did in a PeopleApplyResult."""
+
+    def __init__(
+        self,
+        client: ListSyncClient,
+        table_id: str,
+        sizes: Mapping[str, int],
+        max_accounts: int,
+        progress: ProgressLogger,
+    ) -> None:
+        self.client = client
+        self.table_id = table_id
+        self.sizes = sizes
+        self.max_accounts = max_accounts
+        self.progress = progress
+        self.result = PeopleApplyResult()
+        self._writers: dict[str, Callable[..., WriteReport]] = {
+            "add": client.write_people_adds,
+            "patch": client.write_people_patches,
+            "delete": client.write_people_deletes,
+        }
+
+    def write(self, kind: str, items: list[AccountKeyed[Any]], *, advance: bool = True) -> WriteReport:
+        """Send ``items`` with the writer of ``kind``; return what it did, also recorded."""
+        whole = WriteReport()
         triples = [(item.key, item.account_domain, item) for item in items]
+        size = self.sizes[kind]
         # One writer call per request-sized chunk, cut the way the writer itself cuts, so the
         # request count stays minimal and progress can be logged between requests.
-        for chunk in chunk_by_account(triples, max_people=sizes[kind], max_accounts=max_accounts):
+        for chunk in chunk_by_account(triples, max_people=size, max_accounts=self.max_accounts):
             batch = [item for _domain, members in chunk for _key_, item in members]
-            report = write(table_id, batch, chunk_size=sizes[kind], max_accounts=max_accounts)
-            _record(result, kind, report)
-            progress.advance(len(batch), failed=len(result.failed))
-    return result
+            report = self._writers[kind](
+                self.table_id, batch, chunk_size=size, max_accounts=self.max_accounts
+            )
+            self._record(kind, report)
+            whole.written += report.written
+            whole.failed.update(report.failed)
+            whole.outcome_unknown.update(report.outcome_unknown)
+            if advance:
+                self.progress.advance(len(batch), failed=len(self.result.failed))
+        return whole
+
+    def patch(self, patches: list[PlannedPatch]) -> list[PlannedPatch]:
+        """Send ``patches``; return those the service refused for their ``match`` (not recorded failed)."""
+        items = [
+            AccountKeyed(_key(p), p.account_domain, {"match": p.match, "patch": p.patch}) for p in patches
+        ]
+        report = self.write("patch", items)
+        refused = [
+            p
+            for p in patches
+            if "email" not in p.match and _MATCH_REFUSED.search(report.failed.get(_key(p), ""))
+        ]
+        for p in refused:
+            del self.result.failed[_key(p)]
+        return refused
+
+    def replace(self, patches: list[PlannedPatch]) -> None:
+        """Apply ``patches`` as a delete by the List person's identity and an add of the whole person."""
+        if not patches:
+            return
+        log.info(
+            "The service refuses patches matched by anything but e-mail: %d people are replaced "
+            "(deleted by their identity and added again whole)",
+            len(patches),
+        )
+        deletes = self.write(
+            "delete", [AccountKeyed(_key(p), p.account_domain, p.match) for p in patches], advance=False
+        )
+        self.result.deleted -= len(deletes.written)  # a step of the replacement, not a delete of the plan
+        gone = set(deletes.written)
+        adds = self.write(
+            "add",
+            [AccountKeyed(_key(p), p.account_domain, _replacement(p)) for p in patches if _key(p) in gone],
+        )
+        self.result.added -= len(adds.written)
+        self.result.updated += len(adds.written)
+        self.result.replaced += len(adds.written)
+        for key in adds.written:
+            self.result.written[key] = "patch"
+
+    def _record(self, kind: str, report: WriteReport) -> None:
+        result = self.result
+        result.requests[kind] += report.requests
+        result.isolation_requests += report.isolation_requests
+        result.failed.update(report.failed)
+        result.unknown.update((key, (kind, reason)) for key, reason in report.outcome_unknown.items())
+        result.written.update(dict.fromkeys(report.written, kind))
+        if kind == "patch":
+            result.not_found += len(report.not_found)
+            result.count(kind, len(report.written) - len(report.not_found))
+        else:
+            # A delete of someone already gone leaves the List as asked: it counts as deleted (A19).
+            result.count(kind, len(report.written))
+
+
+def _replacement(patch: PlannedPatch) -> dict[str, Any]:
+    """The whole person a refused patch stands for: the List's fields with the changes applied."""
+    person = {**patch.current, **patch.patch}
+    return {name: value for name, value in person.items() if value is not None}
 
 
 def chunk_sizes(chunk_size: int | Mapping[str, int]) -> dict[str, int]:
@@ -522,18 +642,111 @@ def _key(item: PlannedAdd | PlannedPatch | PlannedDelete) -> str:
     return f"{item.account_domain} {item.identity}"
 
 
-def _record(result: PeopleApplyResult, kind: str, report: WriteReport) -> None:
-    result.requests[kind] += report.requests
-    result.failed.update(report.failed)
-    written = len(report.written)
-    if kind == "add":
-        result.added += written
-    elif kind == "patch":
-        result.not_found += len(report.not_found)
-        result.updated += written - len(report.not_found)
+# -- verifying what was written -----------------------------------------------------------------
+
+
+@dataclass
+class PeopleVerification:
+    """What re-reading the accounts a plan touched showed.
+
+    :ivar verified: writes the re-read confirms (acknowledged ones, and unknown ones found applied).
+    :ivar drift: one reason per acknowledged write the re-read contradicts.
+    :ivar filter: how the touched accounts were read: ``"service"`` (the service's account
+        filter), ``"client"`` (the whole List, filtered here, because the service ignores the
+        filter or too many accounts were touched), or ``None`` (nothing to verify).
+    """
+
+    verified: int = 0
+    drift: list[str] = field(default_factory=list)
+    filter: str | None = None
+
+
+def verify_people(
+    plan: PeoplePlan, result: PeopleApplyResult, client: ListSyncClient, *, table_id: str, page_size: int
+) -> PeopleVerification:
+    """Re-read the accounts the plan touched and check every write against the plan's intent.
+
+    An acknowledged write the List contradicts is drift. A write of unknown outcome is settled
+    here: found applied, it is counted as written; not found, it moves to ``result.failed``. Only
+    the touched accounts are read: by the service's account filter when there are fewer of them
+    than pages of the whole List, otherwise (or when the service ignores the filter) by one read
+    of the whole List.
+    """
+    settled = result.written.keys() | result.unknown.keys()
+    items = [(kind, item) for kind, item in _planned(plan) if _key(item) in settled]
+    verification = PeopleVerification()
+    if not items:
+        return verification
+    domains = sorted({item.account_domain for _, item in items})
+    listed, verification.filter = _read_accounts(client, table_id, domains, page_size, plan.current_people)
+    index: dict[str, dict[str, dict[str, Any]]] = {}
+    for record in listed:
+        fields = _fields(record)
+        identity = person_identity(_normalised_list_fields(fields))
+        if identity is not None:
+            people = index.setdefault(_list_domain(_account_domain(record)), {})
+            for key in _keys(identity, _normalised_list_fields(fields)):
+                people.setdefault(key, fields)
+    for kind, item in items:
+        key = _key(item)
+        problem = _difference(item, index.get(item.account_domain, {}))
+        if key in result.unknown:
+            _written_kind, reason = result.unknown.pop(key)
+            if problem is None:
+                result.count(kind, 1)
+                verification.verified += 1
+            else:
+                result.failed[key] = f"outcome unknown ({reason}), and the List does not show it applied"
+        elif problem is None:
+            verification.verified += 1
+        else:
+            verification.drift.append(f"{kind} of {key}: {problem}")
+    return verification
+
+
+def _planned(plan: PeoplePlan) -> Iterator[tuple[str, PlannedAdd | PlannedPatch | PlannedDelete]]:
+    yield from (("add", add) for add in plan.adds)
+    yield from (("patch", patch) for patch in plan.patches)
+    yield from (("delete", delete) for delete in plan.deletes)
+
+
+def _read_accounts(
+    client: ListSyncClient, table_id: str, domains: list[str], page_size: int, list_people: int
+) -> tuple[list[Any], str]:
+    """The people of ``domains``, and how they were read (``"service"`` or ``"client"`` filter)."""
+    if len(domains) <= max(1, -(-list_people // page_size)):
+        people: list[Any] = []
+        for domain in domains:
+            if "account_domain" in client.filters_applied_here:
+                break
+            people += client.iter_targetable_people(table_id, page_size=page_size, account_domain=domain)
+        else:
+            return people, "client" if "account_domain" in client.filters_applied_here else "service"
+    wanted = set(domains)
+    everyone = client.iter_targetable_people(table_id, page_size=page_size)
+    return [person for person in everyone if _list_domain(_account_domain(person)) in wanted], "client"
+
+
+def _difference(
+    item: PlannedAdd | PlannedPatch | PlannedDelete, people: Mapping[str, Mapping[str, Any]]
+) -> str | None:
+    """How the List's people of the item's account differ from what the item meant; None if not."""
+    if isinstance(item, PlannedDelete):
+        keys = list(_keys(item.identity, item.match))
+        return "still in the List" if any(key in people for key in keys) else None
+    if isinstance(item, PlannedAdd):
+        keys, wanted = list(_keys(item.identity, item.person)), item.person
     else:
-        # A delete of someone already gone leaves the List as asked: it counts as deleted (A19).
-        result.deleted += written
+        after = {**item.current, **item.patch}
+        keys = [*_keys(item.identity, item.current), *_keys(person_identity(after) or item.identity, after)]
+        wanted = item.patch
+    found = next((people[key] for key in keys if key in people), None)
+    if found is None:
+        return "not in the List"
+    for name, value in wanted.items():
+        if _canonical(value) != _canonical(found.get(name)):
+            return f"{name} is {found.get(name)!r}, expected {value!r}"
+    return None
 
 
 # -- the whole sync ------------------------------------------------------------------------------
@@ -641,8 +854,10 @@ def sync_people(
         max_delete_fraction=max_delete_fraction,
     )
     result = PeopleApplyResult()
+    verification = PeopleVerification()
     if not dry_run:
         result = apply_people_plan(plan, client, table_id=table_id, chunk_size=chunk_size)
+        verification = verify_people(plan, result, client, table_id=table_id, page_size=page_size)
 
     summary = build_summary(
         {
@@ -659,9 +874,15 @@ def sync_people(
             "list_people": plan.current_people,
             "list_duplicates": plan.list_duplicates,
             "list_unidentified": plan.list_unidentified,
+            "replaced": result.replaced,
+            "verified": verification.verified,
+            "drift": len(verification.drift),
         },
         requests=result.requests,
         failure_reasons=[*plan.conflict_reasons, *result.failed.values()],
+        drift_reasons=verification.drift,
+        isolation_requests=result.isolation_requests,
+        verify_filter=verification.filter,
         table_id=table_id,
         mode=mode,
         delete_scope=delete_scope,
@@ -672,6 +893,6 @@ def sync_people(
         planned={"add": len(plan.adds), "patch": len(plan.patches), "delete": len(plan.deletes)},
     )
     log.info("People sync summary: %s", json.dumps(summary))
-    if summary["failed"] and fail_on_error and not dry_run:
+    if (summary["failed"] or summary["drift"]) and fail_on_error and not dry_run:
         raise SyncFailedError(summary)
     return summary

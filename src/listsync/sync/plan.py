@@ -17,6 +17,7 @@ into a plan; before the plan is applied, the same few steps run for every job:
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -80,12 +81,16 @@ class SyncFailedError(ListSyncError):
     def __init__(self, summary: Mapping[str, Any]) -> None:
         self.summary = dict(summary)
         reasons = "; ".join(
-            f"{count} x {reason}" for reason, count in list(summary["failure_reasons"].items())[:3]
+            [f"{count} x {reason}" for reason, count in list(summary["failure_reasons"].items())[:3]]
+            + [f"drift: {reason}" for reason in summary.get("drift_reasons", [])[:3]]
         )
+        drift = summary.get("drift", 0)
+        what = f"{summary['failed']} item(s) failed to be written"
+        if drift:
+            what += f" and {drift} written item(s) differ when read back"
         super().__init__(
-            f"{summary['failed']} item(s) failed to be written, everything else was written ({reasons}). "
-            "Re-run to retry them (with fail_on_error=False failures are only counted); the summary "
-            "lists every reason."
+            f"{what}, everything else was written ({reasons}). Re-run to retry them (with "
+            "fail_on_error=False they are only counted); the summary lists every reason."
         )
 
 
@@ -295,6 +300,7 @@ def build_summary(
     *,
     requests: Mapping[str, int],
     failure_reasons: Iterable[str] = (),
+    drift_reasons: Iterable[str] = (),
     **fields: Any,
 ) -> dict[str, Any]:
     """Assemble the JSON summary of a sync, the value an operator returns to XCom.
@@ -305,6 +311,8 @@ def build_summary(
         a ``total`` is added.
     :param failure_reasons: one reason per failed item; the summary counts them by reason and
         keeps the :data:`MAX_FAILURE_REASONS` most frequent.
+    :param drift_reasons: one line per write the re-read after applying contradicts; the summary
+        keeps the first :data:`MAX_FAILURE_REASONS`.
     :param fields: further JSON-serialisable values (table id, mode, normalisation version,
         plan and rejects paths...), placed after the counts.
     :return: a dict that ``json.dumps`` accepts as is.
@@ -313,6 +321,7 @@ def build_summary(
     summary: dict[str, Any] = {**fields, **counts}
     summary["requests"] = {**requests, "total": sum(requests.values())}
     summary["failure_reasons"] = dict(by_reason.most_common(MAX_FAILURE_REASONS))
+    summary["drift_reasons"] = list(itertools.islice(drift_reasons, MAX_FAILURE_REASONS))
     # Fail here, in the job, rather than later when Airflow serialises the XCom.
     json.dumps(summary)
     return summary

@@ -459,6 +459,13 @@ class ApplyOutcome:
     :ivar requests: requests sent by kind (:data:`ADD_ROWS`, :data:`UPDATE_CELLS`,
         :data:`DELETE_ROWS`, and :data:`GET_ROWS` for re-reads of row adds of unknown outcome).
     :ivar resent_rows: rows sent again after a re-read found them absent.
+    :ivar written_changes: cell updates the service acknowledged.
+    :ivar written_removals: row deletes the service acknowledged (or found already done).
+    :ivar unknown_changes: cell updates whose outcome is unknown, with the reason (settled by
+        :func:`verify_rows`).
+    :ivar unknown_removals: row deletes whose outcome is unknown, likewise.
+    :ivar isolation_requests: write requests spent taking apart requests the service refused
+        whole, so that each refused row or cell failed alone.
     """
 
     rows_added: list[str] = field(default_factory=list)
@@ -468,6 +475,11 @@ class ApplyOutcome:
     rows_deleted: int = 0
     resent_rows: int = 0
     failures: list[tuple[str, str, str]] = field(default_factory=list)
+    written_changes: list[CellChange] = field(default_factory=list)
+    written_removals: list[RowRemoval] = field(default_factory=list)
+    unknown_changes: list[tuple[CellChange, str]] = field(default_factory=list)
+    unknown_removals: list[tuple[RowRemoval, str]] = field(default_factory=list)
+    isolation_requests: int = 0
     requests: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys((ADD_ROWS, UPDATE_CELLS, DELETE_ROWS, GET_ROWS), 0)
     )
@@ -475,6 +487,11 @@ class ApplyOutcome:
     def failed_keys(self, kind: str) -> set[str]:
         """The keys (row ids for deletes) of ``kind`` that failed."""
         return {key for failed_kind, key, _ in self.failures if failed_kind == kind}
+
+    def count_updated_rows(self) -> None:
+        """Set ``rows_updated``: rows whose every planned cell update is known written."""
+        unsettled = self.failed_keys("update") | {change.key for change, _ in self.unknown_changes}
+        self.rows_updated = len({c.row_id for c in self.written_changes if c.key not in unsettled})
 
 
 def chunk_sizes(chunk_size: int | Mapping[str, int] | None) -> dict[str, int]:
@@ -565,6 +582,7 @@ class _Applier:
                     chunk_size=size,
                 )
                 outcome.requests[ADD_ROWS] += report.requests
+                outcome.isolation_requests += report.isolation_requests
                 if attempt > 1:
                     outcome.resent_rows += len(pending)
                 outcome.rows_added.extend(report.written)
@@ -615,7 +633,6 @@ class _Applier:
 
     def update_cells(self, changes: Sequence[CellChange], size: int) -> None:
         outcome = self.outcome
-        failed_rows: set[str] = set()
         for start in range(0, len(changes), size):
             batch = changes[start : start + size]
             # Writer keys are positions in ``changes``: a row key alone would not name the cell.
@@ -625,24 +642,176 @@ class _Applier:
             ]
             report = self.client.write_cell_updates(self.table_id, items, chunk_size=size)
             outcome.requests[UPDATE_CELLS] += report.requests
+            outcome.isolation_requests += report.isolation_requests
             outcome.cells_updated += len(report.written)
+            outcome.written_changes.extend(changes[int(position)] for position in report.written)
+            outcome.unknown_changes.extend(
+                (changes[int(position)], reason) for position, reason in report.outcome_unknown.items()
+            )
             for position, reason in report.failed.items():
                 change = changes[int(position)]
-                failed_rows.add(change.row_id)
                 outcome.failures.append(("update", change.key, f"column {change.column_id!r}: {reason}"))
             self.progress.advance(len(batch), failed=len(outcome.failures))
-        outcome.rows_updated = len({change.row_id for change in changes} - failed_rows)
+        outcome.count_updated_rows()
 
     def delete_rows(self, removals: Sequence[RowRemoval], size: int) -> None:
         outcome = self.outcome
         for batch in _batches(removals, size):
+            by_id = {row.row_id: row for row in batch}
             report = self.client.write_row_deletes(
                 self.table_id, [Keyed(row.row_id, row.row_id) for row in batch], chunk_size=size
             )
             outcome.requests[DELETE_ROWS] += report.requests
+            outcome.isolation_requests += report.isolation_requests
             outcome.rows_deleted += len(report.written)
+            outcome.written_removals.extend(by_id[row_id] for row_id in report.written)
+            outcome.unknown_removals.extend(
+                (by_id[row_id], reason) for row_id, reason in report.outcome_unknown.items()
+            )
             outcome.failures.extend(("delete", row_id, reason) for row_id, reason in report.failed.items())
             self.progress.advance(len(batch), failed=len(outcome.failures))
+
+
+# --- verifying what was written --------------------------------------------------------------
+
+#: Row ids asked for in one GET rows (``rowIds=``), short enough for any URL limit.
+ROW_IDS_PER_READ = 100
+
+
+@dataclass
+class RowsVerification:
+    """What re-reading the rows a plan touched showed.
+
+    :ivar verified: writes the re-read confirms (acknowledged ones, and unknown ones found applied).
+    :ivar drift: one line per acknowledged write the re-read contradicts.
+    :ivar requests: GET rows requests the re-read took.
+    """
+
+    verified: int = 0
+    drift: list[str] = field(default_factory=list)
+    requests: int = 0
+
+
+def verify_rows(
+    plan: RowsPlan,
+    outcome: ApplyOutcome,
+    client: ListSyncClient,
+    table_id: str,
+    normalize_key: Callable[[Any], str | None],
+) -> RowsVerification:
+    """Re-read the rows the plan touched and check every write against the plan's intent.
+
+    Rows whose ids are known are read by id (``rowIds=``, the documented mode); added rows whose
+    ids the service did not return are found by key, one GET each, or, when there are more of
+    them than pages of the List, by one read of the List. An acknowledged write the List
+    contradicts is drift; a write of unknown outcome is settled: found applied, it is counted as
+    written, else it fails with its reason. An added key the List holds twice is drift too.
+    """
+    verification = RowsVerification()
+    key_column = plan.key_column
+    added = {key: outcome.row_ids.get(key) for key in outcome.rows_added}
+    unknown_changes, outcome.unknown_changes = outcome.unknown_changes, []
+    unknown_removals, outcome.unknown_removals = outcome.unknown_removals, []
+    ids = {row_id for row_id in added.values() if row_id}
+    ids.update(change.row_id for change in [*outcome.written_changes, *(c for c, _ in unknown_changes)])
+    ids.update(removal.row_id for removal in [*outcome.written_removals, *(r for r, _ in unknown_removals)])
+    if not ids and not added:
+        return verification
+    rows, verification.requests = _rows_by_id(client, table_id, sorted(ids))
+    by_key: dict[str, list[CurrentRow]] = {}
+    unplaced = [key for key, row_id in added.items() if not row_id]
+    if len(unplaced) > max(1, -(-plan.list_rows // ROWS_PAGE_SIZE)):
+        everything, reads = read_current_rows(client, table_id, key_column)
+        verification.requests += reads
+        keyed = (row for row in everything if row.row_id not in rows)
+        for row in [*rows.values(), *keyed]:
+            by_key.setdefault(normalize_key(row.cells.get(key_column)) or "", []).append(row)
+    else:
+        for row in rows.values():
+            by_key.setdefault(normalize_key(row.cells.get(key_column)) or "", []).append(row)
+        for key in unplaced:
+            verification.requests += 1
+            found = client.get_rows(table_id, column_id=key_column, operator="eq", query=key).rows
+            by_key[key] = [
+                _current_row(row)
+                for row in found
+                if normalize_key(_current_row(row).cells.get(key_column)) == key
+            ]
+
+    def check(problem: str | None, what: str) -> None:
+        if problem is None:
+            verification.verified += 1
+        else:
+            verification.drift.append(f"{what}: {problem}")
+
+    additions = {addition.key: addition for addition in plan.additions}
+    for key, row_id in added.items():
+        holders = [rows[row_id]] if row_id and row_id in rows else by_key.get(key, [])
+        if len(by_key.get(key, [])) > 1:
+            check(f"the List holds the key in {len(by_key[key])} rows", f"add of {key!r}")
+        elif not holders:
+            check("not in the List", f"add of {key!r}")
+        else:
+            check(_cells_differ(additions[key].cells, holders[0].cells), f"add of {key!r}")
+    for change in outcome.written_changes:
+        check(_change_differs(change, rows), f"update of {change.key!r}")
+    for removal in outcome.written_removals:
+        check("still in the List" if removal.row_id in rows else None, f"delete of {removal.key!r}")
+    for change, reason in unknown_changes:
+        if _change_differs(change, rows) is None:
+            verification.verified += 1
+            outcome.cells_updated += 1
+            outcome.written_changes.append(change)
+        else:
+            outcome.failures.append(
+                ("update", change.key, f"outcome unknown ({reason}), and the List does not show it applied")
+            )
+    for removal, reason in unknown_removals:
+        if removal.row_id in rows:
+            outcome.failures.append(
+                ("delete", removal.row_id, f"outcome unknown ({reason}), and the row is still in the List")
+            )
+        else:
+            verification.verified += 1
+            outcome.rows_deleted += 1
+            outcome.written_removals.append(removal)
+    outcome.count_updated_rows()
+    return verification
+
+
+def _rows_by_id(
+    client: ListSyncClient, table_id: str, row_ids: Sequence[str]
+) -> tuple[dict[str, CurrentRow], int]:
+    """The rows of ``row_ids`` that exist, by id, and the GET requests it took.
+
+    Ids not answered are asked again (a service may cap the answer) until an answer brings none.
+    """
+    found: dict[str, CurrentRow] = {}
+    requests = 0
+    for start in range(0, len(row_ids), ROW_IDS_PER_READ):
+        pending = list(row_ids[start : start + ROW_IDS_PER_READ])
+        while pending:
+            requests += 1
+            answered = [row for row in client.get_rows(table_id, row_ids=pending).rows if row.id in pending]
+            found.update((row.id, _current_row(row)) for row in answered)
+            if not answered:
+                break
+            pending = [row_id for row_id in pending if row_id not in found]
+    return found, requests
+
+
+def _cells_differ(wanted: Mapping[str, Any], cells: Mapping[str, Any]) -> str | None:
+    for column, value in wanted.items():
+        if not cell_values_equal(value, cells.get(column)):
+            return f"column {column!r} is {cells.get(column)!r}, expected {value!r}"
+    return None
+
+
+def _change_differs(change: CellChange, rows: Mapping[str, CurrentRow]) -> str | None:
+    row = rows.get(change.row_id)
+    if row is None:
+        return f"row {change.row_id} is not in the List"
+    return _cells_differ({change.column_id: change.after}, row.cells)
 
 
 # --- the plan file and the whole flow --------------------------------------------------------
@@ -787,7 +956,10 @@ def upsert_rows(
         max_delete_fraction=max_delete_fraction,
         noun="rows",
     )
-    outcome = ApplyOutcome() if dry_run else apply_rows_plan(plan, client, table_id, chunk_size=sizes)
+    outcome, verification = ApplyOutcome(), RowsVerification()
+    if not dry_run:
+        outcome = apply_rows_plan(plan, client, table_id, chunk_size=sizes)
+        verification = verify_rows(plan, outcome, client, table_id, list_key_normalizer(key_kind))
 
     reasons = [
         f"key {duplicate.key!r} is held by {len(duplicate.row_ids)} List rows; remove the duplicates"
@@ -808,9 +980,13 @@ def upsert_rows(
             "duplicate_keys_in_list": len(plan.duplicate_keys),
             "rows_resent": outcome.resent_rows,
             "list_rows": plan.list_rows,
+            "verified": verification.verified,
+            "drift": len(verification.drift),
         },
         requests={kind: outcome.requests[kind] for kind in (ADD_ROWS, UPDATE_CELLS, DELETE_ROWS)},
         failure_reasons=reasons,
+        drift_reasons=verification.drift,
+        isolation_requests=outcome.isolation_requests,
         table_id=table_id,
         key_column=key_column,
         delete_missing=delete_missing,
@@ -824,9 +1000,9 @@ def upsert_rows(
             "update_rows": plan.changed_rows,
             "delete_rows": len(plan.removals),
         },
-        read_requests=read_requests + outcome.requests[GET_ROWS],
+        read_requests=read_requests + outcome.requests[GET_ROWS] + verification.requests,
     )
     _log.info("Rows upsert summary: %s", json.dumps(summary))
-    if summary["failed"] and fail_on_error and not dry_run:
+    if (summary["failed"] or summary["drift"]) and fail_on_error and not dry_run:
         raise SyncFailedError(summary)
     return summary
