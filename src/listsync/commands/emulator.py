@@ -4,10 +4,31 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 
 FAULT_EXAMPLE = (
     """'{"endpoint": "POST /v1/events/batch", "kind": "error", "status": 503, "probability": 0.1}'"""
 )
+
+
+class _ProfileNames:
+    """The names of the emulator's profiles, as argparse ``choices``.
+
+    Read only when argparse checks a ``--profile`` value or prints the help: importing
+    ``listsync.emulator`` loads FastAPI, which ``listsync --help`` should not pay for.
+    """
+
+    @staticmethod
+    def _names() -> list[str]:
+        from listsync.emulator import PROFILES
+
+        return list(PROFILES)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,6 +51,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="length of a rate-limit window in seconds (default: the config's, else 60)",
     )
     parser.add_argument("--seed", type=int, help="seed for fault injection and event ids")
+    parser.add_argument(
+        "--profile",
+        metavar="NAME",  # a metavar keeps argparse from listing the choices when it builds the parser
+        choices=_ProfileNames(),
+        help=(
+            "how the emulator reads what the spec leaves open: one of %(choices)s "
+            "(default: the config's, else reference)"
+        ),
+    )
     parser.add_argument("--state-file", metavar="FILE", help="keep Lists and events in this JSON file")
     parser.add_argument(
         "--fault",
@@ -50,7 +80,12 @@ def run(args: argparse.Namespace) -> int:
     from listsync.emulator import EmulatorConfig, demo_config, load_config
     from listsync.emulator.server import serve_forever
 
-    overrides = {"window_seconds": args.window_seconds, "seed": args.seed, "state_file": args.state_file}
+    overrides = {
+        "window_seconds": args.window_seconds,
+        "seed": args.seed,
+        "state_file": args.state_file,
+        "profile": args.profile,
+    }
     try:
         config = load_config(args.config) if args.config else demo_config()
         # Validated again, so a bad option (say --window-seconds 0) is refused like a bad config file.

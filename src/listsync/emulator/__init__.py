@@ -9,7 +9,8 @@ For the demo, tests and benchmarks::
 
 ``create_app(config)`` gives the ASGI app itself (its handle is ``app.state.emulator``); the
 ``listsync emulator`` command serves one from the command line. Decisions where the spec is
-silent are those of ``docs/assumptions.md``.
+silent are those of ``docs/assumptions.md``; ``EmulatorConfig(profile=...)`` picks another reading
+of them, one of :data:`PROFILES` (see :mod:`listsync.emulator.profiles`).
 """
 
 from listsync.emulator.app import Emulator, create_app
@@ -22,10 +23,13 @@ from listsync.emulator.config import (
     load_config,
 )
 from listsync.emulator.faults import ConnectionDropped
+from listsync.emulator.profiles import PROFILES, Dialect
 from listsync.emulator.server import serve_in_thread
 
 __all__ = [
+    "PROFILES",
     "ConnectionDropped",
+    "Dialect",
     "Emulator",
     "EmulatorConfig",
     "FaultRule",

@@ -1,7 +1,8 @@
 """The emulator's HTTP surface: the ``/v1`` API of the spec plus inspection under ``/_emulator``.
 
 ``create_app(config)`` returns a FastAPI app; its :class:`Emulator` handle (state, counters,
-faults, clock) is ``app.state.emulator``, for tests that inspect or steer it in-process.
+faults, clock) is ``app.state.emulator``, for tests that inspect or steer it in-process. The
+config's profile (:mod:`listsync.emulator.profiles`) decides the unknowns of the spec.
 
 Inspection (no auth; the prefix cannot collide with ``/v1``):
 
@@ -28,11 +29,12 @@ from pydantic import TypeAdapter, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Message, Receive, Scope, Send
 
+from listsync.emulator.answers import people_page_body, write_body
 from listsync.emulator.config import ENDPOINTS, EmulatorConfig, FaultRule
 from listsync.emulator.events import SignalIngestion
 from listsync.emulator.faults import FaultInjector, drop_connection
 from listsync.emulator.lists import ListOperations
-from listsync.emulator.ratelimit import FixedWindowLimiter, iso_utc
+from listsync.emulator.ratelimit import LIMITERS, reset_header
 from listsync.emulator.state import ApiError, EmulatorState, ListState
 from listsync.emulator.stats import Stats
 
@@ -76,13 +78,14 @@ class Emulator:
 
     def __init__(self, config: EmulatorConfig, clock: Clock, sleep: Sleep) -> None:
         self.config = config
+        self.dialect = config.dialect
         self.clock = clock
         self.sleep = sleep
         self.state = EmulatorState(config)
         if config.state_file and Path(config.state_file).exists():
             self.state.load(config.state_file)
         self.stats = Stats()
-        self.limiter = FixedWindowLimiter(config.window_seconds, clock)
+        self.limiter = LIMITERS[self.dialect.windows](config.window_seconds, clock)
         self.faults = FaultInjector(config.faults.rules, config.seed)
         rng = random.Random(config.seed)
         self.signals = SignalIngestion(config, self.state, self.limiter, self.stats, rng)
@@ -103,7 +106,10 @@ class Emulator:
             self.state.save(self.config.state_file)
 
     def authorize(self, request: Request, *, public_allowed: bool) -> None:
-        """Bearer auth (A2, A3): secret keys everywhere, public keys only on event ingestion."""
+        """Bearer auth (A2, A3): secret keys everywhere, public keys only on event ingestion.
+
+        A missing key is a 401 in every profile; the status of an invalid one is the profile's.
+        """
         scheme, _, key = request.headers.get("authorization", "").partition(" ")
         key = key.strip()
         if scheme.lower() != "bearer" or not key:
@@ -114,7 +120,7 @@ class Emulator:
             if public_allowed:
                 return
             raise ApiError(403, PUBLIC_KEY_REFUSED)
-        raise ApiError(401, "Invalid API key")
+        raise ApiError(self.dialect.invalid_key_status, "Invalid API key")
 
     def forced_fault_response(self, endpoint: str, fault: FaultRule) -> Response:
         """The answer of an ``error`` or ``rate_limit`` fault."""
@@ -125,7 +131,9 @@ class Emulator:
             message = "Rate limit exceeded for all events in batch"
         headers = {
             "Retry-After": str(fault.retry_after_seconds),
-            "X-RateLimit-Reset": iso_utc(self.clock() + fault.retry_after_seconds),
+            "X-RateLimit-Reset": reset_header(
+                self.clock() + fault.retry_after_seconds, self.dialect.reset_format
+            ),
         }
         return error_response(429, message, headers)
 
@@ -250,7 +258,7 @@ def create_app(
         emulator.authorize(request, public_allowed=True)
         result = emulator.signals.ingest_one(await _json_body(request))
         emulator.persist()
-        return json_response(200, result.body, result.headers)
+        return json_response(emulator.dialect.single_ingest_status, result.body, result.headers)
 
     @route("POST", "/v1/events/batch")
     async def ingest_batch(request: Request) -> Response:
@@ -288,7 +296,8 @@ def create_app(
     @route("GET", "/v1/lists/{table_id}/targetable-people")
     async def query_people(request: Request) -> Response:
         params = read_request(request)
-        return ok(ops.query_people(table(request), params))
+        page = ops.query_people(table(request), params)
+        return json_response(200, people_page_body(page, emulator.dialect))
 
     @route("GET", "/v1/lists/{table_id}/rows")
     async def get_rows(request: Request) -> Response:
@@ -296,7 +305,7 @@ def create_app(
         return ok(ops.get_rows(table(request), params))
 
     def register_write(
-        method: str, path: str, operation: Callable[[ListState, dict[str, Any]], object]
+        method: str, path: str, operation: Callable[[ListState, dict[str, Any]], Mapping[str, Any]]
     ) -> None:
         @route(method, path)
         async def write(request: Request) -> Response:
@@ -304,9 +313,9 @@ def create_app(
             body = await _object_body(request)
             # A9: DELETE may carry userId in the body or in the query string.
             ops.check_user(body.get("userId", request.query_params.get("userId")))
-            data = operation(table(request), body)
+            result = operation(table(request), body)
             emulator.persist()
-            return ok(data)
+            return json_response(200, write_body(result, emulator.dialect))
 
     people_path = "/v1/lists/{table_id}/targetable-people"
     register_write("POST", people_path, ops.add_people)

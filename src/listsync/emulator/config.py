@@ -7,6 +7,7 @@ A config is an :class:`EmulatorConfig`; build one in code, load one from YAML or
     public_keys: [public_wk_test]
     users: [usr_1]
     window_seconds: 60
+    profile: reference   # how the unknowns of the spec are read: listsync.emulator.profiles
     signals:
       - {slug: page_visit, id: sig_pagevisit01, type: Event}
       - {slug: seats_used, id: sig_seats01, type: Metric, schema_versions: [1, 2],
@@ -29,6 +30,8 @@ from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from listsync.emulator.profiles import PROFILES, Dialect
 
 SignalType = Literal["Event", "Metric", "State"]
 ColumnType = Literal["text", "number", "boolean", "enum", "date", "json"]
@@ -147,6 +150,20 @@ class EmulatorConfig(_Model):
     seed: int | None = None
     # When set, Lists and events are loaded from this JSON file at start and saved after each write.
     state_file: str | None = None
+    # A name of PROFILES: how the emulator reads the spec where it says "not shown".
+    profile: str = "reference"
+
+    @property
+    def dialect(self) -> Dialect:
+        """The :class:`Dialect` of :attr:`profile`."""
+        return PROFILES[self.profile]
+
+    @field_validator("profile")
+    @classmethod
+    def _known_profile(cls, name: str) -> str:
+        if name not in PROFILES:
+            raise ValueError(f"unknown profile {name!r}; one of {', '.join(PROFILES)}")
+        return name
 
     @field_validator("rate_limits")
     @classmethod

@@ -1,7 +1,8 @@
 """Signal ingestion: POST /v1/events and POST /v1/events/batch (spec §4.1, §4.2, §7, §8).
 
 Checks run in the order of assumption A4, each over the whole request before the next, so nothing
-is counted against a rate limit unless the whole request is valid.
+is counted against a rate limit unless the whole request is valid. The profile decides the format
+of ``X-RateLimit-Reset`` and whether ``rate_limited`` entries carry ``reference``.
 """
 
 from __future__ import annotations
@@ -86,9 +87,10 @@ def _schema_version(signal: SignalConfig, event: dict[str, Any]) -> int | None:
     raise ApiError(400, f"Schema version {shown} not found for signal {signal.slug}")
 
 
-def _limited_entry(event: dict[str, Any], signal: SignalConfig) -> dict[str, Any]:
+def _limited_entry(event: dict[str, Any], signal: SignalConfig, *, with_reference: bool) -> dict[str, Any]:
+    """A ``rate_limited`` entry (spec §2.5); ``with_reference``: carry the event's reference (A7)."""
     entry: dict[str, Any] = {"signal_id": signal.id}
-    if event.get("reference") is not None:
+    if with_reference and event.get("reference") is not None:
         entry["reference"] = event["reference"]
     return entry
 
@@ -106,6 +108,7 @@ class SignalIngestion:
     ) -> None:
         self._signals = {s.slug: s for s in config.signals if s.active}
         self._limits = config.rate_limits
+        self._dialect = config.dialect
         self._state = state
         self._limiter = limiter
         self._stats = stats
@@ -179,11 +182,11 @@ class SignalIngestion:
         window = self._window(signal, now)
         if window.remaining == 0:
             self._stats.events_rate_limited[signal.slug] += 1
-            raise ApiError(429, "Rate limit exceeded", rate_limit_headers(window, now, limited=True))
+            raise ApiError(429, "Rate limit exceeded", self._headers(window, now, limited=True))
         self._limiter.take(signal.id, 1, now)
         ack = self._record(body, signal, schema_version, iso_utc(now))
         self._stats.events_accepted[signal.slug] += 1
-        headers = rate_limit_headers(self._window(signal, now), now, limited=False)
+        headers = self._headers(self._window(signal, now), now, limited=False)
         return Ingested({"success": True, "data": ack}, headers)
 
     def ingest_batch(self, body: object) -> Ingested:
@@ -226,7 +229,10 @@ class SignalIngestion:
         acks = [self._record(event, signal, version, received_at) for event, signal, version in accepted]
         result: dict[str, Any] = {"success": True, "data": acks}
         if limited:
-            result["rate_limited"] = [_limited_entry(e, s) for e, s, _ in limited]
+            with_reference = self._dialect.rate_limited_reference
+            result["rate_limited"] = [
+                _limited_entry(e, s, with_reference=with_reference) for e, s, _ in limited
+            ]
         return Ingested(result, self._batch_headers(list(distinct.values()), now, limited=False))
 
     def _batch_headers(self, signals: list[SignalConfig], now: float, *, limited: bool) -> dict[str, str]:
@@ -236,4 +242,7 @@ class SignalIngestion:
             remaining=min(w.remaining for w in windows),
             reset_at=min(w.reset_at for w in windows),
         )
-        return rate_limit_headers(combined, now, limited=limited)
+        return self._headers(combined, now, limited=limited)
+
+    def _headers(self, window: Window, now: float, *, limited: bool) -> dict[str, str]:
+        return rate_limit_headers(window, now, limited=limited, reset_format=self._dialect.reset_format)

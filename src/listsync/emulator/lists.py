@@ -2,14 +2,18 @@
 
 Every write validates the whole request, then applies it, so a refused request changes nothing
 and a retry is safe (assumptions A11, A14, A20, A21, A23). Statuses, messages and response bodies
-follow ``docs/assumptions.md``.
+follow ``docs/assumptions.md``, as the profile (:mod:`listsync.emulator.profiles`) varies them:
+page cap, filter names, ``match`` keys, unknown accounts, caps, missing rows and the statuses here;
+the wording of answers in :mod:`listsync.emulator.answers`. Answers are returned in the reference
+form (A13, A18).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import date, datetime
 from operator import ge, gt, le, lt
 from typing import Any
@@ -18,12 +22,6 @@ from listsync.emulator.config import ColumnConfig, EmulatorConfig
 from listsync.emulator.ratelimit import iso_utc
 from listsync.emulator.state import ApiError, EmulatorState, ListState, Person, Row, normalize_domain
 
-MAX_ACCOUNTS = 100
-MAX_PEOPLE = 500
-MAX_ROWS = 500
-MAX_UPDATES = 1000
-MAX_ROW_DELETES = 1000
-MAX_PAGE = 1000
 DEFAULT_PAGE = 100
 
 PERSON_TEXT_FIELDS = (
@@ -128,6 +126,13 @@ def _validate_connection_paths(value: object, path: str) -> None:
             raise _bad(f"{where}.context must be a string")
 
 
+def _refuse_missing_rows(lst: ListState, row_ids: Iterable[str]) -> None:
+    """``404 Rows not found: <ids>`` (A20; also DELETE rows when ``missing_row_delete`` is ``404``)."""
+    missing = [row_id for row_id in row_ids if row_id not in lst.rows]
+    if missing:
+        raise ApiError(404, f"Rows not found: {', '.join(dict.fromkeys(missing))}")
+
+
 def is_contactable(person: Person) -> bool:
     """Has a contact channel: an email or a phone number (A12; also the default of ``target``)."""
     return bool(person.get("email") or person.get("phone_number"))
@@ -147,6 +152,14 @@ def identity_of(person: Mapping[str, Any]) -> tuple[str, object] | None:
     return None
 
 
+def _identity(entry: Mapping[str, Any], where: str) -> tuple[str, object]:
+    """:func:`identity_of` an entry, or a 400 naming the entry at ``where``."""
+    identity = identity_of(entry)
+    if identity is None:
+        raise _bad(f"{where} must name email, network_profile_url, phone_number, or first_name and last_name")
+    return identity
+
+
 def _has_identity(person: Person, identity: tuple[str, object]) -> bool:
     key, wanted = identity
     if key == "email":
@@ -155,6 +168,13 @@ def _has_identity(person: Person, identity: tuple[str, object]) -> bool:
         name = (str(person.get("first_name") or "").lower(), str(person.get("last_name") or "").lower())
         return name == wanted
     return person.get(key) == wanted
+
+
+def _find_person(row: Row | None, identity: tuple[str, object]) -> Person | None:
+    """The person of the account row with this identity; None also when the account is unknown."""
+    if row is None:
+        return None
+    return next((p for p in row.people if _has_identity(p, identity)), None)
 
 
 def _find_duplicate(people: list[Person], person: Person) -> Person | None:
@@ -305,19 +325,66 @@ def _bool_param(params: Mapping[str, str], name: str) -> bool | None:
     raise _bad(f"{name} must be true or false")
 
 
+@dataclass(frozen=True)
+class _Account:
+    """One entry of a people write's ``accounts``: the domain as sent, its row (None when the List
+    has no such account and the profile accepts that), the entry's people and their path."""
+
+    domain: str
+    row: Row | None
+    people: list[Any]
+    path: str
+
+    def entries(self) -> Iterator[tuple[str, Any]]:
+        """Each entry of ``people`` with its path, ``accounts[<i>].people[<j>]``."""
+        return ((f"{self.path}[{index}]", raw) for index, raw in enumerate(self.people))
+
+    def shown_domain(self, lst: ListState) -> str:
+        """The domain a ``notFound`` entry names: the List's own spelling when it has the account."""
+        if self.row is None:
+            return self.domain
+        return lst.account_domain(self.row) or self.domain
+
+
+@dataclass(frozen=True)
+class _Change:
+    """One PATCH or DELETE people entry: its account, ``match``, identity and (PATCH) ``patch``."""
+
+    account: _Account
+    match: dict[str, Any]
+    identity: tuple[str, object]
+    patch: Person | None
+
+    def not_found(self, lst: ListState) -> dict[str, Any]:
+        return {"accountDomain": self.account.shown_domain(lst), "match": self.match}
+
+
 class ListOperations:
     """The List endpoints over an :class:`EmulatorState`; ``clock`` gives epoch seconds."""
 
     def __init__(self, config: EmulatorConfig, state: EmulatorState, clock: Callable[[], float]) -> None:
         self._users = frozenset(config.users)
+        self._dialect = config.dialect
+        self._caps = config.dialect.caps
         self._state = state
         self._clock = clock
 
     def table(self, table_id: str) -> ListState:
         lst = self._state.lists.get(table_id)
         if lst is None:
-            raise ApiError(404, f"List not found or not accessible: {table_id}")
+            raise ApiError(
+                self._dialect.list_not_found_status, f"List not found or not accessible: {table_id}"
+            )
         return lst
+
+    def _page_size(self, params: Mapping[str, str]) -> int:
+        """``limit`` (default 100) up to the profile's page cap. Above the cap: a 400, or, when the
+        profile does not refuse, a page of the cap's size, shorter than asked and without an error."""
+        cap = self._dialect.page_cap
+        default = min(DEFAULT_PAGE, cap)
+        if self._dialect.page_cap_refuses:
+            return _int_param(params, "limit", default, 1, cap)
+        return min(_int_param(params, "limit", default, 1, None), cap)
 
     def check_user(self, user_id: object) -> None:
         """A9: ``userId`` is optional; when sent it must name a configured user."""
@@ -328,7 +395,7 @@ class ListOperations:
 
     def describe(self, lst: ListState) -> dict[str, Any]:
         return {
-            "id": lst.id,
+            self._dialect.list_id_field: lst.id,
             "name": lst.config.name or lst.id,
             "columns": [
                 {
@@ -349,13 +416,14 @@ class ListOperations:
 
     # ---- targetable people -------------------------------------------------------------------
 
-    def _accounts(self, lst: ListState, body: Mapping[str, Any]) -> list[tuple[Row, list[Any], str]]:
-        """Validate the ``accounts`` array and find each account's row (A14: all or nothing)."""
-        accounts = _array(body, "accounts", MAX_ACCOUNTS)
-        found: list[tuple[Row, list[Any], str]] = []
-        missing: list[str] = []
-        total = 0
-        for index, raw in enumerate(accounts):
+    def _accounts(self, lst: ListState, body: Mapping[str, Any]) -> list[_Account]:
+        """Validate the ``accounts`` array and find each account's row.
+
+        A domain the List lacks refuses the whole request (A14), unless the profile's
+        ``unknown_accounts`` is ``create``: then its row is None.
+        """
+        accounts: list[_Account] = []
+        for index, raw in enumerate(_array(body, "accounts", self._caps["accounts"])):
             account = _object(raw, f"accounts[{index}]")
             domain = account.get("accountDomain")
             if not isinstance(domain, str) or not domain.strip():
@@ -363,30 +431,42 @@ class ListOperations:
             people = account.get("people")
             if not isinstance(people, list):
                 raise _bad(f"accounts[{index}].people must be an array")
-            total += len(people)
             row = lst.row_for_domain(domain)
-            if row is None:
-                missing.append(domain)
-            else:
-                found.append((row, people, f"accounts[{index}].people"))
-        if total > MAX_PEOPLE:
-            raise _bad(f"Maximum {MAX_PEOPLE} people per request")
-        if missing:
+            accounts.append(_Account(domain, row, people, f"accounts[{index}].people"))
+        if sum(len(a.people) for a in accounts) > self._caps["people"]:
+            raise _bad(f"Maximum {self._caps['people']} people per request")
+        missing = [a.domain for a in accounts if a.row is None]
+        # A List without an account column has no accounts: none to create, none to miss.
+        accepted = self._dialect.unknown_accounts == "create" and lst.config.account_column is not None
+        if missing and not accepted:
             raise ApiError(404, f"Account not found: {', '.join(dict.fromkeys(missing))}")
-        return found
+        return accounts
+
+    def _open_account(self, lst: ListState, domain: str) -> Row:
+        """The row of an account the List lacked (``unknown_accounts`` ``create``): a new row whose
+        account cell is the domain as sent, or the one an earlier account of the request opened
+        under the same normalised domain, so unique domains hold."""
+        row = lst.row_for_domain(domain)
+        if row is None:
+            column = lst.config.account_column
+            assert column is not None  # _accounts accepts no unknown domain on a List without one
+            row = Row(self._state.new_row_id(), {column: domain}, iso_utc(self._clock()))
+            lst.rows[row.id] = row
+            lst.changed()
+        return row
 
     def add_people(self, lst: ListState, body: Mapping[str, Any]) -> dict[str, int]:
         """POST targetable-people: add, or per ``duplicateStrategy`` update or skip a duplicate."""
         strategy = body.get("duplicateStrategy", "update-existing")
         if strategy not in DUPLICATE_STRATEGIES:
             raise _bad(f"Invalid duplicateStrategy: {strategy}")
-        accounts = self._accounts(lst, body)
         checked = [
-            (row, [_validate_person(p, f"{path}[{i}]", partial=False) for i, p in enumerate(people)])
-            for row, people, path in accounts
+            (account, [_validate_person(raw, where, partial=False) for where, raw in account.entries()])
+            for account in self._accounts(lst, body)
         ]
         counts = {"added": 0, "updated": 0, "skipped": 0}
-        for row, people in checked:
+        for account, people in checked:
+            row = account.row or self._open_account(lst, account.domain)
             for person in people:
                 existing = _find_duplicate(row.people, person)
                 if existing is None:
@@ -401,39 +481,42 @@ class ListOperations:
         lst.people_changed()
         return counts
 
-    def _matched_changes(
-        self, lst: ListState, body: Mapping[str, Any], *, patching: bool
-    ) -> list[tuple[Row, dict[str, Any], tuple[str, object], Person | None]]:
-        """For PATCH and DELETE: each entry's row, match object, identity and (for PATCH) patch."""
+    def _match_identity(self, match: dict[str, Any], where: str) -> tuple[str, object]:
+        """The identity a PATCH ``match`` names: any of A17, or only an email when the profile's
+        ``patch_match_keys`` is ``email`` (then another key is refused by name)."""
+        if self._dialect.patch_match_keys == "email" and not match.get("email"):
+            other = next((key for key in match if key != "email"), None)
+            if other is not None:
+                raise _bad(f"{where}: unsupported key {other}; only email is supported")
+            raise _bad(f"{where}.email is required")
+        return _identity(match, where)
+
+    def _matched_changes(self, lst: ListState, body: Mapping[str, Any], *, patching: bool) -> list[_Change]:
+        """Validate every PATCH or DELETE entry before any is applied."""
         changes = []
-        for row, entries, path in self._accounts(lst, body):
-            for index, raw in enumerate(entries):
-                where = f"{path}[{index}]"
+        for account in self._accounts(lst, body):
+            for where, raw in account.entries():
                 entry = _object(raw, where)
-                match = _object(entry.get("match"), f"{where}.match") if patching else entry
-                identity = identity_of(match)
-                if identity is None:
-                    named = f"{where}.match" if patching else where
-                    raise _bad(
-                        f"{named} must name email, network_profile_url, phone_number, "
-                        "or first_name and last_name"
-                    )
-                patch = None
                 if patching:
+                    match = _object(entry.get("match"), f"{where}.match")
+                    identity = self._match_identity(match, f"{where}.match")
                     patch = _validate_person(entry.get("patch"), f"{where}.patch", partial=True)
-                changes.append((row, match, identity, patch))
+                    changes.append(_Change(account, match, identity, patch))
+                else:
+                    # DELETE identities are the spec's own (§4.6) in every profile.
+                    changes.append(_Change(account, entry, _identity(entry, where), None))
         return changes
 
     def update_people(self, lst: ListState, body: Mapping[str, Any]) -> dict[str, Any]:
         """PATCH targetable-people: apply each ``patch`` to the person its ``match`` names."""
         updated = 0
         not_found = []
-        for row, match, identity, patch in self._matched_changes(lst, body, patching=True):
-            person = next((p for p in row.people if _has_identity(p, identity)), None)
-            if person is None or patch is None:
-                not_found.append({"accountDomain": lst.account_domain(row), "match": match})
+        for change in self._matched_changes(lst, body, patching=True):
+            person = _find_person(change.account.row, change.identity)
+            if person is None or change.patch is None:
+                not_found.append(change.not_found(lst))
                 continue
-            for name, value in patch.items():
+            for name, value in change.patch.items():
                 if value is None:
                     person.pop(name, None)
                 else:
@@ -449,10 +532,11 @@ class ListOperations:
         """DELETE targetable-people: remove the person each entry identifies (A17, A19)."""
         deleted = 0
         not_found = []
-        for row, match, identity, _ in self._matched_changes(lst, body, patching=False):
-            person = next((p for p in row.people if _has_identity(p, identity)), None)
-            if person is None:
-                not_found.append({"accountDomain": lst.account_domain(row), "match": match})
+        for change in self._matched_changes(lst, body, patching=False):
+            row = change.account.row
+            person = _find_person(row, change.identity)
+            if row is None or person is None:
+                not_found.append(change.not_found(lst))
                 continue
             row.people.remove(person)
             deleted += 1
@@ -461,12 +545,15 @@ class ListOperations:
 
     def query_people(self, lst: ListState, params: Mapping[str, str]) -> dict[str, Any]:
         """GET targetable-people (A12, A13): filtered, ordered by account row then insertion."""
+        # The spec names target and personas; the other filters go by the profile's names, and a
+        # parameter it does not name is ignored, as a server ignores what it does not know.
+        names = self._dialect.filter_names
         target = _bool_param(params, "target")
-        contactable = _bool_param(params, "contactable")
+        contactable = _bool_param(params, names["contactable"])
         personas = frozenset(p.strip() for p in params.get("personas", "").split(",") if p.strip())
-        search = params.get("search", "").strip().lower()
-        domain = params.get("accountDomain")
-        limit = _int_param(params, "limit", DEFAULT_PAGE, 1, MAX_PAGE)
+        search = params.get(names["search"], "").strip().lower()
+        domain = params.get(names["account_domain"])
+        limit = self._page_size(params)
         offset = _int_param(params, "offset", 0, 0, None)
         key = (target, contactable, personas, search, domain and normalize_domain(domain))
         matches = lst.people_queries.get(key)
@@ -531,7 +618,7 @@ class ListOperations:
     def add_rows(self, lst: ListState, body: Mapping[str, Any]) -> dict[str, Any]:
         """POST rows: new rows with ids ``row_<n>``, returned in request order (A18)."""
         new_rows: dict[str, dict[str, Any]] = {}
-        for index, raw in enumerate(_array(body, "rows", MAX_ROWS)):
+        for index, raw in enumerate(_array(body, "rows", self._caps["rows"])):
             cells = _object(_object(raw, f"rows[{index}]").get("cells"), f"rows[{index}].cells")
             checked = {
                 column_id: _check_value(
@@ -553,7 +640,7 @@ class ListOperations:
 
     def update_cells(self, lst: ListState, body: Mapping[str, Any]) -> dict[str, int]:
         """PATCH cells: all updates or none (A20, A23)."""
-        updates = _array(body, "updates", MAX_UPDATES)
+        updates = _array(body, "updates", self._caps["updates"])
         for index, raw in enumerate(updates):
             update = _object(raw, f"updates[{index}]")
             for name in ("rowId", "columnId"):
@@ -561,9 +648,7 @@ class ListOperations:
                     raise _bad(f"updates[{index}].{name} is required")
             if "value" not in update:
                 raise _bad(f"updates[{index}].value is required")
-        missing = [u["rowId"] for u in updates if u["rowId"] not in lst.rows]
-        if missing:
-            raise ApiError(404, f"Rows not found: {', '.join(dict.fromkeys(missing))}")
+        _refuse_missing_rows(lst, (u["rowId"] for u in updates))
         final: dict[str, dict[str, Any]] = {}
         for index, update in enumerate(updates):
             column = self._column(lst, update["columnId"])
@@ -579,10 +664,13 @@ class ListOperations:
         return {"updated": len(updates)}
 
     def delete_rows(self, lst: ListState, body: Mapping[str, Any]) -> dict[str, Any]:
-        """DELETE rows: a missing id is listed in ``notFound``, not an error (A19)."""
-        row_ids = _array(body, "rowIds", MAX_ROW_DELETES)
+        """DELETE rows: a missing id is listed in ``notFound``, not an error (A19), or, when the
+        profile's ``missing_row_delete`` is ``404``, refuses the whole request."""
+        row_ids = _array(body, "rowIds", self._caps["row_deletes"])
         if not all(isinstance(r, str) for r in row_ids):
             raise _bad("rowIds must be an array of strings")
+        if self._dialect.missing_row_delete == "404":
+            _refuse_missing_rows(lst, row_ids)
         deleted = 0
         not_found = []
         for row_id in dict.fromkeys(row_ids):
@@ -595,7 +683,7 @@ class ListOperations:
 
     def get_rows(self, lst: ListState, params: Mapping[str, str]) -> dict[str, Any]:
         """GET rows in the three documented modes, or all rows paged (A22)."""
-        limit = _int_param(params, "limit", DEFAULT_PAGE, 1, MAX_PAGE)
+        limit = self._page_size(params)
         offset = _int_param(params, "offset", 0, 0, None)
         matched: list[Row]
         if "rowIds" in params:
