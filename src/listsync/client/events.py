@@ -295,19 +295,24 @@ class _Sender:
         batch: list[_Pending] = []
         for slug in slugs[start:] + slugs[:start]:
             budget = self.budgets[slug]
-            room = min(budget.available(now), self.batch_size - len(batch))
+            queue = self.queues[slug]
+            available = budget.available(now)
+            room = min(available, self.batch_size - len(batch))
             if room <= 0:
                 continue
+            # A signal that will spend its window's budget needs to learn when the window ends,
+            # and only an answer about it alone says so (a batch's headers merge its signals',
+            # spec §8 rule 4): until its window is known, it travels alone. An unknown limit is
+            # probed with one event.
+            alone = not budget.known or (len(queue) >= available and not budget.window_known(now))
+            if alone and batch:
+                continue
             if not budget.known:
-                # A probe travels alone so the response headers describe this signal only.
-                if batch:
-                    continue
                 room = 1
-            queue = self.queues[slug]
             taken = [queue.popleft() for _ in range(min(room, len(queue)))]
             budget.spend(len(taken), now)
             batch.extend(taken)
-            if not budget.known or len(batch) >= self.batch_size:
+            if alone or len(batch) >= self.batch_size:
                 break
         return batch
 
@@ -403,10 +408,8 @@ class _Sender:
         for slug in slugs:
             budget = self.budgets[slug]
             if len(slugs) == 1:
+                # Only a single-signal answer's headers describe one signal (spec §8 rule 4).
                 budget.observe(info, now)
-            elif info.reset_at is not None and info.reset_at > now:
-                # Windows are fixed and aligned (A5): the batch's reset is every signal's reset.
-                budget.window_end = info.reset_at
             if not budget.known:
                 # No headers to learn from: assume the strictest published limit.
                 budget.limit, budget.known = min(SIGNAL_TYPE_LIMITS.values()), True

@@ -1,4 +1,4 @@
-"""Rate-limit bookkeeping: the service's hints, and a per-signal budget of fixed windows.
+"""Rate-limit bookkeeping: the service's hints, and a per-signal budget per window.
 
 The service limits each signal to a number of events per window (spec §8: Event 100/min,
 Metric 1,000/min, State 30/min) and reports ``X-RateLimit-Limit``, ``X-RateLimit-Remaining`` and
@@ -9,7 +9,6 @@ clock, so a fake clock drives every decision in tests.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -96,11 +95,18 @@ def _parse_int(value: str | None) -> int | None:
 
 
 class SignalBudget:
-    """What one signal may still send in its current fixed window (docs/assumptions.md A5).
+    """What one signal may still send in its current window, learned from the service.
+
+    The spec says "per minute" and gives each window's end in ``X-RateLimit-Reset``, not how
+    windows are placed: aligned to the clock, or opened by a signal's first event (A5). So a
+    window's end is never guessed from the clock: it is read from an answer that describes this
+    signal alone (a single-signal batch, a 429, a ``rate_limited`` entry). Until then the window
+    is unknown (:attr:`window_known` is false), and the sender gives the signal a batch of its own
+    so that the answer's headers describe it. An answer without headers leaves a cautious end:
+    one window after the first event sent in it.
 
     The budget starts from the signal's known limit (or a cautious guess when the type is
-    unknown) and is corrected by what the service says: the headers of a single-signal batch,
-    a ``rate_limited`` entry (the window is exhausted) or a 429.
+    unknown) and is corrected by what the service says.
     """
 
     def __init__(self, limit: int | None, *, window_seconds: float = WINDOW_SECONDS) -> None:
@@ -109,8 +115,15 @@ class SignalBudget:
         self.window_seconds = window_seconds
         self.used = 0
         self.window_end: float | None = None
-        # The service's own word on the window's end beats our alignment guess.
+        # When the first event of the current, not yet described window was sent.
+        self.opened_at: float | None = None
+        # The service's own word that the signal is over its limit until then.
         self.exhausted_until: float | None = None
+
+    def window_known(self, now: float) -> bool:
+        """Whether the current window's end is known from the service."""
+        self._roll(now)
+        return self.window_end is not None
 
     def available(self, now: float) -> int:
         """How many events may be sent now without exceeding the window."""
@@ -126,15 +139,17 @@ class SignalBudget:
         if self.exhausted_until is not None and now < self.exhausted_until:
             return self.exhausted_until
         self._roll(now)
-        if self.window_end is None:
-            return now
-        return self.window_end
+        if self.window_end is not None:
+            return self.window_end
+        if self.opened_at is not None and self.used:
+            return self.opened_at + self.window_seconds
+        return now
 
     def spend(self, count: int, now: float) -> None:
         """Record ``count`` events sent now."""
         self._roll(now)
-        if self.window_end is None:
-            self.window_end = (math.floor(now / self.window_seconds) + 1) * self.window_seconds
+        if self.window_end is None and self.opened_at is None:
+            self.opened_at = now
         self.used += count
 
     def refund(self, count: int) -> None:
@@ -142,30 +157,41 @@ class SignalBudget:
         self.used = max(0, self.used - count)
 
     def observe(self, info: RateLimitInfo, now: float) -> None:
-        """Align to headers that describe this signal alone (a single-signal response)."""
+        """Learn from headers that describe this signal alone (a single-signal response)."""
         if info.limit is not None and not self.known:
             # A limit below one would leave the signal waiting forever.
             self.limit = max(1, info.limit)
             self.known = True
         if info.reset_at is not None and info.reset_at > now:
             self.window_end = info.reset_at
+            self.opened_at = None
         if info.remaining is not None and self.limit is not None:
-            self.used = max(self.used, self.limit - info.remaining)
+            # The answer to the last request sent: the service's count is the current one.
+            self.used = max(0, self.limit - info.remaining)
 
     def exhaust(self, until: float | None, now: float) -> None:
-        """The service said this signal is over its limit; wait until ``until`` (or the window end)."""
+        """The service said this signal is over its limit; wait until its window ends.
+
+        ``until`` is the service's reset (of this signal, or of a batch it shared); the later of
+        it and the window end known for this signal wins, and a window end known from neither
+        is taken as one window from now.
+        """
         self._roll(now)
-        end = until if until is not None and until > now else self.next_open(now)
-        if end <= now:
-            end = now + self.window_seconds
+        ends = [end for end in (until, self.window_end) if end is not None and end > now]
+        end = max(ends) if ends else now + self.window_seconds
         self.exhausted_until = end
         self.window_end = end
+        self.opened_at = None
         if self.limit is not None:
             self.used = self.limit
 
     def _roll(self, now: float) -> None:
-        if self.window_end is not None and now >= self.window_end:
+        end = self.window_end
+        if end is None and self.opened_at is not None:
+            end = self.opened_at + self.window_seconds
+        if end is not None and now >= end:
             self.window_end = None
+            self.opened_at = None
             self.used = 0
         if self.exhausted_until is not None and now >= self.exhausted_until:
             self.exhausted_until = None
