@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import pytest
 
 if TYPE_CHECKING:
@@ -68,6 +69,31 @@ class FakeClock:
 
     def sleep(self, seconds: float) -> None:
         self.now += seconds
+
+
+class Intercepting:
+    """An HTTP transport to a live server that answers some requests itself.
+
+    ``answer(request)`` returns the response to give instead of the server's, or ``None`` to let
+    the request through: a service that acknowledges writes it never applies, say.
+    """
+
+    def __init__(self, answer: Callable[[httpx.Request], httpx.Response | None]) -> None:
+        self._answer = answer
+        self._inner = httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        answered = self._answer(request)
+        return answered if answered is not None else self._inner.handle_request(request)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+@pytest.fixture
+def intercepting() -> type[Intercepting]:
+    """:class:`Intercepting`, for a client's ``transport=``."""
+    return Intercepting
 
 
 @pytest.fixture

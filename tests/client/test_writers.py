@@ -263,3 +263,108 @@ def test_row_deletes_treat_missing_rows_as_already_deleted(make_client):
 def test_report_to_dict_is_json(make_client):
     report = make_client(Service()).write_row_deletes("tbl_1", [Keyed("a", "row_1")])
     assert json.loads(json.dumps(report.to_dict()))["written"] == ["a"]
+
+
+def refuse(message: str, status: int = 400) -> httpx.Response:
+    return httpx.Response(status, json={"success": False, "error": message})
+
+
+def test_a_refused_chunk_is_bisected_until_the_bad_row_fails_alone(make_client):
+    # The service names nothing: halves are sent until the one bad row stands alone.
+    def answer(body):
+        if any(row["cells"].get("arr") == "lots" for row in body["rows"]):
+            return refuse("arr must be a number")
+        return httpx.Response(200, json={"success": True, "data": {"added": len(body["rows"])}})
+
+    service = Service(answer)
+    rows = [Keyed(f"k{i}", {"cells": {"arr": "lots" if i == 5 else i}}) for i in range(8)]
+
+    report = make_client(service).write_row_adds("tbl_1", rows)
+
+    assert report.failed == {"k5": "POST /v1/lists/tbl_1/rows -> 400: arr must be a number"}
+    assert sorted(report.written) == sorted(f"k{i}" for i in range(8) if i != 5)
+    assert report.outcome_unknown == {}
+    # 8 refused; 0-3 written, 4-7 refused; 4-5 refused, 6-7 written; 4 written, 5 refused.
+    assert (report.requests, report.isolation_requests) == (7, 6)
+
+
+def test_a_refusal_naming_the_item_sends_the_rest_at_once(make_client):
+    def answer(body):
+        bad = [i for i, update in enumerate(body["updates"]) if update["value"] == "platinum"]
+        if bad:
+            return refuse(f"updates[{bad[0]}].value must be one of free, team, enterprise")
+        return httpx.Response(200, json={"success": True, "data": {"updated": len(body["updates"])}})
+
+    service = Service(answer)
+    updates = [
+        Keyed(str(i), {"rowId": f"row_{i}", "columnId": "plan", "value": "platinum" if i == 30 else "team"})
+        for i in range(100)
+    ]
+
+    report = make_client(service).write_cell_updates("tbl_1", updates)
+
+    # The named update is confirmed alone (its own request names it updates[0]).
+    assert list(report.failed) == ["30"]
+    assert "value must be one of free, team, enterprise" in report.failed["30"]
+    assert len(report.written) == 99
+    assert (report.requests, report.isolation_requests) == (3, 2)
+    assert [len(body["updates"]) for body in service.bodies] == [100, 99, 1]
+
+
+def test_a_refusal_naming_a_person_in_an_account_isolates_that_person(make_client):
+    def answer(body):
+        for a, account in enumerate(body["accounts"]):
+            for p, person in enumerate(account["people"]):
+                if "phone_number" in person["match"]:
+                    return refuse(f"accounts[{a}].people[{p}].match: unsupported key phone_number")
+        return httpx.Response(200, json={"success": True, "data": {"updated": 1}})
+
+    service = Service(answer)
+    items = [
+        AccountKeyed(f"{d}#{i}", d, {"match": {"email": f"p{i}@{d}"}, "patch": {"title": "CTO"}})
+        for d in ("a.io", "b.io")
+        for i in range(3)
+    ]
+    items.insert(
+        4,
+        AccountKeyed(
+            "b.io#phone", "b.io", {"match": {"phone_number": "+14155550100"}, "patch": {"title": "VP"}}
+        ),
+    )
+
+    report = make_client(service).write_people_patches("tbl_1", items)
+
+    assert list(report.failed) == ["b.io#phone"]
+    assert "unsupported key phone_number" in report.failed["b.io#phone"]
+    assert len(report.written) == 6
+    assert [sum(len(a["people"]) for a in body["accounts"]) for body in service.bodies] == [7, 6, 1]
+
+
+def test_a_stated_cap_recuts_the_chunk_and_is_remembered(make_client):
+    def answer(body):
+        if len(body["rows"]) > 40:
+            return refuse("Maximum 40 rows per request")
+        return httpx.Response(200, json={"success": True, "data": {"added": len(body["rows"])}})
+
+    service = Service(answer)
+    client = make_client(service)
+    rows = [Keyed(f"k{i}", {"cells": {"n": i}}) for i in range(100)]
+
+    first = client.write_row_adds("tbl_1", rows)
+    second = client.write_row_adds("tbl_1", rows)
+
+    assert len(first.written) == 100 and first.failed == {}
+    assert [len(body["rows"]) for body in service.bodies[:4]] == [100, 40, 40, 20]
+    assert client.learned_caps == {"rows": 40}
+    # The next call starts at the learned cap: no refusal.
+    assert [len(body["rows"]) for body in service.bodies[4:]] == [40, 40, 20]
+    assert (second.requests, second.isolation_requests) == (3, 0)
+
+
+def test_an_unreadable_success_leaves_the_chunk_unknown(make_client):
+    service = Service(lambda body: httpx.Response(200, content=b""))
+
+    report = make_client(service).write_people_deletes("tbl_1", people([("a.io", 2)]))
+
+    assert sorted(report.outcome_unknown) == ["a.io#0", "a.io#1"]
+    assert report.written == [] and report.failed == {}

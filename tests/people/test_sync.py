@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from listsync.client import ListSyncClient
@@ -413,3 +414,47 @@ def test_people_blocked_by_duplicates_in_the_list_fail_after_the_rest_is_written
     }
     assert extract_view(list_people())["acme.com"] == NORMALISED["acme.com"]
     assert sync(fail_on_error=False)["failed"] == 1
+
+
+def test_an_acknowledged_write_the_list_does_not_hold_is_drift_and_fails_the_task(
+    emulator_url: str,
+    client: ListSyncClient,
+    extract: Callable[[str], Path],
+    tmp_path: Path,
+    intercepting: Callable[..., httpx.BaseTransport],
+) -> None:
+    sync_people(client, TABLE, read_extract(extract(MESSY)), COLUMN_MAP, rejects_path=tmp_path / "r.jsonl")
+    changed = MESSY.replace("Bob,Ray,,", "Bob,Ray,CFO,")
+    acknowledged = httpx.Response(200, json={"success": True, "data": {"updated": 1, "notFound": []}})
+    forgetful = intercepting(lambda request: acknowledged if request.method == "PATCH" else None)
+    with (
+        ListSyncClient(emulator_url, API_KEY, "usr_people", transport=forgetful) as lying,
+        pytest.raises(SyncFailedError, match="1 written item") as raised,
+    ):
+        sync_people(
+            lying, TABLE, read_extract(extract(changed)), COLUMN_MAP, rejects_path=tmp_path / "r.jsonl"
+        )
+
+    summary = raised.value.summary
+    assert (summary["updated"], summary["verified"], summary["drift"], summary["failed"]) == (1, 0, 1, 0)
+    assert summary["drift_reasons"] == ["patch of acme.com email:bob@acme.com: title is None, expected 'CFO'"]
+    # The next run is just a diff: it writes the patch again.
+    rerun = sync_people(
+        client, TABLE, read_extract(extract(changed)), COLUMN_MAP, rejects_path=tmp_path / "r.jsonl"
+    )
+    assert (rerun["updated"], rerun["verified"], rerun["drift"]) == (1, 1, 0)
+
+
+def test_a_write_of_unknown_outcome_is_settled_by_the_read_back(
+    sync: SyncFn, emulator: Emulator, list_people: Callable[[], Any]
+) -> None:
+    # The patch is applied, then its answer is lost on every attempt: the read back shows it.
+    sync()
+    emulator.faults.add(
+        [FaultRule(endpoint="PATCH /v1/lists/{tableId}/targetable-people", kind="drop_after", times=5)]
+    )
+
+    summary = sync(MESSY.replace("Bob,Ray,,", "Bob,Ray,CFO,"))
+
+    assert (summary["updated"], summary["failed"], summary["verified"], summary["drift"]) == (1, 0, 1, 0)
+    assert {p["email"]: p.get("title") for p in list_people()["acme.com"]}["bob@acme.com"] == "CFO"

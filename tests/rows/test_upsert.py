@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pandas as pd
 import pytest
 
@@ -260,3 +262,65 @@ def test_too_many_rejects_fail_before_reading_the_list_and_leave_the_rejects_fil
         run(emulator, frames, tmp_path, max_reject_fraction=0.1)
     assert "the key is empty" in (tmp_path / "rejects.jsonl").read_text()
     assert emulator.handle.stats.requests["GET /v1/lists/{tableId}/rows"] == 0
+
+
+def test_acknowledged_writes_the_list_does_not_hold_are_drift(
+    emulator: LiveEmulator, tmp_path: Path, intercepting: Callable[..., httpx.BaseTransport]
+) -> None:
+    # A service that answers cell updates and row deletes with success but applies none of them.
+    ids = emulator.seed({"domain": "a.io", "name": "A"}, {"domain": "gone.io", "name": "Gone"})
+
+    def forget(request: httpx.Request) -> httpx.Response | None:
+        if request.method in ("PATCH", "DELETE"):
+            return httpx.Response(200, json={"success": True, "data": {}})
+        return None
+
+    with (
+        emulator.client(sleep=lambda seconds: None, transport=intercepting(forget)) as client,
+        pytest.raises(SyncFailedError, match="2 written item") as raised,
+    ):
+        upsert_rows(
+            client,
+            TABLE,
+            extract(account("a.io", "A2"), account("b.io", "B")),
+            key_column="domain",
+            column_map=COLUMN_MAP,
+            delete_missing=True,
+            max_delete_fraction=1.0,
+        )
+
+    summary = raised.value.summary
+    assert (summary["rows_added"], summary["cells_updated"], summary["rows_deleted"]) == (1, 1, 1)
+    assert (summary["verified"], summary["drift"]) == (1, 2)
+    assert summary["drift_reasons"] == [
+        "update of 'a.io': column 'name' is 'A', expected 'A2'",
+        "delete of 'gone.io': still in the List",
+    ]
+    assert ids[1] in {row_id for row_id in emulator.handle.state.lists[TABLE].rows}
+
+
+@pytest.mark.parametrize("kind", ["drop_after", "drop_before"])
+def test_cell_updates_and_deletes_of_unknown_outcome_are_settled_by_the_read_back(
+    emulator: LiveEmulator, tmp_path: Path, kind: str
+) -> None:
+    emulator.seed({"domain": "a.io", "name": "A"}, {"domain": "gone.io", "name": "Gone"})
+    # Every attempt loses its answer: drop_after applied the writes, drop_before did not.
+    emulator.handle.faults.add(
+        [
+            FaultRule(endpoint="PATCH /v1/lists/{tableId}/cells", kind=kind, times=5),
+            FaultRule(endpoint="DELETE /v1/lists/{tableId}/rows", kind=kind, times=5),
+        ]
+    )
+    frames = extract(account("a.io", "A2"))
+
+    if kind == "drop_after":
+        summary = run(emulator, frames, tmp_path, delete_missing=True, max_delete_fraction=1.0)
+        assert (summary["cells_updated"], summary["rows_deleted"], summary["failed"]) == (1, 1, 0)
+        assert summary["verified"] == 2
+    else:
+        with pytest.raises(SyncFailedError) as raised:
+            run(emulator, frames, tmp_path, delete_missing=True, max_delete_fraction=1.0)
+        summary = raised.value.summary
+        assert (summary["cells_updated"], summary["rows_deleted"], summary["failed"]) == (0, 0, 2)
+        assert all("outcome unknown" in reason for reason in summary["failure_reasons"])
+        assert by_domain(emulator)["a.io"]["name"] == "A"
