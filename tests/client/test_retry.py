@@ -24,7 +24,7 @@ from listsync.client.retry import (
 
 NOW = 1000.0
 POLICY = RetryPolicy(max_rate_limit_wait=120)
-SAFE, AT_LEAST, AT_MOST = Repeat.SAFE, Repeat.AT_LEAST_ONCE, Repeat.AT_MOST_ONCE
+READ, SAFE, AT_LEAST, AT_MOST = Repeat.READ, Repeat.SAFE, Repeat.AT_LEAST_ONCE, Repeat.AT_MOST_ONCE
 
 
 def server(status: int) -> ServerError:
@@ -39,26 +39,28 @@ def limited(reset_in: float | None = None, retry_after: float | None = None) -> 
 
 
 @pytest.mark.parametrize(
-    ("error", "safe", "at_least_once", "at_most_once"),
+    ("error", "read", "safe", "at_least_once", "at_most_once"),
     [
-        (TransportError("refused"), True, True, True),
-        (OutcomeUnknownError("timeout"), True, True, False),
-        (server(502), True, True, False),
-        (server(503), True, True, False),
-        (server(504), True, True, False),
-        (server(500), False, False, False),
-        (limited(reset_in=30), True, True, True),
-        (limited(retry_after=5), True, True, True),
-        (limited(), True, True, True),
-        (limited(reset_in=121), False, False, False),
-        (limited(retry_after=600), False, False, False),
-        (BadRequestError(400, "POST", "/", "bad"), False, False, False),
-        (AuthenticationError(401, "POST", "/", "Invalid API key"), False, False, False),
-        (ValueError("bug"), False, False, False),
+        (TransportError("refused"), True, True, True, True),
+        (OutcomeUnknownError("timeout"), True, True, True, False),
+        (server(502), True, True, True, False),
+        (server(503), True, True, True, False),
+        (server(504), True, True, True, False),
+        (server(500), True, False, False, False),
+        (server(501), True, False, False, False),
+        (limited(reset_in=30), True, True, True, True),
+        (limited(retry_after=5), True, True, True, True),
+        (limited(), True, True, True, True),
+        (limited(reset_in=121), False, False, False, False),
+        (limited(retry_after=600), False, False, False, False),
+        (BadRequestError(400, "POST", "/", "bad"), False, False, False, False),
+        (AuthenticationError(401, "POST", "/", "Invalid API key"), False, False, False, False),
+        (ValueError("bug"), False, False, False, False),
     ],
 )
-def test_is_retryable(error, safe, at_least_once, at_most_once):
-    assert [is_retryable(error, repeat, POLICY, NOW) for repeat in (SAFE, AT_LEAST, AT_MOST)] == [
+def test_is_retryable(error, read, safe, at_least_once, at_most_once):
+    assert [is_retryable(error, repeat, POLICY, NOW) for repeat in (READ, SAFE, AT_LEAST, AT_MOST)] == [
+        read,
         safe,
         at_least_once,
         at_most_once,
@@ -121,3 +123,20 @@ def test_transport_error_classes_map_from_httpx(make_client):
     client = make_client(handler, retry_policy=RetryPolicy(max_attempts=1))
     with pytest.raises(OutcomeUnknownError, match="no answer"):
         client.list_lists()
+
+
+def test_a_read_is_retried_on_any_5xx_and_a_row_add_is_not(make_client):
+    answers = [httpx.Response(500, json={"success": False, "error": "boom"})] * 2
+    answers.append(httpx.Response(200, json={"success": True, "data": []}))
+    sent: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request.method)
+        return answers.pop(0) if answers else httpx.Response(500, json={"success": False, "error": "boom"})
+
+    client = make_client(handler, retry_policy=RetryPolicy(backoff_initial=0))
+    assert client.list_lists() == []
+    assert sent == ["GET", "GET", "GET"]
+    with pytest.raises(ServerError):
+        client.add_rows("tbl_1", [{"cells": {"a": 1}}])
+    assert sent[3:] == ["POST"]

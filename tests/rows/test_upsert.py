@@ -244,7 +244,8 @@ def test_a_failed_reread_is_not_followed_by_a_resend(emulator: LiveEmulator) -> 
         emulator.handle.faults.add(
             [
                 FaultRule(endpoint=POST_ROWS, kind="drop_after", times=1),
-                FaultRule(endpoint="GET /v1/lists/{tableId}/rows", kind="error", status=500, times=1),
+                # A read is retried on any 5xx: this one fails every attempt the policy allows.
+                FaultRule(endpoint="GET /v1/lists/{tableId}/rows", kind="error", status=500, times=5),
             ]
         )
         outcome = apply_rows_plan(plan, client, TABLE)

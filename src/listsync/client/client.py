@@ -547,7 +547,7 @@ class ListSyncClient:
         *,
         json_body: Any = None,
         params: Mapping[str, Any] | None = None,
-        repeat: Repeat = Repeat.SAFE,
+        repeat: Repeat = Repeat.READ,
         retry_rate_limited: bool = True,
         attempts: Attempts | None = None,
     ) -> httpx.Response:

@@ -5,8 +5,10 @@ with tenacity, the injected clock and the injected sleep.
 
 What repeating each request does decides its :class:`Repeat` policy (STYLE rule 5):
 
-- ``SAFE``: reads, targetable-people adds (the service matches duplicates by email and profile
-  URL), people patches and deletes, cell patches, row deletes (all idempotent). Retried on any
+- ``READ``: reads. Nothing is written, so any failure the service may recover from is retried:
+  every 5xx as well as a dropped or timed-out connection.
+- ``SAFE``: targetable-people adds (the service matches duplicates by email and profile URL),
+  people patches and deletes, cell patches, row deletes (all idempotent). Retried on any
   transient failure.
 - ``AT_LEAST_ONCE``: event ingestion. A lost event is worse than a duplicate, so a batch whose
   fate is unknown is sent again, and the result says it was ``possibly_duplicated``.
@@ -14,7 +16,8 @@ What repeating each request does decides its :class:`Repeat` policy (STYLE rule 
   (the connection was never made, or a 429 refused it). A timeout after sending or a 5xx is
   raised, so the caller re-reads before re-sending.
 
-Transient failures: the connection failing, a timeout, a dropped connection, 502/503/504.
+Transient failures: the connection failing, a timeout, a dropped connection, 502/503/504 (any 5xx
+for a read).
 A 429 waits until the service's reset time (``X-RateLimit-Reset``, else ``Retry-After``, else
 the backoff), unless that wait is longer than ``max_rate_limit_wait``: then it is raised.
 """
@@ -44,6 +47,7 @@ log = logging.getLogger(__name__)
 class Repeat(enum.Enum):
     """What sending a request twice does (see the module docstring)."""
 
+    READ = "read"
     SAFE = "safe"
     AT_LEAST_ONCE = "at_least_once"
     AT_MOST_ONCE = "at_most_once"
@@ -84,6 +88,8 @@ def is_retryable(error: BaseException, repeat: Repeat, policy: RetryPolicy, now:
     if isinstance(error, TransportError):
         return True
     if isinstance(error, ServerError):
+        if repeat is Repeat.READ:
+            return True
         return repeat is not Repeat.AT_MOST_ONCE and error.status in policy.retry_statuses
     return False
 
