@@ -174,10 +174,10 @@ def test_a_task_whose_chunk_failed_converges_on_its_retry(
 
     (tmp_path / "contacts.csv").write_text(MESSY, encoding="utf-8")
     connect_listsync(emulator_url, API_KEY)
-    # The first add request fails with a 500 (not retried by the client): try 1 writes the other
-    # chunks, then fails the task; try 2 writes only what is missing.
+    # Every add of try 1 fails with a 500: each of the three people is sent, re-read and sent
+    # again twice (9 requests), then the task fails; try 2 writes them.
     emulator.faults.add(
-        [FaultRule(endpoint="POST /v1/lists/{tableId}/targetable-people", kind="error", times=1)]
+        [FaultRule(endpoint="POST /v1/lists/{tableId}/targetable-people", kind="error", times=9)]
     )
     with DAG(
         "people_sync_retry",
@@ -198,7 +198,7 @@ def test_a_task_whose_chunk_failed_converges_on_its_retry(
     task = run.get_task_instance("sync_people")
     assert (run.state, task.try_number) == ("success", 2)
     add_statuses = emulator.stats.statuses["POST /v1/lists/{tableId}/targetable-people"]
-    assert (add_statuses["500"], add_statuses["200"]) == (1, 3)  # 2 on try 1, then the failed one on try 2
+    assert (add_statuses["500"], add_statuses["200"]) == (9, 3)
     summary = task.xcom_pull(task_ids="sync_people")
-    assert (summary["added"], summary["unchanged"], summary["failed"]) == (1, 2, 0)
+    assert (summary["added"], summary["unchanged"], summary["failed"]) == (3, 0, 0)
     assert people_view(emulator) == NORMALISED

@@ -290,21 +290,22 @@ def test_a_failing_chunk_is_counted_and_a_rerun_converges(
     list_people: Callable[[], Any],
     write_requests: Callable[[], dict[str, int]],
 ) -> None:
-    # One person per request: the first request fails with a 500 the client does not retry.
+    # One person per request, each answered with a 500 the client does not retry: the job re-reads
+    # the accounts, finds no one, and sends each person twice more (12 requests), in vain.
     emulator.faults.add(
-        [FaultRule(endpoint="POST /v1/lists/{tableId}/targetable-people", kind="error", times=1)]
+        [FaultRule(endpoint="POST /v1/lists/{tableId}/targetable-people", kind="error", times=12)]
     )
 
     with pytest.raises(SyncFailedError) as caught:
         sync(chunk_size=1)
 
     failed = caught.value.summary
-    assert (failed["added"], failed["failed"], failed["requests"]["add"]) == (3, 1, 4)
-    assert sum(len(people) for people in list_people().values()) == 3
+    assert (failed["added"], failed["failed"], failed["resent"], failed["requests"]["add"]) == (0, 4, 8, 12)
+    assert sum(len(people) for people in list_people().values()) == 0
 
     rerun = sync(chunk_size=1)
 
-    assert (rerun["added"], rerun["unchanged"], rerun["failed"]) == (1, 3, 0)
+    assert (rerun["added"], rerun["unchanged"], rerun["failed"]) == (4, 0, 0)
     assert extract_view(list_people()) == NORMALISED
 
 
@@ -443,6 +444,19 @@ def test_an_acknowledged_write_the_list_does_not_hold_is_drift_and_fails_the_tas
         client, TABLE, read_extract(extract(changed)), COLUMN_MAP, rejects_path=tmp_path / "r.jsonl"
     )
     assert (rerun["updated"], rerun["verified"], rerun["drift"]) == (1, 1, 0)
+
+
+def test_an_add_answered_with_a_5xx_is_reread_and_sent_again_only_when_absent(
+    sync: SyncFn, emulator: Emulator, list_people: Callable[[], Any]
+) -> None:
+    emulator.faults.add(
+        [FaultRule(endpoint="POST /v1/lists/{tableId}/targetable-people", kind="error", times=1)]
+    )
+
+    summary = sync(chunk_size=1)
+
+    assert (summary["added"], summary["resent"], summary["failed"]) == (4, 1, 0)
+    assert extract_view(list_people()) == NORMALISED
 
 
 def test_a_write_of_unknown_outcome_is_settled_by_the_read_back(

@@ -52,6 +52,7 @@ from listsync.client.models import (
     UpdatePeopleRequest,
     WireModel,
     WriteResult,
+    is_merged_on_add,
     validate_event,
     validate_record,
 )
@@ -113,6 +114,10 @@ class ListSyncClient:
         self.filters_applied_here: set[str] = set()
         #: Per-request caps the service stated in a refusal (``Maximum <n> <things> per request``).
         self.learned_caps: dict[str, int] = {}
+        self.timeout = timeout
+        #: When the last request attempt was sent (the client's clock): a write whose answer was
+        #: lost may still land until ``timeout`` after it.
+        self.last_sent_at: float | None = None
         # A key read from a file or the environment often ends with a newline; sent as is, the
         # HTTP layer would refuse the header and quote it, key included, in its error.
         api_key = api_key.strip()
@@ -322,16 +327,20 @@ class ListSyncClient:
     ) -> WriteResult:
         """POST /v1/lists/{tableId}/targetable-people: add people to account rows found by domain.
 
-        A person matching an existing one (email or profile URL) updates it by default, so a
-        repeat is harmless and the request is retried. An unknown domain raises
-        :class:`AccountsNotFoundError` and nothing is applied (A14).
+        The service matches a person with an e-mail or profile URL to an existing one (§4.4), so
+        adding such people twice is harmless and the request is retried. A person with neither
+        would be added twice: a request holding one is sent at most once, and a lost answer
+        raises :class:`OutcomeUnknownError` (re-read the account before sending it again). An
+        unknown domain raises :class:`AccountsNotFoundError` and nothing is applied (A14).
         """
         request = validate_record(
             AddPeopleRequest,
             {"userId": self.user_id, "accounts": list(accounts), "duplicateStrategy": duplicate_strategy},
             record="people add",
         )
-        return self._write("POST", _list_path(table_id, "targetable-people"), request, Repeat.SAFE)
+        mergeable = all(is_merged_on_add(person) for account in request.accounts for person in account.people)
+        repeat = Repeat.SAFE if mergeable else Repeat.AT_MOST_ONCE
+        return self._write("POST", _list_path(table_id, "targetable-people"), request, repeat)
 
     def update_people(
         self, table_id: str, accounts: Sequence[AccountPatches | Mapping[str, Any]]
@@ -556,6 +565,7 @@ class ListSyncClient:
             query.setdefault("userId", self.user_id)
 
         def send() -> httpx.Response:
+            self.last_sent_at = self.clock()
             try:
                 response = self._http.request(method, path, params=query or None, json=json_body)
             except _NOT_SENT as exc:

@@ -296,6 +296,16 @@ def person_identity(person: PersonLike) -> str | None:
     return None
 
 
+def is_merged_on_add(person: PersonLike) -> bool:
+    """Whether the service merges ``person`` into an existing one when it is added again.
+
+    It matches duplicates by e-mail and profile URL (§4.4), so adding such a person twice leaves
+    one; a person known only by phone or name would be there twice.
+    """
+    get = _field_getter(person)
+    return bool(_clean(get("email")) or _clean(get("network_profile_url")))
+
+
 def person_match(person: PersonLike) -> PersonMatch:
     """The :class:`PersonMatch` for ``person``, on the same identity as :func:`person_identity`.
 

@@ -37,6 +37,7 @@ from listsync.client.errors import (
     BadRequestError,
     InvalidRecordError,
     ListSyncError,
+    OutcomeUnknownError,
     RowsNotFoundError,
 )
 from listsync.client.models import (
@@ -62,6 +63,11 @@ ACCOUNTS_PER_REQUEST = 100
 ROWS_PER_REQUEST = 500
 CELL_UPDATES_PER_REQUEST = 1000
 ROW_DELETES_PER_REQUEST = 1000
+
+#: Seconds past a lost request's timeout after which it is taken never to land: the earliest a
+#: write of unknown outcome may be looked for in the List, so that a re-read does not miss a
+#: write still on its way and send it a second time.
+LATE_WRITE_MARGIN = 5.0
 
 ValueT = TypeVar("ValueT")
 UnitT = TypeVar("UnitT")
@@ -99,6 +105,9 @@ class WriteReport:
     :ivar counts: the service's counts summed over requests (``added``, ``updated``, ``skipped``,
         ``deleted``), when it returns them.
     :ivar not_found: the ``notFound`` entries of patches and deletes (A19), as returned.
+    :ivar settle_after: for ``outcome_unknown`` items, the time (the client's clock) after which
+        their requests can no longer land: the last attempt's send time, the client's timeout
+        and :data:`LATE_WRITE_MARGIN`. Re-read them no earlier.
     """
 
     requests: int = 0
@@ -109,6 +118,7 @@ class WriteReport:
     row_ids: dict[str, str] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     not_found: list[Any] = field(default_factory=list)
+    settle_after: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable summary (for XCom)."""
@@ -121,7 +131,22 @@ class WriteReport:
             "row_ids": dict(self.row_ids),
             "counts": dict(self.counts),
             "not_found": list(self.not_found),
+            "settle_after": self.settle_after,
         }
+
+    def merge(self, other: WriteReport) -> None:
+        """Add ``other``'s outcome to this report's."""
+        self.requests += other.requests
+        self.isolation_requests += other.isolation_requests
+        self.written += other.written
+        self.failed.update(other.failed)
+        self.outcome_unknown.update(other.outcome_unknown)
+        self.row_ids.update(other.row_ids)
+        for name, value in other.counts.items():
+            self.counts[name] = self.counts.get(name, 0) + value
+        self.not_found += other.not_found
+        if other.settle_after is not None:
+            self.settle_after = max(self.settle_after or other.settle_after, other.settle_after)
 
     def _succeeded(self, keys: Sequence[str], result: WriteResult) -> None:
         self.written.extend(keys)
@@ -206,6 +231,12 @@ class _Sender(Generic[UnitT]):
         except ListSyncError as exc:
             if outcome_unknown(exc):
                 report.outcome_unknown.update(dict.fromkeys(keys, str(exc)))
+                if isinstance(exc, OutcomeUnknownError):
+                    # No answer came: the request may still be on its way to being applied.
+                    sent = self.client.last_sent_at
+                    settled = (self.client.clock() if sent is None else sent) + self.client.timeout
+                    settled += LATE_WRITE_MARGIN
+                    report.settle_after = max(report.settle_after or settled, settled)
             else:
                 report._fail(keys, str(exc))
         else:

@@ -335,13 +335,23 @@ def _keys(identity: str, fields: Mapping[str, Any]) -> Iterator[str]:
 def _find(
     people: dict[str, _ListPerson] | None, identity: str, fields: Mapping[str, Any]
 ) -> _ListPerson | None:
+    """The List person an extract person is: by identity, e-mail or profile URL (A16), else a List
+    person known only by this person's phone or name (who has since gained an e-mail, say)."""
     if not people:
         return None
-    for key in _keys(identity, fields):
+    for key in [*_keys(identity, fields), *_fallback_keys(fields)]:
         person = people.get(key)
         if person is not None and (person.duplicated or not person.claimed):
             return person
     return None
+
+
+def _fallback_keys(fields: Mapping[str, Any]) -> Iterator[str]:
+    """The phone and name identities of ``fields``: a List person is indexed under one of them only
+    when it is their identity, i.e. they have no e-mail and no profile URL to be found by."""
+    phone = person_identity({"phone_number": fields.get("phone_number")})
+    name = person_identity({"first_name": fields.get("first_name"), "last_name": fields.get("last_name")})
+    yield from (key for key in (phone, name) if key is not None)
 
 
 def _changes(
@@ -425,6 +435,9 @@ def _list_profile_url(value: str) -> str:
 
 WRITE_KINDS: tuple[str, ...] = ("add", "patch", "delete")
 
+#: Sends of one people add in all, the first included, while its outcome stays unknown.
+MAX_ADD_ATTEMPTS = 3
+
 
 @dataclass
 class PeopleApplyResult:
@@ -441,6 +454,8 @@ class PeopleApplyResult:
     :ivar requests: write requests sent, by kind (``add``, ``patch``, ``delete``).
     :ivar isolation_requests: those of ``requests`` spent taking apart requests the service
         refused whole, so that each refused person failed alone.
+    :ivar resent: adds of unknown outcome sent again after a re-read found them absent.
+    :ivar settle_after: when writes whose answer was lost can no longer land (client's clock).
     """
 
     added: int = 0
@@ -453,6 +468,8 @@ class PeopleApplyResult:
     written: dict[str, str] = field(default_factory=dict)
     requests: dict[str, int] = field(default_factory=lambda: dict.fromkeys(WRITE_KINDS, 0))
     isolation_requests: int = 0
+    resent: int = 0
+    settle_after: float | None = None
 
     def count(self, kind: str, number: int) -> None:
         """Add ``number`` people written by a write of ``kind``."""
@@ -472,6 +489,7 @@ def apply_people_plan(
     chunk_size: int | Mapping[str, int] = PEOPLE_PER_REQUEST,
     max_accounts: int = ACCOUNTS_PER_REQUEST,
     progress: ProgressLogger | None = None,
+    page_size: int = 1000,
 ) -> PeopleApplyResult:
     """Write a plan through the client's chunked writers: adds, then patches, then deletes.
 
@@ -489,23 +507,35 @@ def apply_people_plan(
 
     :param chunk_size: people per request, for every kind, or per kind as
         ``{"add": 500, "patch": 500, "delete": 500}`` (kinds left out use the default).
+    A request adding a person the service does not merge (no e-mail, no profile URL) is not sent
+    again blindly when its answer is lost (see ``ListSyncClient.add_people``); nor is any add the
+    service answered with a 5xx. Once such a request can no longer land, its accounts are re-read
+    and only the people still absent are sent again (at most :data:`MAX_ADD_ATTEMPTS` sends).
+
     :param max_accounts: accounts per request.
     :param progress: logs progress as chunks complete (default: every 10 % of the plan).
+    :param page_size: people per page when re-reading accounts.
     """
     applier = _PeopleApplier(
         client,
         table_id,
-        chunk_sizes(chunk_size),
-        max_accounts,
-        progress or ProgressLogger(plan.size, what=f"people sync of {table_id}", logger=log),
+        sizes=chunk_sizes(chunk_size),
+        max_accounts=max_accounts,
+        progress=progress or ProgressLogger(plan.size, what=f"people sync of {table_id}", logger=log),
+        reread=lambda domains: _read_accounts(client, table_id, domains, page_size, plan.current_people)[0],
     )
-    applier.write("add", [AccountKeyed(_key(a), a.account_domain, a.person) for a in plan.adds])
+    applier.write("add", [_add_item(a) for a in plan.adds])
+    applier.settle_adds(plan.adds)
     by_email = [p for p in plan.patches if "email" in p.match]
     others = [p for p in plan.patches if "email" not in p.match]
     applier.patch(by_email)
     if others:
         refused = applier.patch(others[:1])
-        applier.replace(refused + others[1:] if refused else applier.patch(others[1:]))
+        if refused:
+            applier.replace(refused, counted=True)
+            applier.replace(others[1:])
+        else:
+            applier.replace(applier.patch(others[1:]), counted=True)
     applier.write("delete", [AccountKeyed(_key(d), d.account_domain, d.match) for d in plan.deletes])
     return applier.result
 
@@ -521,11 +551,14 @@ class _PeopleApplier:
         self,
         client: ListSyncClient,
         table_id: str,
+        *,
         sizes: Mapping[str, int],
         max_accounts: int,
         progress: ProgressLogger,
+        reread: Callable[[list[str]], list[Any]],
     ) -> None:
         self.client = client
+        self.reread = reread
         self.table_id = table_id
         self.sizes = sizes
         self.max_accounts = max_accounts
@@ -550,9 +583,7 @@ class _PeopleApplier:
                 self.table_id, batch, chunk_size=size, max_accounts=self.max_accounts
             )
             self._record(kind, report)
-            whole.written += report.written
-            whole.failed.update(report.failed)
-            whole.outcome_unknown.update(report.outcome_unknown)
+            whole.merge(report)
             if advance:
                 self.progress.advance(len(batch), failed=len(self.result.failed))
         return whole
@@ -572,8 +603,11 @@ class _PeopleApplier:
             del self.result.failed[_key(p)]
         return refused
 
-    def replace(self, patches: list[PlannedPatch]) -> None:
-        """Apply ``patches`` as a delete by the List person's identity and an add of the whole person."""
+    def replace(self, patches: list[PlannedPatch], *, counted: bool = False) -> None:
+        """Apply ``patches`` as a delete by the List person's identity and an add of the whole person.
+
+        :param counted: the patches were sent once already, so progress has counted them.
+        """
         if not patches:
             return
         log.info(
@@ -582,13 +616,14 @@ class _PeopleApplier:
             len(patches),
         )
         deletes = self.write(
-            "delete", [AccountKeyed(_key(p), p.account_domain, p.match) for p in patches], advance=False
+            "delete", [AccountKeyed(_key(p), p.account_domain, p.match) for p in patches], advance=not counted
         )
         self.result.deleted -= len(deletes.written)  # a step of the replacement, not a delete of the plan
         gone = set(deletes.written)
         adds = self.write(
             "add",
             [AccountKeyed(_key(p), p.account_domain, _replacement(p)) for p in patches if _key(p) in gone],
+            advance=False,
         )
         self.result.added -= len(adds.written)
         self.result.updated += len(adds.written)
@@ -596,8 +631,33 @@ class _PeopleApplier:
         for key in adds.written:
             self.result.written[key] = "patch"
 
+    def settle_adds(self, adds: list[PlannedAdd]) -> None:
+        """Re-read the accounts of adds of unknown outcome; send again only the people still absent."""
+        by_key = {_key(add): add for add in adds}
+        result = self.result
+        for _attempt in range(1, MAX_ADD_ATTEMPTS):
+            pending = [
+                by_key[key] for key, (kind, _) in result.unknown.items() if kind == "add" and key in by_key
+            ]
+            if not pending:
+                return
+            _wait_for_late_writes(self.client, result.settle_after)
+            index = _people_index(self.reread(sorted({add.account_domain for add in pending})))
+            absent = []
+            for add in pending:
+                del result.unknown[_key(add)]
+                if _difference(add, index.get(add.account_domain, {})) == NOT_IN_LIST:
+                    absent.append(add)
+                else:
+                    result.added += 1
+                    result.written[_key(add)] = "add"
+            result.resent += len(absent)
+            self.write("add", [_add_item(add) for add in absent], advance=False)
+
     def _record(self, kind: str, report: WriteReport) -> None:
         result = self.result
+        if report.settle_after is not None:
+            result.settle_after = max(result.settle_after or report.settle_after, report.settle_after)
         result.requests[kind] += report.requests
         result.isolation_requests += report.isolation_requests
         result.failed.update(report.failed)
@@ -609,6 +669,10 @@ class _PeopleApplier:
         else:
             # A delete of someone already gone leaves the List as asked: it counts as deleted (A19).
             result.count(kind, len(report.written))
+
+
+def _add_item(add: PlannedAdd) -> AccountKeyed[dict[str, Any]]:
+    return AccountKeyed(_key(add), add.account_domain, add.person)
 
 
 def _replacement(patch: PlannedPatch) -> dict[str, Any]:
@@ -677,16 +741,10 @@ def verify_people(
     verification = PeopleVerification()
     if not items:
         return verification
+    _wait_for_late_writes(client, result.settle_after if result.unknown else None)
     domains = sorted({item.account_domain for _, item in items})
     listed, verification.filter = _read_accounts(client, table_id, domains, page_size, plan.current_people)
-    index: dict[str, dict[str, dict[str, Any]]] = {}
-    for record in listed:
-        fields = _fields(record)
-        identity = person_identity(_normalised_list_fields(fields))
-        if identity is not None:
-            people = index.setdefault(_list_domain(_account_domain(record)), {})
-            for key in _keys(identity, _normalised_list_fields(fields)):
-                people.setdefault(key, fields)
+    index = _people_index(listed)
     for kind, item in items:
         key = _key(item)
         problem = _difference(item, index.get(item.account_domain, {}))
@@ -702,6 +760,28 @@ def verify_people(
         else:
             verification.drift.append(f"{kind} of {key}: {problem}")
     return verification
+
+
+def _people_index(listed: Iterable[PersonRecord]) -> dict[str, dict[str, dict[str, Any]]]:
+    """List people by account domain, then by every key they can be found by (see :func:`_keys`)."""
+    index: dict[str, dict[str, dict[str, Any]]] = {}
+    for record in listed:
+        fields = _fields(record)
+        normalised = _normalised_list_fields(fields)
+        identity = person_identity(normalised)
+        if identity is not None:
+            people = index.setdefault(_list_domain(_account_domain(record)), {})
+            for key in _keys(identity, normalised):
+                people.setdefault(key, fields)
+    return index
+
+
+def _wait_for_late_writes(client: ListSyncClient, settle_after: float | None) -> None:
+    """Sleep until a write whose answer was lost can no longer land, so a re-read sees it."""
+    delay = 0.0 if settle_after is None else settle_after - client.clock()
+    if delay > 0:
+        log.info("Waiting %.1f s for writes whose answer was lost to land before reading them back", delay)
+        client.sleep(delay)
 
 
 def _planned(plan: PeoplePlan) -> Iterator[tuple[str, PlannedAdd | PlannedPatch | PlannedDelete]]:
@@ -727,6 +807,9 @@ def _read_accounts(
     return [person for person in everyone if _list_domain(_account_domain(person)) in wanted], "client"
 
 
+NOT_IN_LIST = "not in the List"
+
+
 def _difference(
     item: PlannedAdd | PlannedPatch | PlannedDelete, people: Mapping[str, Mapping[str, Any]]
 ) -> str | None:
@@ -742,7 +825,7 @@ def _difference(
         wanted = item.patch
     found = next((people[key] for key in keys if key in people), None)
     if found is None:
-        return "not in the List"
+        return NOT_IN_LIST
     for name, value in wanted.items():
         if _canonical(value) != _canonical(found.get(name)):
             return f"{name} is {found.get(name)!r}, expected {value!r}"
@@ -856,7 +939,9 @@ def sync_people(
     result = PeopleApplyResult()
     verification = PeopleVerification()
     if not dry_run:
-        result = apply_people_plan(plan, client, table_id=table_id, chunk_size=chunk_size)
+        result = apply_people_plan(
+            plan, client, table_id=table_id, chunk_size=chunk_size, page_size=page_size
+        )
         verification = verify_people(plan, result, client, table_id=table_id, page_size=page_size)
 
     summary = build_summary(
@@ -875,6 +960,7 @@ def sync_people(
             "list_duplicates": plan.list_duplicates,
             "list_unidentified": plan.list_unidentified,
             "replaced": result.replaced,
+            "resent": result.resent,
             "verified": verification.verified,
             "drift": len(verification.drift),
         },
