@@ -167,10 +167,13 @@ def run_dag(airflow_home: Path) -> Callable[..., Any]:
     return run
 
 
-def _listsync_connection(base_url: str, api_key: str, user_id: str | None = None) -> str:
+def _listsync_connection(
+    base_url: str, api_key: str, user_id: str | None = None, *, timeout: float | None = None
+) -> str:
     connection: dict[str, Any] = {"conn_type": "listsync", "host": base_url, "password": api_key}
-    if user_id is not None:
-        connection["extra"] = {"user_id": user_id}
+    extra = {name: value for name, value in (("user_id", user_id), ("timeout", timeout)) if value is not None}
+    if extra:
+        connection["extra"] = extra
     return json.dumps(connection)
 
 
@@ -183,14 +186,18 @@ def listsync_connection() -> Callable[..., str]:
 
 @pytest.fixture
 def connect_listsync(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
-    """Points ``listsync_default`` at a live emulator for this test: ``connect(url, api_key, user_id)``.
+    """Points ``listsync_default`` at a live emulator for this test: ``connect(url, api_key, user_id)``
+    (``timeout=`` sets the connection's request timeout).
 
     It is set as ``AIRFLOW_CONN_LISTSYNC_DEFAULT``, the way a deployment names it, so the operators
     find it through the ordinary connection lookup.
     """
 
-    def connect(base_url: str, api_key: str, user_id: str | None = None) -> None:
-        monkeypatch.setenv("AIRFLOW_CONN_LISTSYNC_DEFAULT", _listsync_connection(base_url, api_key, user_id))
+    def connect(
+        base_url: str, api_key: str, user_id: str | None = None, *, timeout: float | None = None
+    ) -> None:
+        connection = _listsync_connection(base_url, api_key, user_id, timeout=timeout)
+        monkeypatch.setenv("AIRFLOW_CONN_LISTSYNC_DEFAULT", connection)
 
     return connect
 

@@ -242,7 +242,8 @@ def test_dag_run_with_a_dropped_row_add_ends_without_duplicates(
     connect_listsync: Callable[..., None],
     tmp_path: Path,
 ) -> None:
-    connect_listsync(emulator.base_url, SECRET, USER)
+    # A short timeout: the job waits that long (and a margin) before re-reading a lost add.
+    connect_listsync(emulator.base_url, SECRET, USER, timeout=0.5)
     source = tmp_path / "accounts.csv"
     source.write_text("Domain,Name\na.io,A\nb.io,B\nc.io,C\nd.io,D\n", encoding="utf-8")
     # The first POST rows is applied, then its connection is closed before the answer is sent.

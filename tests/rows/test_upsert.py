@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -325,3 +327,56 @@ def test_cell_updates_and_deletes_of_unknown_outcome_are_settled_by_the_read_bac
         assert (summary["cells_updated"], summary["rows_deleted"], summary["failed"]) == (0, 0, 2)
         assert all("outcome unknown" in reason for reason in summary["failure_reasons"])
         assert by_domain(emulator)["a.io"]["name"] == "A"
+
+
+def test_a_row_add_answered_after_the_timeout_is_reread_once_it_has_landed(
+    serve: Callable[..., LiveEmulator], intercepting: Callable[..., httpx.BaseTransport]
+) -> None:
+    # The service applies the add 1.5 s after it was sent; the client gives up after 1 s. Read
+    # back at once, the row would look absent and be sent again: the job waits until the request
+    # can no longer land (its timeout and a margin), then finds it.
+    emulator = serve(unique_domains=False)
+    late: list[threading.Timer] = []
+
+    def slow_service(request: httpx.Request) -> httpx.Response | None:
+        if request.method != "POST" or late:
+            return None
+        forward = httpx.Request(request.method, request.url, headers=request.headers, content=request.read())
+
+        def land() -> None:
+            with httpx.HTTPTransport() as transport:
+                transport.handle_request(forward).read()
+
+        late.append(threading.Timer(1.5, land))
+        late[0].start()
+        time.sleep(1.0)
+        raise httpx.ReadTimeout("timed out", request=request)
+
+    with emulator.client(timeout=1.0, transport=intercepting(slow_service)) as client:
+        summary = upsert_rows(
+            client, TABLE, extract(account("a.io", "A")), key_column="domain", column_map=COLUMN_MAP
+        )
+    late[0].join()
+
+    assert set(by_domain(emulator)) == {"a.io"}  # by_domain fails on a duplicate
+    assert (summary["rows_added"], summary["rows_resent"], summary["failed"]) == (1, 0, 0)
+
+
+def test_copies_a_lost_add_left_are_deleted_down_to_one(serve: Callable[..., LiveEmulator]) -> None:
+    # The add lands, its answer is lost, and the read back finds the key twice (it had landed
+    # once before) on a List without unique keys: one row is kept, the other deleted.
+    emulator = serve(unique_domains=False)
+    with emulator.client(sleep=lambda seconds: None) as client:
+        current, _ = read_current_rows(client, TABLE, "domain")
+        plan = plan_rows_upsert(
+            [{"domain": "a.io", "name": "A"}],
+            current,
+            key_column="domain",
+            normalize_key=list_key_normalizer("domain"),
+        )
+        client.add_rows(TABLE, [{"cells": {"domain": "a.io", "name": "A"}}])
+        emulator.handle.faults.add([FaultRule(endpoint=POST_ROWS, kind="drop_after", times=1)])
+        outcome = apply_rows_plan(plan, client, TABLE)
+
+    assert [row["domain"] for row in emulator.rows()] == ["a.io"]
+    assert (outcome.copies_removed, outcome.resent_rows, outcome.failures) == (1, 0, [])

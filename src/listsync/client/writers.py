@@ -64,10 +64,17 @@ ROWS_PER_REQUEST = 500
 CELL_UPDATES_PER_REQUEST = 1000
 ROW_DELETES_PER_REQUEST = 1000
 
-#: Seconds past a lost request's timeout after which it is taken never to land: the earliest a
-#: write of unknown outcome may be looked for in the List, so that a re-read does not miss a
-#: write still on its way and send it a second time.
-LATE_WRITE_MARGIN = 5.0
+#: How long past a lost request's send a write may still land, in the client's timeouts: the
+#: timeout itself and a fifth of it more (at least a second). The earliest a write of unknown
+#: outcome is looked for in the List, so that a re-read does not miss a write still on its way
+#: and send it a second time.
+LATE_WRITE_TIMEOUTS = 1.2
+
+
+def late_write_deadline(sent_at: float, timeout: float) -> float:
+    """When a request sent at ``sent_at`` with ``timeout`` can no longer land."""
+    return sent_at + max(LATE_WRITE_TIMEOUTS * timeout, timeout + 1.0)
+
 
 ValueT = TypeVar("ValueT")
 UnitT = TypeVar("UnitT")
@@ -106,8 +113,8 @@ class WriteReport:
         ``deleted``), when it returns them.
     :ivar not_found: the ``notFound`` entries of patches and deletes (A19), as returned.
     :ivar settle_after: for ``outcome_unknown`` items, the time (the client's clock) after which
-        their requests can no longer land: the last attempt's send time, the client's timeout
-        and :data:`LATE_WRITE_MARGIN`. Re-read them no earlier.
+        their requests can no longer land (:func:`late_write_deadline` of the last attempt).
+        Re-read them no earlier.
     """
 
     requests: int = 0
@@ -234,8 +241,9 @@ class _Sender(Generic[UnitT]):
                 if isinstance(exc, OutcomeUnknownError):
                     # No answer came: the request may still be on its way to being applied.
                     sent = self.client.last_sent_at
-                    settled = (self.client.clock() if sent is None else sent) + self.client.timeout
-                    settled += LATE_WRITE_MARGIN
+                    settled = late_write_deadline(
+                        self.client.clock() if sent is None else sent, self.client.timeout
+                    )
                     report.settle_after = max(report.settle_after or settled, settled)
             else:
                 report._fail(keys, str(exc))

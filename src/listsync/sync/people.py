@@ -54,6 +54,7 @@ from listsync.sync.plan import (
     build_summary,
     check_delete_safety,
     prepare_with_rejects,
+    wait_for_late_writes,
     write_requested_plan,
 )
 from listsync.sync.prepare import PERSON_FIELDS, prepare_people
@@ -641,7 +642,7 @@ class _PeopleApplier:
             ]
             if not pending:
                 return
-            _wait_for_late_writes(self.client, result.settle_after)
+            wait_for_late_writes(self.client, result.settle_after)
             index = _people_index(self.reread(sorted({add.account_domain for add in pending})))
             absent = []
             for add in pending:
@@ -741,7 +742,7 @@ def verify_people(
     verification = PeopleVerification()
     if not items:
         return verification
-    _wait_for_late_writes(client, result.settle_after if result.unknown else None)
+    wait_for_late_writes(client, result.settle_after if result.unknown else None)
     domains = sorted({item.account_domain for _, item in items})
     listed, verification.filter = _read_accounts(client, table_id, domains, page_size, plan.current_people)
     index = _people_index(listed)
@@ -774,14 +775,6 @@ def _people_index(listed: Iterable[PersonRecord]) -> dict[str, dict[str, dict[st
             for key in _keys(identity, normalised):
                 people.setdefault(key, fields)
     return index
-
-
-def _wait_for_late_writes(client: ListSyncClient, settle_after: float | None) -> None:
-    """Sleep until a write whose answer was lost can no longer land, so a re-read sees it."""
-    delay = 0.0 if settle_after is None else settle_after - client.clock()
-    if delay > 0:
-        log.info("Waiting %.1f s for writes whose answer was lost to land before reading them back", delay)
-        client.sleep(delay)
 
 
 def _planned(plan: PeoplePlan) -> Iterator[tuple[str, PlannedAdd | PlannedPatch | PlannedDelete]]:

@@ -31,6 +31,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar
 from listsync.client.errors import ListSyncError
 
 if TYPE_CHECKING:
+    from listsync.client.client import ListSyncClient
     from listsync.sync.rejects import Rejects
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "build_summary",
     "check_delete_safety",
     "prepare_with_rejects",
+    "wait_for_late_writes",
     "write_plan_file",
     "write_requested_plan",
 ]
@@ -325,3 +327,14 @@ def build_summary(
     # Fail here, in the job, rather than later when Airflow serialises the XCom.
     json.dumps(summary)
     return summary
+
+
+def wait_for_late_writes(client: ListSyncClient, settle_after: float | None) -> None:
+    """Sleep until writes whose answer was lost can no longer land (``WriteReport.settle_after``),
+    so that reading them back cannot miss one still on its way and send it a second time."""
+    delay = 0.0 if settle_after is None else settle_after - client.clock()
+    if delay > 0:
+        logging.getLogger(__name__).info(
+            "Waiting %.1f s for writes whose answer was lost to land before reading them back", delay
+        )
+        client.sleep(delay)

@@ -61,6 +61,7 @@ from listsync.sync.plan import (
     build_summary,
     check_delete_safety,
     prepare_with_rejects,
+    wait_for_late_writes,
     write_requested_plan,
 )
 
@@ -466,6 +467,8 @@ class ApplyOutcome:
     :ivar unknown_removals: row deletes whose outcome is unknown, likewise.
     :ivar isolation_requests: write requests spent taking apart requests the service refused
         whole, so that each refused row or cell failed alone.
+    :ivar copies_removed: extra rows that adds of unknown outcome turned out to have left (the
+        request landed more than once), deleted down to one per key.
     """
 
     rows_added: list[str] = field(default_factory=list)
@@ -480,6 +483,7 @@ class ApplyOutcome:
     unknown_changes: list[tuple[CellChange, str]] = field(default_factory=list)
     unknown_removals: list[tuple[RowRemoval, str]] = field(default_factory=list)
     isolation_requests: int = 0
+    copies_removed: int = 0
     requests: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys((ADD_ROWS, UPDATE_CELLS, DELETE_ROWS, GET_ROWS), 0)
     )
@@ -590,6 +594,7 @@ class _Applier:
                 outcome.failures.extend(("add", key, reason) for key, reason in report.failed.items())
                 if not report.outcome_unknown:
                     break
+                wait_for_late_writes(self.client, report.settle_after)
                 pending = self._absent_after_reread(pending, report.outcome_unknown)
                 if not pending:
                     break
@@ -627,9 +632,26 @@ class _Applier:
             if found:
                 self.outcome.rows_added.append(row.key)
                 self.outcome.row_ids[row.key] = found[0].id
+                self._delete_copies(row.key, [copy.id for copy in found[1:]])
             else:
                 absent.append(row)
         return absent
+
+    def _delete_copies(self, key: str, row_ids: list[str]) -> None:
+        """Delete the extra rows a lost add left for ``key`` (a List with unique keys refuses
+        them, so any found here are on a List without): the first is kept."""
+        if not row_ids:
+            return
+        _log.warning(
+            "Key %r was added %d times by sends whose answers were lost; keeping one", key, len(row_ids) + 1
+        )
+        report = self.client.write_row_deletes(self.table_id, [Keyed(row_id, row_id) for row_id in row_ids])
+        self.outcome.requests[DELETE_ROWS] += report.requests
+        self.outcome.copies_removed += len(report.written)
+        self.outcome.failures.extend(
+            ("delete", row_id, f"a second copy of {key!r} a lost add left: {reason}")
+            for row_id, reason in {**report.failed, **report.outcome_unknown}.items()
+        )
 
     def update_cells(self, changes: Sequence[CellChange], size: int) -> None:
         outcome = self.outcome
@@ -979,6 +1001,7 @@ def upsert_rows(
             "failed": plan.blocked_by_duplicates + len(failed_rows) + len(outcome.failed_keys("delete")),
             "duplicate_keys_in_list": len(plan.duplicate_keys),
             "rows_resent": outcome.resent_rows,
+            "copies_removed": outcome.copies_removed,
             "list_rows": plan.list_rows,
             "verified": verification.verified,
             "drift": len(verification.drift),
