@@ -259,6 +259,54 @@ def test_checkpoint_records_acknowledged_prefix_and_a_resumed_run_skips_it(make_
     assert Counter(service.ingested) == Counter(f"st:{i}" for i in range(70))
 
 
+def test_a_batch_in_flight_when_the_run_dies_is_in_doubt_and_reported_when_resent(make_client, event_service):
+    # The service applies the second batch, then the process dies before its answer is read: the
+    # checkpoint saved before the send marks that batch possibly applied, and the resumed run
+    # counts it possibly duplicated (it is: the service now holds it twice).
+    service = event_service({"evt": 100})
+    calls = 0
+
+    def dies_after_applying_the_second_batch(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        answer = service.handler(request)
+        if calls == 2:
+            raise SystemExit("killed")
+        return answer
+
+    saved: list[dict] = []
+    with pytest.raises(SystemExit):
+        make_client(dies_after_applying_the_second_batch).send_events(
+            events("evt", 30), {"evt": "Event"}, batch_size=10, on_checkpoint=saved.append
+        )
+    assert saved[-1] == {"version": 1, "signals": {"evt": {"prefix": 10, "ranges": [], "maybe": [[10, 20]]}}}
+
+    resumed = make_client(service.handler).send_events(
+        events("evt", 30), {"evt": "Event"}, batch_size=10, checkpoint=saved[-1]
+    )
+
+    twice = sum(count - 1 for count in Counter(service.ingested).values())
+    assert (resumed.signals["evt"].possibly_duplicated, twice) == (10, 10)
+    assert resumed.checkpoint == {"version": 1, "signals": {"evt": {"prefix": 30, "ranges": []}}}
+
+
+def test_a_batch_the_service_refused_whole_is_not_left_in_doubt(make_client, event_service):
+    service = event_service({"st": 30})
+    service.used[("st", service.window())] = 30  # spent by another sender: the batch meets a 429
+    saved: list[dict] = []
+
+    make_client(service.handler).send_events(events("st", 5), {"st": "State"}, on_checkpoint=saved.append)
+
+    in_flight = {"version": 1, "signals": {"st": {"prefix": 0, "ranges": [], "maybe": [[0, 5]]}}}
+    # Sent (in doubt), refused by the 429 (settled, nothing applied), sent again, acknowledged.
+    assert saved == [
+        in_flight,
+        {"version": 1, "signals": {}},
+        in_flight,
+        {"version": 1, "signals": {"st": {"prefix": 5, "ranges": []}}},
+    ]
+
+
 def test_checkpoint_keeps_acknowledged_events_beyond_a_gap(make_client, event_service):
     service = event_service({"evt": 100})
     client = make_client(service.handler)

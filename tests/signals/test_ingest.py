@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pandas as pd
@@ -92,9 +93,10 @@ def test_a_crash_after_acknowledged_batches_resumes_without_resending(
     backend = DictStore()
 
     class FailingAfterTwoBatches(DictStore):
-        def set(self, key: str, value: object) -> None:
+        def set(self, key: str, value: Any) -> None:
             backend.set(key, value)
-            if backend.writes == 2:
+            if sum(value["acknowledged"].values()) == 40 and not self.writes:
+                self.writes += 1
                 fail_next_batch(base_url)
 
     with pytest.raises(ServerError):

@@ -24,17 +24,21 @@ server failing after retries) are raised: the checkpoint lets a retry resume.
 
 Checkpoint format (JSON)::
 
-    {"version": 1, "signals": {"<slug>": {"prefix": 120, "ranges": [[130, 135]]}}}
+    {"version": 1, "signals": {"<slug>": {"prefix": 120, "ranges": [[130, 135]], "maybe": [[135, 140]]}}}
 
 ``prefix`` counts the leading events of that signal (in the caller's order) that are
-acknowledged; ``ranges`` lists half-open position ranges acknowledged beyond it.
+acknowledged; ``ranges`` lists half-open position ranges acknowledged beyond it; ``maybe`` lists
+the events possibly applied but not acknowledged: a batch is written there before it is sent, and
+stays there when its fate is unknown. A run resumed from the checkpoint sends those events again
+and counts them ``possibly_duplicated``, so a crash between a send and its checkpoint, or a try
+killed while a batch was in flight, is never silent.
 """
 
 from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -167,26 +171,37 @@ class _Pending:
 
 
 class _Acked:
-    """Acknowledged positions of one signal: a prefix count plus ranges beyond it."""
+    """One signal's positions: acknowledged (a prefix count plus ranges beyond it) and in doubt."""
 
     def __init__(self, saved: Mapping[str, Any] | None = None) -> None:
-        self.positions: set[int] = set()
-        if saved:
-            self.positions.update(range(int(saved.get("prefix", 0))))
-            for start, end in saved.get("ranges", []):
-                self.positions.update(range(int(start), int(end)))
+        saved = saved or {}
+        self.positions: set[int] = set(range(int(saved.get("prefix", 0))))
+        self.positions.update(_from_ranges(saved.get("ranges", [])))
+        self.in_doubt: set[int] = _from_ranges(saved.get("maybe", []))
 
     def to_dict(self) -> dict[str, Any]:
         prefix = 0
         while prefix in self.positions:
             prefix += 1
-        ranges: list[list[int]] = []
-        for position in sorted(p for p in self.positions if p > prefix):
-            if ranges and ranges[-1][1] == position:
-                ranges[-1][1] = position + 1
-            else:
-                ranges.append([position, position + 1])
-        return {"prefix": prefix, "ranges": ranges}
+        saved: dict[str, Any] = {"prefix": prefix, "ranges": _ranges(p for p in self.positions if p > prefix)}
+        if self.in_doubt:
+            saved["maybe"] = _ranges(self.in_doubt)
+        return saved
+
+
+def _ranges(positions: Iterable[int]) -> list[list[int]]:
+    """Half-open ranges covering ``positions``."""
+    ranges: list[list[int]] = []
+    for position in sorted(positions):
+        if ranges and ranges[-1][1] == position:
+            ranges[-1][1] = position + 1
+        else:
+            ranges.append([position, position + 1])
+    return ranges
+
+
+def _from_ranges(ranges: Iterable[Sequence[int]]) -> set[int]:
+    return {position for start, end in ranges for position in range(int(start), int(end))}
 
 
 class _Sender:
@@ -210,6 +225,8 @@ class _Sender:
         if checkpoint and checkpoint.get("version", CHECKPOINT_VERSION) != CHECKPOINT_VERSION:
             raise ValueError(f"unsupported checkpoint version: {checkpoint.get('version')!r}")
         self.acked: dict[str, _Acked] = {slug: _Acked(value) for slug, value in saved.items()}
+        # Positions an earlier try may have had applied: counted possibly_duplicated when acknowledged.
+        self.doubted = {slug: set(acked.in_doubt) for slug, acked in self.acked.items()}
         self.queues: dict[str, deque[_Pending]] = {}
         self.budgets: dict[str, SignalBudget] = {}
         self.references: set[str] = set()
@@ -234,7 +251,7 @@ class _Sender:
             except InvalidRecordError as exc:
                 self.report.signal(slug).rejected[reference] = str(exc)
                 continue
-            pending = _Pending(slug, position, event)
+            pending = _Pending(slug, position, event, maybe_sent=position in self.doubted.get(slug, ()))
             if event.reference is None:
                 # Named once every caller reference is known, so a derived one never takes one.
                 unnamed.append(pending)
@@ -282,7 +299,11 @@ class _Sender:
     def checkpoint(self) -> dict[str, Any]:
         return {
             "version": CHECKPOINT_VERSION,
-            "signals": {slug: acked.to_dict() for slug, acked in self.acked.items() if acked.positions},
+            "signals": {
+                slug: acked.to_dict()
+                for slug, acked in self.acked.items()
+                if acked.positions or acked.in_doubt
+            },
         }
 
     def _next_batch(self, now: float) -> list[_Pending]:
@@ -316,7 +337,21 @@ class _Sender:
                 break
         return batch
 
+    def _save(self) -> None:
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(self.checkpoint())
+
+    def _doubt(self, items: Iterable[_Pending], doubted: bool) -> None:
+        for item in items:
+            (self._acked(item.signal).in_doubt.add if doubted else self._acked(item.signal).in_doubt.discard)(
+                item.position
+            )
+
     def _send(self, batch: list[_Pending]) -> None:
+        # In doubt until the answer says otherwise, and saved so before it goes: a crash or a kill
+        # between the send and its checkpoint leaves the batch marked, never silently re-sent.
+        self._doubt(batch, True)
+        self._save()
         slugs = list(dict.fromkeys(item.signal for item in batch))
         self.report.requests += 1
         for slug in slugs:
@@ -396,13 +431,15 @@ class _Sender:
             report.ack_ids.append(ack_id)
             report.possibly_duplicated += item.maybe_sent
             self._acked(item.signal).positions.add(item.position)
+            self._acked(item.signal).in_doubt.discard(item.position)
         # Only a rate_limited entry says a signal's window is spent.
         spent = [item for item in back if item.reference in limited] + (unlisted if anonymous else [])
         for slug in dict.fromkeys(item.signal for item in spent):
             self.budgets[slug].exhaust(info.reset_at, now)
+        # Listed as rate limited: refused, not applied. The rest of ``back`` may have been.
+        self._doubt((item for item in back if item.reference in limited), False)
         self._requeue(back)
-        if acked and self.on_checkpoint is not None:
-            self.on_checkpoint(self.checkpoint())
+        self._save()
 
     def _learn(self, slugs: list[str], info: RateLimitInfo, now: float) -> None:
         for slug in slugs:
@@ -428,6 +465,7 @@ class _Sender:
             self.budgets[slug].exhaust(until, now)
         for item in batch:
             self.report.signal(item.signal).rate_limited_resends += 1
+        self._settled_unapplied(batch)
         self._requeue(batch)
 
     def _unknown_signals(self, batch: list[_Pending], exc: SignalsNotFoundError) -> None:
@@ -444,6 +482,7 @@ class _Sender:
             for item in [i for i in batch if i.signal == slug] + list(self.queues.get(slug, ())):
                 report.rejected[item.reference] = exc.message
             self.queues.pop(slug, None)
+        self._settled_unapplied(batch)
         self._requeue([item for item in batch if item.signal not in unknown])
 
     def _bad_request(self, batch: list[_Pending], exc: BadRequestError) -> None:
@@ -456,12 +495,18 @@ class _Sender:
             rest = [item for item in batch if item is not bad]
             for item in batch:
                 self.budgets[item.signal].refund(1)
+            self._settled_unapplied(batch)
             self._requeue(rest)
             return
         # The message does not say which event is bad: send each on its own so that only the bad
         # one is rejected. Their budget stays spent: the same events go out, in more requests.
         for item in batch:
             self._send([item])
+
+    def _settled_unapplied(self, batch: list[_Pending]) -> None:
+        """The service refused the whole batch: none of it was applied, none of it is in doubt."""
+        self._doubt(batch, False)
+        self._save()
 
     def _requeue(self, items: list[_Pending]) -> None:
         # Back to the head of each signal's queue, keeping the caller's order.

@@ -481,10 +481,15 @@ def ingest_events(
     if saved:
         log.info("Resuming from the checkpoint; acknowledged before, per signal: %s", saved["acknowledged"])
 
+    logged = [-1]
+
     def on_checkpoint(client_checkpoint: dict[str, Any]) -> None:
         envelope = _envelope(fingerprints, client_checkpoint, previous)
         store.save(envelope)
-        log.info("Checkpoint: %d of %d events acknowledged", sum(envelope["acknowledged"].values()), total)
+        acknowledged = sum(envelope["acknowledged"].values())
+        if acknowledged != logged[0]:  # saved before each send too, with nothing new acknowledged
+            logged[0] = acknowledged
+            log.info("Checkpoint: %d of %d events acknowledged", acknowledged, total)
 
     report = client.send_events(
         prepared.events,
