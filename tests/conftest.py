@@ -90,6 +90,14 @@ class Intercepting:
         self._inner.close()
 
 
+@pytest.fixture(autouse=True)
+def listsync_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where ``listsync ingest`` keeps its checkpoints in this test: a folder of its own."""
+    state = tmp_path / "listsync-state"
+    monkeypatch.setenv("LISTSYNC_STATE_DIR", str(state))
+    return state
+
+
 @pytest.fixture
 def intercepting() -> type[Intercepting]:
     """:class:`Intercepting`, for a client's ``transport=``."""

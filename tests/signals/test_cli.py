@@ -87,3 +87,127 @@ def test_a_batch_size_outside_1_to_100_is_a_bad_argument(
 
     assert main(argv) == 2
     assert "--batch-size must be between 1 and 100" in capsys.readouterr().err
+
+
+def page_visits(path: Path, count: int) -> list[str]:
+    """An extract of ``count`` page visits with references; returns the references."""
+    references = [f"pv-{i:05d}" for i in range(count)]
+    frame = pd.DataFrame(
+        {"ref": references, "account": [f"acct-{i % 17}" for i in range(count)], "path": "/pricing"}
+    )
+    frame.to_csv(path, index=False)
+    return references
+
+
+def ingest_argv(extract: Path, base_url: str, *more: str) -> list[str]:
+    return [
+        "ingest", "--source", str(extract), "--base-url", base_url, "--signal", "page_visit",
+        "--identity-type", "account", "--identity-id-column", "account", "--data-columns", "path",
+        "--reference-column", "ref", "--signal-type", "page_visit=Event", *more,
+    ]  # fmt: skip
+
+
+def test_ingest_resumes_by_default_and_a_rerun_after_success_sends_nothing(
+    base_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    listsync_state_dir: Path,
+) -> None:
+    monkeypatch.setenv("LISTSYNC_API_KEY", API_KEY)
+    references = page_visits(tmp_path / "visits.csv", 30)
+    argv = ingest_argv(tmp_path / "visits.csv", base_url)
+
+    assert main(argv) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    second = json.loads(captured.out)
+
+    assert (first["acknowledged"], first["resumed_from"]) == (30, None)
+    assert second["resumed_from"] == {"page_visit": 30}
+    assert "resuming from 30 events acknowledged by earlier runs" in captured.err
+    assert "nothing left to send" in captured.err and "run with --fresh" in captured.err
+    assert ingested_references(base_url) == dict.fromkeys(references, 1)
+    (checkpoint,) = listsync_state_dir.glob("ingest-*.json")
+
+    # --fresh sends everything again, on purpose; --no-checkpoint keeps nothing.
+    assert main([*argv, "--fresh"]) == 0
+    assert json.loads(capsys.readouterr().out)["resumed_from"] is None
+    assert ingested_references(base_url) == dict.fromkeys(references, 2)
+    checkpoint.unlink()
+    assert main([*argv, "--no-checkpoint"]) == 0
+    assert list(listsync_state_dir.glob("ingest-*.json")) == []
+
+
+def test_each_extract_and_service_has_its_own_checkpoint(
+    base_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listsync_state_dir: Path
+) -> None:
+    monkeypatch.setenv("LISTSYNC_API_KEY", API_KEY)
+    page_visits(tmp_path / "a.csv", 3)
+    page_visits(tmp_path / "b.csv", 3)
+
+    for name in ("a.csv", "b.csv"):
+        assert main(ingest_argv(tmp_path / name, base_url)) == 0
+    # Another mapping of the same file makes other events.
+    assert main([*ingest_argv(tmp_path / "a.csv", base_url), "--identity-type", "contact"]) == 0
+
+    assert len(list(listsync_state_dir.glob("ingest-*.json"))) == 3
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--checkpoint", "/proc/listsync/checkpoint.json"], "cannot write the checkpoint /proc/listsync"),
+        (["--no-checkpoint", "--fresh"], "--no-checkpoint keeps no checkpoint"),
+    ],
+    ids=["unwritable", "contradiction"],
+)
+def test_a_checkpoint_that_cannot_be_kept_is_refused_before_anything_is_sent(
+    base_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    options: list[str],
+    message: str,
+) -> None:
+    monkeypatch.setenv("LISTSYNC_API_KEY", API_KEY)
+    page_visits(tmp_path / "visits.csv", 3)
+
+    assert main([*ingest_argv(tmp_path / "visits.csv", base_url), *options]) == 2
+
+    assert message in capsys.readouterr().err
+    assert ingested_references(base_url) == {}
+
+
+def test_a_corrupt_checkpoint_names_its_file_and_the_way_out(
+    base_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LISTSYNC_API_KEY", API_KEY)
+    page_visits(tmp_path / "visits.csv", 3)
+    (tmp_path / "cp.json").write_text('{"listsync_ingest_checkpoint": ', encoding="utf-8")
+
+    status = main(
+        [*ingest_argv(tmp_path / "visits.csv", base_url), "--checkpoint", str(tmp_path / "cp.json")]
+    )
+
+    err = capsys.readouterr().err
+    assert status == 1
+    assert f"the checkpoint {tmp_path / 'cp.json'} cannot be read" in err
+    assert "--fresh" in err
+    assert ingested_references(base_url) == {}
+
+
+def test_ingest_fails_when_the_service_refuses_every_event(
+    base_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LISTSYNC_API_KEY", API_KEY)
+    page_visits(tmp_path / "visits.csv", 3)
+    argv = ingest_argv(tmp_path / "visits.csv", base_url)
+    argv[argv.index("page_visit")] = "legacy_score"  # an inactive signal: 404 for every event
+
+    assert main(argv) == 1
+
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["rejected_by_service"] == 3
+    assert "the service refused every event" in captured.err

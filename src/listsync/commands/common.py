@@ -227,7 +227,11 @@ def print_summary(summary: Mapping[str, Any]) -> None:
 
 
 def run_and_report(
-    command: str, job: Callable[[], Mapping[str, Any]], *, hint_on_failure: str | None = None
+    command: str,
+    job: Callable[[], Mapping[str, Any]],
+    *,
+    hint_on_failure: str | None = None,
+    then: Callable[[Any], int | None] | None = None,
 ) -> int:
     """Run ``job``, print its summary, and return the exit status.
 
@@ -236,8 +240,10 @@ def run_and_report(
     never the API key (the client keeps it out of them).
 
     :param hint_on_failure: a further line printed after the message of a failed run.
+    :param then: called with the summary of a run that did not raise; it may print more and
+        return an exit status other than :data:`EXIT_OK`.
     :return: :data:`EXIT_OK`, or :data:`EXIT_FAILED` when the job raised an error of the
-        service, the extract or the settings.
+        service, the extract or the settings (or ``then`` said so).
     """
     from listsync.client.errors import ListSyncError
     from listsync.sync.plan import SyncFailedError
@@ -252,4 +258,5 @@ def run_and_report(
             report(command, hint_on_failure)
         return EXIT_FAILED
     print_summary(summary)
-    return EXIT_OK
+    status = then(summary) if then is not None else None
+    return EXIT_OK if status is None else status

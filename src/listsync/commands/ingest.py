@@ -1,14 +1,20 @@
 """``listsync ingest``: send the rows of an extract as signal events, outside Airflow.
 
 The same flow as ``IngestSignalsOperator`` (:func:`listsync.sync.events.ingest_events`): map,
-validate, send at the pace the rate limits allow, print the JSON summary. ``--checkpoint FILE``
-keeps the checkpoint in a JSON file, so a run that was interrupted resumes after its last
-acknowledged batch when started again with the same file and extract.
+validate, send at the pace the rate limits allow, print the JSON summary.
+
+It resumes by default. The checkpoint is a JSON file (``--checkpoint FILE``, else one under
+``--state-dir`` named after the extract, the service and the mapping), written before each send
+and after each acknowledged batch: the same command started again after a crash or a kill sends
+only what was not acknowledged, and says where it resumed; started again after a complete run, it
+sends nothing and says so. ``--fresh`` starts again from the first event (acknowledged events are
+then sent twice); ``--no-checkpoint`` keeps nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -16,6 +22,7 @@ from typing import Any
 
 from listsync.commands.common import (
     API_KEY_ENV,
+    EXIT_FAILED,
     EXIT_USAGE,
     add_extract_arguments,
     add_service_arguments,
@@ -27,7 +34,9 @@ from listsync.commands.common import (
     run_and_report,
 )
 
-__all__ = ["API_KEY_ENV", "JsonFileStore", "register", "run"]
+__all__ = ["API_KEY_ENV", "STATE_DIR_ENV", "JsonFileStore", "default_state_dir", "register", "run"]
+
+STATE_DIR_ENV = "LISTSYNC_STATE_DIR"
 
 
 class JsonFileStore:
@@ -38,17 +47,72 @@ class JsonFileStore:
 
     def get(self, key: str, default: Any = None) -> Any:
         """The value stored under ``key``, or ``default``."""
-        if not self.path.exists():
-            return default
-        return json.loads(self.path.read_text(encoding="utf-8")).get(key, default)
+        return self._read().get(key, default)
 
     def set(self, key: str, value: Any) -> None:
         """Store ``value`` under ``key``; the file is replaced atomically, so a crash leaves the old one."""
-        data = json.loads(self.path.read_text(encoding="utf-8")) if self.path.exists() else {}
+        data = self._read()
         data[key] = value
         partial = self.path.with_name(self.path.name + ".partial")
         partial.write_text(json.dumps(data), encoding="utf-8")
         partial.replace(self.path)
+
+    def check_writable(self) -> None:
+        """Create the file's folder and make sure a checkpoint can be written there, before any send.
+
+        :raises ValueError: it cannot, naming the path and the reason.
+        """
+        partial = self.path.with_name(self.path.name + ".partial")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            partial.write_text("{}", encoding="utf-8")
+            partial.unlink()
+        except OSError as exc:
+            raise ValueError(
+                f"cannot write the checkpoint {self.path} ({exc.strerror or exc}); give a writable "
+                f"--checkpoint FILE or --state-dir, or --no-checkpoint"
+            ) from None
+
+    def _read(self) -> dict[str, Any]:
+        if not self.path.exists():
+            return {}
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ValueError(
+                f"the checkpoint {self.path} cannot be read ({exc}); it cannot say what was sent: "
+                "delete it, or run with --fresh to send every event again"
+            ) from None
+        if not isinstance(data, dict):
+            raise ValueError(
+                f"the checkpoint {self.path} is not a JSON object; delete it, or run with --fresh"
+            )
+        return data
+
+
+def default_state_dir() -> Path:
+    """``$LISTSYNC_STATE_DIR``, else ``$XDG_STATE_HOME/listsync``, else ``~/.local/state/listsync``."""
+    if os.environ.get(STATE_DIR_ENV):
+        return Path(os.environ[STATE_DIR_ENV])
+    base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return Path(base) / "listsync"
+
+
+def checkpoint_path(args: argparse.Namespace) -> Path | None:
+    """Where this command's checkpoint lives: ``--checkpoint``, else a file under the state folder
+    named after what makes the events and where they go; ``None`` with ``--no-checkpoint``."""
+    if args.no_checkpoint:
+        return None
+    if args.checkpoint:
+        return Path(args.checkpoint)
+    source = str(Path(args.source).resolve()) if args.source else f"{args.sql_url}\n{args.sql}"
+    fields = [
+        *("signal", "signal_column", "identity_type", "identity_type_column", "identity_id_column"),
+        *("data_columns", "data_column", "timestamp_column", "reference_column", "version"),
+    ]
+    identity = json.dumps([source, args.base_url, [str(getattr(args, name)) for name in fields]])
+    digest = hashlib.sha256(identity.encode("utf-8")).hexdigest()[:20]
+    return Path(args.state_dir or default_state_dir()) / f"ingest-{digest}.json"
 
 
 def _signal_type(text: str) -> tuple[str, str]:
@@ -106,7 +170,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     service.add_argument("--batch-size", type=int, default=100, help="events per request, 1 to 100")
 
-    parser.add_argument("--checkpoint", metavar="FILE", help="JSON file to resume from and checkpoint to")
+    state = parser.add_argument_group("resuming (on by default)")
+    state.add_argument("--checkpoint", metavar="FILE", help="JSON file to resume from and checkpoint to")
+    state.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help=f"folder of the checkpoints named after their extract (default ${STATE_DIR_ENV}, "
+        "else $XDG_STATE_HOME/listsync, else ~/.local/state/listsync)",
+    )
+    state.add_argument("--no-checkpoint", action="store_true", help="keep no checkpoint: a re-run sends all")
+    state.add_argument(
+        "--fresh", action="store_true", help="forget the checkpoint and send every event again (duplicates!)"
+    )
     parser.add_argument("--rejects-path", metavar="FILE", help="write rejected rows here as JSON lines")
     parser.add_argument("--dry-run", action="store_true", help="map and count the events; send nothing")
     parser.set_defaults(func=run)
@@ -138,11 +213,27 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--batch-size must be between 1 and 100, got {args.batch_size}")
         key = api_key(args, required=not args.dry_run)
         check_source_file(args)
+        if args.no_checkpoint and (args.checkpoint or args.fresh):
+            raise ValueError("--no-checkpoint keeps no checkpoint: drop --checkpoint and --fresh")
+        path = None if args.dry_run else checkpoint_path(args)
+        store = JsonFileStore(path) if path is not None else None
+        if store is not None:
+            store.check_writable()
+            if args.fresh:
+                store.path.unlink(missing_ok=True)
     except ValueError as exc:
         report("ingest", exc)
         return EXIT_USAGE
     frames = read_frames(args)
-    checkpoints = CheckpointStore(JsonFileStore(args.checkpoint) if args.checkpoint else None)
+    checkpoints = CheckpointStore(store)
+    try:
+        saved = checkpoints.load()
+    except ValueError as exc:
+        report("ingest", exc)
+        return EXIT_FAILED
+    if saved:
+        before = sum(saved.get("acknowledged", {}).values())
+        report("ingest", f"resuming from {before} events acknowledged by earlier runs ({path})")
     client = None if args.dry_run else ListSyncClient(args.base_url, key)
 
     def ingest() -> dict[str, Any]:
@@ -159,9 +250,26 @@ def run(args: argparse.Namespace) -> int:
                 naive_timezone=args.naive_timezone,
             )
 
-    resume = f"run again with --checkpoint {args.checkpoint} to resume" if args.checkpoint else None
+    resume = "run the same command again to resume" if store is not None else None
     try:
-        return run_and_report("ingest", ingest, hint_on_failure=resume)
+        status = run_and_report(
+            "ingest", ingest, hint_on_failure=resume, then=lambda summary: _say(summary, path)
+        )
     finally:
         if client is not None:
             client.close()
+    return status
+
+
+def _say(summary: dict[str, Any], checkpoint: Path | None) -> int | None:
+    """Tell that a run had nothing left to send, or that the service refused it all; the exit
+    status for the last."""
+    if summary["dry_run"]:
+        return None
+    before = sum((summary["resumed_from"] or {}).values())
+    if before and summary["acknowledged"] == before and not summary["pending"]:
+        report("ingest", f"nothing left to send ({checkpoint}): run with --fresh to send every event again")
+    if summary["events"] and not summary["acknowledged"] and summary["rejected_by_service"]:
+        report("ingest", "the service refused every event; the summary lists its reasons")
+        return EXIT_FAILED
+    return None
