@@ -54,7 +54,7 @@ def test_dry_run_prints_the_plan_summary_and_writes_nothing(
 
     summary = json.loads(capsys.readouterr().out)
     assert status == 0
-    assert summary["planned"] == {"add": 2, "patch": 0, "delete": 0}
+    assert summary["planned"] == {"add": 2, "patch": 0, "delete": 0, "remove_copy": 0}
     assert (summary["rejected"], summary["dry_run"]) == (1, True)
     assert len((tmp_path / "plan.jsonl").read_text().splitlines()) == 2
     assert write_requests() == {"add": 0, "patch": 0, "delete": 0}

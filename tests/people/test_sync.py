@@ -241,7 +241,7 @@ def test_dry_run_writes_the_plan_file_and_sends_no_write(
     assert write_requests() == {"add": 0, "patch": 0, "delete": 0}
     assert list_people() == {"acme.com": [], "beta.io": [], "gamma.org": []}
     assert summary["dry_run"] is True
-    assert summary["planned"] == {"add": 4, "patch": 0, "delete": 0}
+    assert summary["planned"] == {"add": 4, "patch": 0, "delete": 0, "remove_copy": 0}
     assert (summary["added"], summary["requests"]["total"]) == (0, 0)
     entries = [json.loads(line) for line in (tmp_path / "plan.jsonl").read_text().splitlines()]
     assert summary["plan_path"] == str(tmp_path / "plan.jsonl")
@@ -472,3 +472,45 @@ def test_a_write_of_unknown_outcome_is_settled_by_the_read_back(
 
     assert (summary["updated"], summary["failed"], summary["verified"], summary["drift"]) == (1, 0, 1, 0)
     assert {p["email"]: p.get("title") for p in list_people()["acme.com"]}["bob@acme.com"] == "CFO"
+
+
+def test_mirror_removes_extra_copies_of_people_known_by_phone_or_name(
+    sync: SyncFn, client: ListSyncClient, list_people: Callable[[], Any], write_requests: Callable[[], Any]
+) -> None:
+    # Copies a lost add could leave: the service does not merge people without e-mail or URL.
+    client.add_people(
+        TABLE,
+        [
+            {"accountDomain": "gamma.org", "people": [{"first_name": "Eve", "last_name": "Gold"}] * 3},
+            {
+                "accountDomain": "acme.com",
+                "people": [{"first_name": "Kim", "phone_number": "+14155550177"}] * 2,
+            },
+        ],
+    )
+    extract = MESSY + "acme.com,,Kim,,,+1 415 555 0177\n"
+
+    summary = sync(extract, mode="mirror", max_delete_fraction=0.5)
+
+    assert (summary["copies_removed"], summary["failed"], summary["conflicts"], summary["drift"]) == (
+        3,
+        0,
+        0,
+        0,
+    )
+    assert summary["planned"]["remove_copy"] == 3
+    people = list_people()
+    assert [p["first_name"] for p in people["gamma.org"]].count("Eve") == 1
+    assert [p["first_name"] for p in people["acme.com"]].count("Kim") == 1
+    again = sync(extract, mode="mirror")
+    assert again["requests"]["total"] == 0
+
+
+def test_upsert_leaves_extra_copies_alone_and_reports_them(sync: SyncFn, client: ListSyncClient) -> None:
+    client.add_people(
+        TABLE, [{"accountDomain": "gamma.org", "people": [{"first_name": "Eve", "last_name": "Gold"}] * 2}]
+    )
+
+    summary = sync(fail_on_error=False)
+
+    assert (summary["copies_removed"], summary["conflicts"], summary["list_duplicates"]) == (0, 1, 2)

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
-from listsync.client.models import person_identity, person_match
+from listsync.client.models import is_merged_on_add, person_identity, person_match
 from listsync.client.writers import (
     ACCOUNTS_PER_REQUEST,
     PEOPLE_PER_REQUEST,
@@ -123,11 +123,16 @@ class PlannedPatch:
 
 @dataclass(frozen=True)
 class PlannedDelete:
-    """A List person to remove, found by their identity (§4.6)."""
+    """A List person to remove, found by their identity (§4.6).
+
+    ``copy`` is 0 for a person the extract no longer holds, and ``n`` for the ``n``-th extra copy
+    of a person the List holds several times (a repair: one copy stays).
+    """
 
     account_domain: str
     identity: str
     match: dict[str, Any]
+    copy: int = 0
 
 
 @dataclass
@@ -144,11 +149,15 @@ class PeoplePlan:
         by several List people (remove the duplicates from the List to sync them).
     :ivar conflict_reasons: one reason per conflict, naming the person, for the summary's
         ``failure_reasons``.
+    :ivar repairs: in mirror mode, the extra copies of people the List holds more than once under
+        one identity (a lost add of someone known only by phone or name leaves such copies): one
+        copy of each is kept, these are deleted.
     """
 
     adds: list[PlannedAdd] = field(default_factory=list)
     patches: list[PlannedPatch] = field(default_factory=list)
     deletes: list[PlannedDelete] = field(default_factory=list)
+    repairs: list[PlannedDelete] = field(default_factory=list)
     unchanged: int = 0
     source_people: int = 0
     current_people: int = 0
@@ -159,8 +168,8 @@ class PeoplePlan:
 
     @property
     def size(self) -> int:
-        """The number of writes the plan holds (people to add, patch and delete)."""
-        return len(self.adds) + len(self.patches) + len(self.deletes)
+        """The number of writes the plan holds (people to add, patch and delete, copies to remove)."""
+        return len(self.adds) + len(self.patches) + len(self.deletes) + len(self.repairs)
 
     def entries(self) -> Iterator[dict[str, Any]]:
         """The plan as plan-file entries (see ``listsync.sync.plan.write_plan_file``)."""
@@ -182,9 +191,9 @@ class PeoplePlan:
                     for name, (before, after) in patch.changes.items()
                 },
             }
-        for delete in self.deletes:
+        for delete in [*self.repairs, *self.deletes]:
             yield {
-                "action": "delete",
+                "action": "remove_copy" if delete.copy else "delete",
                 "account_domain": delete.account_domain,
                 "identity": delete.identity,
                 "match": delete.match,
@@ -232,6 +241,9 @@ def plan_people_sync(
 
     plan = PeoplePlan()
     index, listed = _index_list(current, plan)
+    if mode == "mirror":
+        plan.repairs = _repairs(listed, lambda domain: delete_scope == "list" or domain in source)
+        plan.list_duplicates = sum(person.duplicated for person in listed)
     for domain, people in source.items():
         accounts_people = index.get(domain)
         for identity, record in people.items():
@@ -266,6 +278,32 @@ def plan_people_sync(
             and (delete_scope == "list" or person.account_domain in source)
         ]
     return plan
+
+
+def _repairs(listed: list[_ListPerson], in_scope: Callable[[str], bool]) -> list[PlannedDelete]:
+    """Deletes of the extra copies of people the List holds several times under one identity.
+
+    Only people known by phone or name alone are repaired: the service does not merge them on add
+    (§4.4), so a lost add leaves such copies, and their identity is all that tells them apart.
+    The first copy is kept, and matched, patched or deleted like any List person; a delete by the
+    identity removes one of the others each. People sharing an e-mail or profile URL stay
+    ``duplicated`` and are left alone: the service merges those, so copies of them come from
+    elsewhere, and which of them a write by that key would reach is the service's choice.
+    """
+    groups: dict[tuple[str, str], list[_ListPerson]] = {}
+    for person in listed:
+        if person.duplicated and in_scope(person.account_domain) and not is_merged_on_add(person.fields):
+            groups.setdefault((person.account_domain, person.identity), []).append(person)
+    repairs = []
+    for (domain, identity), copies in groups.items():
+        if len(copies) < 2:
+            continue
+        for number, copy in enumerate(copies):
+            copy.duplicated = False
+            if number:
+                copy.claimed = True  # removed here, not by the mirror deletes
+                repairs.append(PlannedDelete(domain, identity, _match_of(copy.fields), copy=number))
+    return repairs
 
 
 def check_sync_options(mode: str, delete_scope: str) -> None:
@@ -456,6 +494,7 @@ class PeopleApplyResult:
     :ivar isolation_requests: those of ``requests`` spent taking apart requests the service
         refused whole, so that each refused person failed alone.
     :ivar resent: adds of unknown outcome sent again after a re-read found them absent.
+    :ivar copies_removed: extra copies of people deleted (``PeoplePlan.repairs``).
     :ivar settle_after: when writes whose answer was lost can no longer land (client's clock).
     """
 
@@ -470,6 +509,7 @@ class PeopleApplyResult:
     requests: dict[str, int] = field(default_factory=lambda: dict.fromkeys(WRITE_KINDS, 0))
     isolation_requests: int = 0
     resent: int = 0
+    copies_removed: int = 0
     settle_after: float | None = None
 
     def count(self, kind: str, number: int) -> None:
@@ -527,6 +567,8 @@ def apply_people_plan(
     )
     applier.write("add", [_add_item(a) for a in plan.adds])
     applier.settle_adds(plan.adds)
+    # Copies go before patches: a patch by a shared identity would reach any one of them.
+    applier.remove_copies(plan.repairs)
     by_email = [p for p in plan.patches if "email" in p.match]
     others = [p for p in plan.patches if "email" not in p.match]
     applier.patch(by_email)
@@ -632,6 +674,15 @@ class _PeopleApplier:
         for key in adds.written:
             self.result.written[key] = "patch"
 
+    def remove_copies(self, repairs: list[PlannedDelete]) -> None:
+        """Delete the extra copies of people the List holds several times (counted apart)."""
+        if not repairs:
+            return
+        log.warning("The List holds %d extra copies of people; one copy of each is kept", len(repairs))
+        report = self.write("delete", [AccountKeyed(_key(r), r.account_domain, r.match) for r in repairs])
+        self.result.deleted -= len(report.written)
+        self.result.copies_removed += len(report.written)
+
     def settle_adds(self, adds: list[PlannedAdd]) -> None:
         """Re-read the accounts of adds of unknown outcome; send again only the people still absent."""
         by_key = {_key(add): add for add in adds}
@@ -704,7 +755,8 @@ def chunk_sizes(chunk_size: int | Mapping[str, int]) -> dict[str, int]:
 
 
 def _key(item: PlannedAdd | PlannedPatch | PlannedDelete) -> str:
-    return f"{item.account_domain} {item.identity}"
+    copy = f" (copy {item.copy})" if isinstance(item, PlannedDelete) and item.copy else ""
+    return f"{item.account_domain} {item.identity}{copy}"
 
 
 # -- verifying what was written -----------------------------------------------------------------
@@ -763,9 +815,14 @@ def verify_people(
     return verification
 
 
-def _people_index(listed: Iterable[PersonRecord]) -> dict[str, dict[str, dict[str, Any]]]:
-    """List people by account domain, then by every key they can be found by (see :func:`_keys`)."""
-    index: dict[str, dict[str, dict[str, Any]]] = {}
+#: List people as read back: account domain → a key they can be found by (:func:`_keys`) → the
+#: fields of every person found by it, in List order.
+PeopleIndex = dict[str, dict[str, list[dict[str, Any]]]]
+
+
+def _people_index(listed: Iterable[PersonRecord]) -> PeopleIndex:
+    """Index the List's people as read back, to compare with what a plan meant."""
+    index: PeopleIndex = {}
     for record in listed:
         fields = _fields(record)
         normalised = _normalised_list_fields(fields)
@@ -773,14 +830,14 @@ def _people_index(listed: Iterable[PersonRecord]) -> dict[str, dict[str, dict[st
         if identity is not None:
             people = index.setdefault(_list_domain(_account_domain(record)), {})
             for key in _keys(identity, normalised):
-                people.setdefault(key, fields)
+                people.setdefault(key, []).append(fields)
     return index
 
 
 def _planned(plan: PeoplePlan) -> Iterator[tuple[str, PlannedAdd | PlannedPatch | PlannedDelete]]:
     yield from (("add", add) for add in plan.adds)
     yield from (("patch", patch) for patch in plan.patches)
-    yield from (("delete", delete) for delete in plan.deletes)
+    yield from (("delete", delete) for delete in [*plan.repairs, *plan.deletes])
 
 
 def _read_accounts(
@@ -804,9 +861,12 @@ NOT_IN_LIST = "not in the List"
 
 
 def _difference(
-    item: PlannedAdd | PlannedPatch | PlannedDelete, people: Mapping[str, Mapping[str, Any]]
+    item: PlannedAdd | PlannedPatch | PlannedDelete, people: Mapping[str, list[dict[str, Any]]]
 ) -> str | None:
     """How the List's people of the item's account differ from what the item meant; None if not."""
+    if isinstance(item, PlannedDelete) and item.copy:
+        copies = len(people.get(item.identity, []))
+        return f"the List still holds {copies} copies" if copies > 1 else None
     if isinstance(item, PlannedDelete):
         keys = list(_keys(item.identity, item.match))
         return "still in the List" if any(key in people for key in keys) else None
@@ -816,7 +876,7 @@ def _difference(
         after = {**item.current, **item.patch}
         keys = [*_keys(item.identity, item.current), *_keys(person_identity(after) or item.identity, after)]
         wanted = item.patch
-    found = next((people[key] for key in keys if key in people), None)
+    found = next((people[key][0] for key in keys if key in people), None)
     if found is None:
         return NOT_IN_LIST
     for name, value in wanted.items():
@@ -903,11 +963,13 @@ def sync_people(
         overwrite_with_null=overwrite_with_null,
     )
     log.info(
-        "Plan for %s: %d to add, %d to patch, %d to delete, %d unchanged (List holds %d people)",
+        "Plan for %s: %d to add, %d to patch, %d to delete, %d extra copies to remove, %d unchanged "
+        "(List holds %d people)",
         table_id,
         len(plan.adds),
         len(plan.patches),
         len(plan.deletes),
+        len(plan.repairs),
         plan.unchanged,
         plan.current_people,
     )
@@ -923,6 +985,7 @@ def sync_people(
     written_plan = write_requested_plan(
         plan.entries(), plan_path, dry_run=dry_run, prefix="listsync-people-plan-", logger=log
     )
+    # Removing extra copies leaves one of each: it is no sign of a broken extract.
     check_delete_safety(
         planned_deletes=len(plan.deletes),
         current_total=plan.current_people,
@@ -954,6 +1017,7 @@ def sync_people(
             "list_unidentified": plan.list_unidentified,
             "replaced": result.replaced,
             "resent": result.resent,
+            "copies_removed": result.copies_removed,
             "verified": verification.verified,
             "drift": len(verification.drift),
         },
@@ -969,7 +1033,12 @@ def sync_people(
         normalization_version=prepared.normalization_version,
         plan_path=written_plan,
         rejects_path=written_rejects,
-        planned={"add": len(plan.adds), "patch": len(plan.patches), "delete": len(plan.deletes)},
+        planned={
+            "add": len(plan.adds),
+            "patch": len(plan.patches),
+            "delete": len(plan.deletes),
+            "remove_copy": len(plan.repairs),
+        },
     )
     log.info("People sync summary: %s", json.dumps(summary))
     if (summary["failed"] or summary["drift"]) and fail_on_error and not dry_run:
