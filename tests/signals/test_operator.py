@@ -246,3 +246,36 @@ def test_mapping_and_extract_errors_fail_when_the_dag_is_parsed() -> None:
             identity_id_column="id",
             batch_size=101,
         )
+
+
+@pytest.mark.slow
+def test_an_orphaned_try_sends_nothing_more(
+    run_dag: Callable[..., Any],
+    live_emulator: str,
+    extract: tuple[Path, list],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The supervisor of the try is gone (its Celery pool process was killed): the try's next
+    # round trip through it, the checkpoint written before every send, fails, and the try stops
+    # there instead of sending on beside the try Airflow starts next. (Its retry meets the same.)
+    from airflow.sdk.execution_time.context import TaskStateStoreAccessor
+
+    path, rows = extract
+    original_set = TaskStateStoreAccessor.set
+    acknowledged_when_lost: list[int] = []
+
+    def set_until_the_supervisor_is_lost(self: Any, key: str, value: Any, **kwargs: Any) -> None:
+        if acknowledged_when_lost or sum(value["acknowledged"].values()) >= 50:
+            acknowledged_when_lost.append(len(ingested_references(live_emulator)))
+            raise BrokenPipeError(32, "Broken pipe")
+        original_set(self, key, value, **kwargs)
+
+    monkeypatch.setattr(TaskStateStoreAccessor, "set", set_until_the_supervisor_is_lost)
+    dag = ingest_dag("signals_orphan", [], source=str(path), batch_size=25)
+
+    run = run_dag(dag)
+
+    assert run.state == "failed"
+    # Not one event after the first lost round trip, by this try or the next.
+    assert len(ingested_references(live_emulator)) == acknowledged_when_lost[0] == 50
+    assert len(valid_references(rows)) > 50
