@@ -279,3 +279,35 @@ def test_an_orphaned_try_sends_nothing_more(
     # Not one event after the first lost round trip, by this try or the next.
     assert len(ingested_references(live_emulator)) == acknowledged_when_lost[0] == 50
     assert len(valid_references(rows)) > 50
+
+
+def test_a_re_run_of_a_completed_task_sends_nothing_unless_fresh(
+    live_emulator: str, extract: tuple[Path, list], caplog: pytest.LogCaptureFixture
+) -> None:
+    # A cleared task run again reads the task state store its run kept (Airflow keeps it after
+    # success unless [state_store] clear_on_success): the same store, here, for every execute.
+    path, rows = extract
+    everyone = dict.fromkeys(valid_references(rows), 1)
+    store = DictStore()
+
+    def execute(try_number: int, **options: Any) -> dict[str, Any]:
+        operator = IngestSignalsOperator(
+            task_id="ingest", source=str(path), signal_types=SIGNAL_TYPES, **MAPPING_COLUMNS, **options
+        )
+        ti = type("TI", (), {"try_number": try_number})()
+        return operator.execute({"task_state_store": store, "ti": ti})  # type: ignore[arg-type]
+
+    first = execute(1)
+    with caplog.at_level("WARNING"):
+        again = execute(1)
+
+    assert first["acknowledged"] == again["acknowledged"] == len(everyone)
+    assert sum(again["resumed_from"].values()) == len(everyone)
+    assert "Nothing left to send" in caplog.text
+    assert ingested_references(live_emulator) == everyone
+
+    # fresh: the first try sends everything again, on purpose; a retry of it resumes.
+    assert execute(1, fresh=True)["resumed_from"] is None
+    assert ingested_references(live_emulator) == dict.fromkeys(everyone, 2)
+    assert sum(execute(2, fresh=True)["resumed_from"].values()) == len(everyone)
+    assert ingested_references(live_emulator) == dict.fromkeys(everyone, 2)

@@ -266,8 +266,9 @@ def _say(summary: dict[str, Any], checkpoint: Path | None) -> int | None:
     status for the last."""
     if summary["dry_run"]:
         return None
-    before = sum((summary["resumed_from"] or {}).values())
-    if before and summary["acknowledged"] == before and not summary["pending"]:
+    from listsync.sync.events import nothing_left_to_send
+
+    if nothing_left_to_send(summary):
         report("ingest", f"nothing left to send ({checkpoint}): run with --fresh to send every event again")
     if summary["events"] and not summary["acknowledged"] and summary["rejected_by_service"]:
         report("ingest", "the service refused every event; the summary lists its reasons")

@@ -73,6 +73,10 @@ class IngestSignalsOperator(ListSyncExtractOperator):
     :param batch_size: events per request, 1 to 100.
     :param deferrable: defer while waiting for a rate-limit window instead of sleeping.
     :param defer_after_seconds: with ``deferrable``, the longest wait slept through in place.
+    :param fresh: the first try ignores the checkpoint an earlier run of this task left and sends
+        every event again (duplicating those acknowledged before); its retries resume as usual.
+        Without it, a cleared and re-run task resumes from that checkpoint: after a complete run
+        it sends nothing, and says so.
     :param rejects_path: where rejected rows go, as JSON lines: a local path or an object-storage
         URI (default: a temporary file, only when some row is rejected). (templated)
     :param dry_run: read, map and count the events; send nothing.
@@ -102,6 +106,7 @@ class IngestSignalsOperator(ListSyncExtractOperator):
         batch_size: int = 100,
         deferrable: bool = False,
         defer_after_seconds: float = 30.0,
+        fresh: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -123,6 +128,7 @@ class IngestSignalsOperator(ListSyncExtractOperator):
         self.batch_size = batch_size
         self.deferrable = deferrable
         self.defer_after_seconds = defer_after_seconds
+        self.fresh = fresh
         # Fail at parse time on a mapping that could never work (one of each pair, a valid version).
         self._mapping()
 
@@ -131,7 +137,9 @@ class IngestSignalsOperator(ListSyncExtractOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         """Ingest the extract, resuming from the task's checkpoint if an earlier try left one."""
-        return self._ingest(context, CheckpointStore(self._task_state_store(context)))
+        ti = context.get("ti")
+        fresh = self.fresh and (ti is None or ti.try_number <= 1)
+        return self._ingest(context, CheckpointStore(self._task_state_store(context), fresh=fresh))
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Resume after :class:`~listsync.triggers.RateLimitWindowTrigger` fired.

@@ -343,21 +343,27 @@ class KeyValueStore(Protocol):
 class CheckpointStore:
     """Where the ingestion checkpoint survives between tries and deferrals.
 
-    With a ``backend`` (Airflow's task state store) the checkpoint is written there after every
-    acknowledged batch and read back by a retried task. ``fallback`` is used when the backend holds
-    nothing, such as the checkpoint a trigger event carried back. Without a backend the checkpoint
-    lives only in this object: a deferral still resumes (the trigger carries it), a crash does not.
+    With a ``backend`` (Airflow's task state store) the checkpoint is written there before every
+    send and after every acknowledged batch, and read back by a retried task or a re-run of the
+    same task (the store outlives the task's success unless Airflow's ``[state_store]
+    clear_on_success`` is set). ``fallback`` is used when the backend holds nothing, such as the
+    checkpoint a trigger event carried back. Without a backend the checkpoint lives only in this
+    object: a deferral still resumes (the trigger carries it), a crash does not. ``fresh`` ignores
+    what the backend holds (send everything again, on purpose) until this object saves its own.
     """
 
     backend: KeyValueStore | None = None
     fallback: dict[str, Any] | None = None
     key: str = CHECKPOINT_KEY
+    fresh: bool = False
     _latest: dict[str, Any] | None = field(default=None, init=False, repr=False)
 
     def load(self) -> dict[str, Any] | None:
         """The latest checkpoint, or ``None`` when the ingestion starts from the beginning."""
         if self._latest is not None:
             return self._latest
+        if self.fresh:
+            return None
         stored = self.backend.get(self.key, None) if self.backend is not None else None
         return stored if stored is not None else self.fallback
 
@@ -366,6 +372,12 @@ class CheckpointStore:
         self._latest = checkpoint
         if self.backend is not None:
             self.backend.set(self.key, checkpoint)
+
+
+def nothing_left_to_send(summary: Mapping[str, Any]) -> bool:
+    """Whether an ingestion found every event acknowledged by an earlier try or run and sent none."""
+    before = sum((summary.get("resumed_from") or {}).values())
+    return bool(before) and summary.get("acknowledged") == before and not summary.get("pending")
 
 
 class CheckpointMismatchError(ListSyncError, ValueError):
@@ -502,6 +514,11 @@ def ingest_events(
     totals = _add_totals(previous, report)
     store.save(_envelope(fingerprints, report.checkpoint, totals))
     summary.update(_sent_summary(prepared, report, totals, resumed=saved is not None))
+    if nothing_left_to_send(summary):
+        log.warning(
+            "Nothing left to send: every event was acknowledged by an earlier try or run (the checkpoint "
+            "says so). To send them again on purpose, start fresh (fresh=True, --fresh)."
+        )
     for signal, signal_summary in summary["signals"].items():
         for reason, count in signal_summary["rejected_reasons"].items():
             log.warning("%d event(s) of signal %r rejected by the service: %s", count, signal, reason)
