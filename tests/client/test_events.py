@@ -195,6 +195,8 @@ def test_a_timed_out_batch_is_resent_and_counted_possibly_duplicated(make_client
     assert report.signals["evt"].acknowledged == 10
     assert report.signals["evt"].possibly_duplicated == 10
     assert len(service.ingested) == 20  # sent twice: a duplicate, never a loss
+    # Distinct events acknowledged, HTTP requests sent: the retry counts.
+    assert (report.acknowledged, report.requests, report.signals["evt"].requests) == (10, 2, 2)
 
 
 def test_caller_references_are_kept_and_missing_ones_are_deterministic(make_client, event_service):

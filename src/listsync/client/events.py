@@ -70,7 +70,7 @@ class SignalReport:
     :ivar ack_ids: the service's ids of those events, in acknowledgement order.
     :ivar rejected: reference -> reason, for events that will not be sent (invalid, unknown slug).
     :ivar rate_limited_resends: events listed in ``rate_limited`` (or refused by a 429) and re-queued.
-    :ivar requests: batch requests that carried this signal's events.
+    :ivar requests: batch requests that carried this signal's events (HTTP attempts, retries included).
     :ivar rate_limited_responses: 429 responses met by batches carrying this signal.
     :ivar seconds_waited: seconds slept while this signal had events waiting.
     :ivar possibly_duplicated: acknowledged events that were sent again after an unknown outcome.
@@ -106,7 +106,7 @@ class SignalReport:
 class IngestReport:
     """What :func:`send_events` did, per signal slug.
 
-    :ivar requests: batch requests sent.
+    :ivar requests: batch requests sent (HTTP attempts, retries included).
     :ivar rate_limited_responses: 429 responses met (each counts once, whatever signals it carried).
     :ivar seconds_waited: seconds slept waiting for rate-limit windows.
     :ivar resume_at: epoch seconds when sending may go on, set when ``max_wait`` made the run
@@ -381,6 +381,11 @@ class _Sender:
         self._acknowledge(batch, slugs, result)
 
     def _after_attempts(self, batch: list[_Pending], slugs: list[str], attempts: Attempts) -> None:
+        # ``requests`` counts HTTP attempts: a batch retried by the client counts each time.
+        retries = max(0, attempts.sent - 1)
+        self.report.requests += retries
+        for slug in slugs:
+            self.report.signal(slug).requests += retries
         if attempts.after_unknown_outcome:
             for item in batch:
                 item.maybe_sent = True

@@ -115,11 +115,13 @@ def wait_seconds(
 class Attempts:
     """What happened while retrying one request.
 
+    :ivar sent: attempts made, the first included (HTTP requests sent).
     :ivar waited: seconds slept between attempts.
     :ivar after_unknown_outcome: an attempt was made after one whose outcome was unknown, so the
         request may have been applied more than once.
     """
 
+    sent: int = 0
     waited: float = 0.0
     after_unknown_outcome: bool = False
 
@@ -170,4 +172,9 @@ def call_with_retries(
         before_sleep=before_sleep,
         reraise=True,
     )
-    return retrying(send)
+
+    def attempt() -> T:
+        record.sent += 1
+        return send()
+
+    return retrying(attempt)
