@@ -15,6 +15,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -34,6 +35,8 @@ __all__ = [
     "check_source_file",
     "chunk_size_argument",
     "column_mapping",
+    "masked_secrets",
+    "one_line",
     "plan_sync_arguments",
     "print_summary",
     "read_frames",
@@ -80,13 +83,18 @@ def chunk_size_argument(kinds: Collection[str], unit: str) -> Callable[[str], tu
 
 
 def add_extract_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--source``, ``--sql``, ``--sql-url``, ``--delimiter`` and ``--naive-timezone`` (see
-    :func:`read_frames`)."""
+    """Add ``--source``, ``--sql``, ``--sql-url``, ``--delimiter``, ``--encoding`` and
+    ``--naive-timezone`` (see :func:`read_frames`)."""
     extract = parser.add_argument_group("extract (give --source or --sql with --sql-url)")
     extract.add_argument("--source", help="the extract file: CSV, Parquet or JSON lines")
     extract.add_argument("--sql", help="a query giving the extract")
     extract.add_argument("--sql-url", help="SQLAlchemy URL of the database the query runs on")
     extract.add_argument("--delimiter", help="CSV field separator (default ,)")
+    extract.add_argument(
+        "--encoding",
+        default="utf-8",
+        help="text encoding of a CSV or JSON lines file (default utf-8; a UTF-16 byte-order mark wins)",
+    )
     extract.add_argument(
         "--naive-timezone",
         default="UTC",
@@ -175,11 +183,16 @@ def check_extract_arguments(args: argparse.Namespace) -> None:
     if (args.source is None) == (args.sql is None) or (args.sql is not None and not args.sql_url):
         raise ValueError("give --source FILE, or --sql QUERY with --sql-url URL")
     from listsync.sync.normalize import resolve_timezone
+    from listsync.sync.sources import check_encoding
 
     try:
         resolve_timezone(args.naive_timezone)
     except ValueError as exc:
         raise ValueError(f"--naive-timezone: {exc}") from None
+    try:
+        check_encoding(args.encoding)
+    except ValueError as exc:
+        raise ValueError(f"--encoding: {exc}") from None
 
 
 def check_source_file(args: argparse.Namespace) -> None:
@@ -212,18 +225,50 @@ def read_frames(args: argparse.Namespace) -> Iterator[pd.DataFrame]:
     from listsync.sync.sources import read_extract
 
     if args.source is not None:
-        return read_extract(args.source, delimiter=args.delimiter, naive_timezone=args.naive_timezone)
+        return read_extract(
+            args.source, delimiter=args.delimiter, encoding=args.encoding, naive_timezone=args.naive_timezone
+        )
     return read_extract(sql=args.sql, url=args.sql_url, naive_timezone=args.naive_timezone)
 
 
+#: Strings never printed as they are (the API key): ``masked_secrets`` adds them.
+_SECRETS: set[str] = set()
+MASK = "***"
+
+
+@contextmanager
+def masked_secrets(*secrets: str | None) -> Iterator[None]:
+    """Within the block, :func:`report` and :func:`print_summary` print ``***`` for each secret."""
+    added = {secret.strip() for secret in secrets if secret and len(secret.strip()) >= 4} - _SECRETS
+    _SECRETS.update(added)
+    try:
+        yield
+    finally:
+        _SECRETS.difference_update(added)
+
+
+def _mask(text: str) -> str:
+    for secret in _SECRETS:
+        text = text.replace(secret, MASK)
+    return text
+
+
+def one_line(error: BaseException) -> str:
+    """An error as one line: its class when it says nothing, its first line, at most 500 characters."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if text != type(error).__name__ and not isinstance(error, (ValueError, OSError)):
+        text = f"{type(error).__name__}: {text}"
+    return text if len(text) <= 500 else text[:497] + "..."
+
+
 def report(command: str, message: object) -> None:
-    """Print ``listsync <command>: <message>`` on standard error."""
-    print(f"listsync {command}: {message}", file=sys.stderr)
+    """Print ``listsync <command>: <message>`` on standard error, secrets masked."""
+    print(_mask(f"listsync {command}: {message}"), file=sys.stderr)
 
 
 def print_summary(summary: Mapping[str, Any]) -> None:
-    """Print a job's JSON summary on standard output."""
-    print(json.dumps(summary, indent=2))
+    """Print a job's JSON summary on standard output, secrets masked."""
+    print(_mask(json.dumps(summary, indent=2)))
 
 
 def run_and_report(

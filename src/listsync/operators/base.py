@@ -42,6 +42,8 @@ class ListSyncExtractOperator(BaseOperator):
     :param dry_run: do everything but send writes.
     :param listsync_conn_id: the ``listsync`` connection.
     :param naive_timezone: the zone (IANA name) of extract timestamps written without an offset.
+    :param encoding: the text encoding of a CSV or JSON lines ``source`` (default UTF-8, where a
+        UTF-16 byte-order mark is followed).
     """
 
     # A templated ``sql`` ending in .sql names a file (found on the DAG's template_searchpath)
@@ -62,16 +64,20 @@ class ListSyncExtractOperator(BaseOperator):
         dry_run: bool = False,
         listsync_conn_id: str = "listsync_default",
         naive_timezone: str = "UTC",
+        encoding: str = "utf-8",
         **kwargs: Any,
     ) -> None:
         from listsync.sync.normalize import resolve_timezone
+        from listsync.sync.sources import check_encoding
 
         super().__init__(**kwargs)
         # Settings that are not templated are checked here, so a mistake fails when the DAG is
         # parsed rather than at run time.
         check_extract_arguments(source, sql, sql_conn_id)
         resolve_timezone(naive_timezone)
+        check_encoding(encoding)
         self.naive_timezone = naive_timezone
+        self.encoding = encoding
         self.source = source
         self.sql = sql
         self.sql_conn_id = sql_conn_id
@@ -89,8 +95,13 @@ class ListSyncExtractOperator(BaseOperator):
 
     def read_extract(self) -> Iterator[pd.DataFrame]:
         """The extract (``source``, or ``sql`` on ``sql_conn_id``), in chunks, read as iterated."""
+        options = {"encoding": self.encoding} if self.source is not None else {}
         return read_operator_extract(
-            source=self.source, sql=self.sql, sql_conn_id=self.sql_conn_id, naive_timezone=self.naive_timezone
+            source=self.source,
+            sql=self.sql,
+            sql_conn_id=self.sql_conn_id,
+            naive_timezone=self.naive_timezone,
+            **options,
         )
 
     @staticmethod

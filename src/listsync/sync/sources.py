@@ -20,6 +20,7 @@ streamed with a server-side cursor where the driver has one.
 
 from __future__ import annotations
 
+import codecs
 import io
 import json
 import logging
@@ -35,7 +36,7 @@ import pandas as pd
 from listsync.client.errors import ListSyncError
 from listsync.sync.normalize import resolve_timezone
 
-__all__ = ["ROW_NUMBER", "ExtractError", "FileFormat", "read_extract"]
+__all__ = ["ROW_NUMBER", "ExtractError", "FileFormat", "check_encoding", "read_extract"]
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +95,9 @@ def read_extract(
         ``.json``).
     :param delimiter: the CSV field separator, one character; ``","`` by default (tab for
         ``.tsv``).
-    :param encoding: the text encoding of CSV and JSON lines; a UTF-8 byte-order mark is
-        skipped.
+    :param encoding: the text encoding of CSV and JSON lines. With the default, UTF-8, a
+        byte-order mark says otherwise: a UTF-16 one reads the file as UTF-16, a UTF-8 one is
+        skipped. Text that is not in the encoding raises :class:`ExtractError` naming it.
     :param chunk_size: rows per DataFrame.
     :param naive_timezone: the zone of timestamps that carry no offset (IANA name).
     :raises ExtractError: a wrong combination of arguments, an unknown format, a malformed
@@ -117,6 +119,7 @@ def read_extract(
             raise ExtractError(f"unknown file_format {fmt!r}; use 'csv', 'parquet' or 'jsonl'")
         if delimiter is not None and len(delimiter) != 1:
             raise ExtractError(f"delimiter must be one character, got {delimiter!r}")
+        check_encoding(encoding)
         name = str(source)
         frames = _read_file(source, fmt, delimiter, encoding, chunk_size)
     return _finish(frames, zone, name)
@@ -147,18 +150,47 @@ def _open(source: Any, stack: ExitStack) -> IO[bytes]:
     raise ExtractError(f"cannot open {source!r}: expected a path or an object with open()")
 
 
+def check_encoding(encoding: str) -> None:
+    """:raises ExtractError: ``encoding`` names no text encoding Python knows."""
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise ExtractError(
+            f"unknown encoding {encoding!r}: give one such as utf-8, latin-1, cp1252 or utf-16"
+        ) from None
+
+
 def _read_file(
     source: Any, fmt: FileFormat, delimiter: str | None, encoding: str, chunk_size: int
 ) -> Iterator[pd.DataFrame]:
     with ExitStack() as stack:
         handle = _open(source, stack)
-        if fmt == "csv":
-            sep = delimiter or ("\t" if str(source).lower().endswith(".tsv") else ",")
-            yield from _read_csv(handle, sep, encoding, chunk_size)
-        elif fmt == "parquet":
-            yield from _read_parquet(handle, chunk_size)
-        else:
-            yield from _read_jsonl(handle, encoding, chunk_size)
+        codec = _codec(handle, encoding)
+        try:
+            if fmt == "csv":
+                sep = delimiter or ("\t" if str(source).lower().endswith(".tsv") else ",")
+                yield from _read_csv(handle, sep, codec, chunk_size)
+            elif fmt == "parquet":
+                yield from _read_parquet(handle, chunk_size)
+            else:
+                yield from _read_jsonl(handle, codec, chunk_size)
+        except UnicodeError as exc:
+            raise ExtractError(
+                f"{source} is not {codec} text ({exc}); give its encoding: --encoding on the command line, "
+                "encoding= on the operators (latin-1, cp1252, utf-16...)"
+            ) from None
+
+
+_BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+def _codec(handle: IO[bytes], encoding: str) -> str:
+    """The codec to read text with: ``encoding``, or, for the default UTF-8, the one a BOM names."""
+    if codecs.lookup(encoding).name != "utf-8":
+        return encoding
+    start = handle.peek(4)[:4] if hasattr(handle, "peek") else b""
+    # Without a BOM in view (a stream that cannot peek), utf-8-sig still skips a UTF-8 one.
+    return next((codec for bom, codec in _BOMS if start.startswith(bom)), "utf-8-sig")
 
 
 def _read_csv(handle: IO[bytes], sep: str, encoding: str, chunk_size: int) -> Iterator[pd.DataFrame]:
@@ -169,7 +201,7 @@ def _read_csv(handle: IO[bytes], sep: str, encoding: str, chunk_size: int) -> It
             dtype=object,  # identifiers stay text: no float coercion, leading zeros kept
             keep_default_na=False,
             na_values=[""],  # only an empty field is missing; "NA" or "null" are data
-            encoding=_text_codec(encoding),
+            encoding=encoding,
             chunksize=chunk_size,
         )
     except pd.errors.EmptyDataError:
@@ -194,15 +226,8 @@ def _read_parquet(handle: IO[bytes], chunk_size: int) -> Iterator[pd.DataFrame]:
         yield _frame({name: [] for name in names})
 
 
-def _text_codec(encoding: str) -> str:
-    # utf-8-sig skips a byte-order mark and reads plain UTF-8 too.
-    return "utf-8-sig" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") else encoding
-
-
 def _read_jsonl(handle: IO[bytes], encoding: str, chunk_size: int) -> Iterator[pd.DataFrame]:
-    text = io.TextIOWrapper(
-        handle, encoding="utf-8-sig" if encoding.lower() in ("utf-8", "utf8") else encoding
-    )
+    text = io.TextIOWrapper(handle, encoding=encoding)
     records: list[dict[str, Any]] = []
     for line_number, line in enumerate(text, start=1):
         if not line.strip():
