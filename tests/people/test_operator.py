@@ -202,3 +202,86 @@ def test_a_task_whose_chunk_failed_converges_on_its_retry(
     summary = task.xcom_pull(task_ids="sync_people")
     assert (summary["added"], summary["unchanged"], summary["failed"]) == (3, 0, 0)
     assert people_view(emulator) == NORMALISED
+
+
+def people_dag(dag_id: str, source: Path, *, table_id: str = TABLE, **options: Any) -> Any:
+    from airflow.sdk import DAG
+
+    with DAG(
+        dag_id,
+        schedule=None,
+        start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        default_args={"retries": 2, "retry_delay": timedelta(0)},
+    ) as dag:
+        SyncTargetablePeopleOperator(
+            task_id="sync_people", table_id=table_id, source=str(source), column_map=COLUMN_MAP, **options
+        )
+    return dag
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("case", "options"),
+    [
+        ("unsafe delete", {"mode": "mirror", "max_delete_fraction": 0.1}),
+        ("wrong key", {"listsync_conn_id": "listsync_wrong_key"}),
+        ("missing List", {"table_id": "tbl_nowhere"}),
+    ],
+)
+def test_what_a_retry_cannot_fix_fails_the_task_without_retrying(
+    run_dag: Callable[..., Any],
+    client: Any,
+    emulator: Emulator,
+    emulator_url: str,
+    tmp_path: Path,
+    connect_listsync: Callable[..., None],
+    monkeypatch: pytest.MonkeyPatch,
+    case: str,
+    options: dict[str, Any],
+) -> None:
+    connect_listsync(emulator_url, API_KEY)
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LISTSYNC_WRONG_KEY",
+        json.dumps({"conn_type": "listsync", "host": emulator_url, "password": "sk_nope"}),
+    )
+    (tmp_path / "contacts.csv").write_text(MESSY, encoding="utf-8")
+    if case == "unsafe delete":  # the List holds people the extract does not: most would go
+        client.add_people(
+            TABLE,
+            [
+                {
+                    "accountDomain": "acme.com",
+                    "people": [{"first_name": f"P{i}", "email": f"p{i}@acme.com"} for i in range(20)],
+                }
+            ],
+        )
+    dag = people_dag(f"people_fail_{case.replace(' ', '_')}", tmp_path / "contacts.csv", **options)
+
+    run = run_dag(dag)
+
+    task = run.get_task_instance("sync_people")
+    assert (run.state, task.try_number) == ("failed", 1)  # no retry was spent on it
+
+
+@pytest.mark.slow
+def test_a_failed_sync_leaves_its_summary_in_xcom(
+    run_dag: Callable[..., Any],
+    client: Any,
+    emulator: Emulator,
+    emulator_url: str,
+    tmp_path: Path,
+    connect_listsync: Callable[..., None],
+) -> None:
+    connect_listsync(emulator_url, API_KEY)
+    (tmp_path / "contacts.csv").write_text(
+        MESSY + "unknown.example,zed@unknown.example,Zed,Orr,,\n", encoding="utf-8"
+    )
+    dag = people_dag("people_fail_summary", tmp_path / "contacts.csv", retries=0)
+
+    run = run_dag(dag)
+
+    task = run.get_task_instance("sync_people")
+    summary = task.xcom_pull(task_ids="sync_people")
+    assert run.state == "failed"
+    assert (summary["added"], summary["failed"]) == (3, 1)
+    assert "Account not found: unknown.example" in json.dumps(summary["failure_reasons"])

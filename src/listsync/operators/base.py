@@ -11,7 +11,8 @@ failure policy and the ``user_id`` to act as. Each operator keeps its own parame
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,10 +22,8 @@ from airflow.sdk import BaseOperator
 from listsync.operators.extract import check_extract_arguments, read_operator_extract, storage_path
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     import pandas as pd
-    from airflow.sdk import ObjectStoragePath
+    from airflow.sdk import Context, ObjectStoragePath
 
     from listsync.client import ListSyncClient
     from listsync.hooks.listsync import ListSyncHook
@@ -103,6 +102,30 @@ class ListSyncExtractOperator(BaseOperator):
             naive_timezone=self.naive_timezone,
             **options,
         )
+
+    @contextmanager
+    def failing_the_airflow_way(self, context: Context) -> Iterator[None]:
+        """Around a job: what a retry cannot fix fails the task at once, without its retries
+        (``AirflowFailException``): an unsafe delete, too many rejects, a key the service refuses,
+        a List it does not have, a checkpoint of other events, a bad setting. A job that wrote
+        what it could and failed the rest pushes its summary to XCom (``return_value``) before the
+        task fails, so the numbers of the failed run are there for a person or a downstream task;
+        its retry writes only what is still missing.
+        """
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from listsync.client.errors import AuthenticationError, ListNotFoundError
+        from listsync.sync.plan import SyncFailedError
+
+        try:
+            yield
+        except SyncFailedError as exc:
+            context["ti"].xcom_push(key="return_value", value=exc.summary)
+            raise
+        except (AuthenticationError, ListNotFoundError, ValueError) as exc:
+            # ValueError: an unsafe delete, too many rejects, a checkpoint or mapping that does
+            # not fit, a setting out of range; the service's refusals are ListSyncErrors.
+            raise AirflowFailException(str(exc)) from exc
 
     @staticmethod
     def output_file(path: str | None) -> Path | ObjectStoragePath | None:

@@ -98,7 +98,7 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         frames = self.read_extract()
-        with self.get_client() as client:
+        with self.failing_the_airflow_way(context), self.get_client() as client:
             return sync_people(
                 client,
                 self.table_id,

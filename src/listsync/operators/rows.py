@@ -89,7 +89,7 @@ class UpsertRowsOperator(ListSyncPlanOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         frames = self.read_extract()
-        with self.get_client() as client:
+        with self.failing_the_airflow_way(context), self.get_client() as client:
             return upsert_rows(
                 client,
                 self.table_id,

@@ -182,7 +182,11 @@ class IngestSignalsOperator(ListSyncExtractOperator):
         target = self.output_file(self.rejects_path)
         local = target if isinstance(target, Path) else None
         rejects_file = None if isinstance(target, Path) else target
-        with Rejects(local) as rejects, client if client is not None else nullcontext():
+        with (
+            self.failing_the_airflow_way(context),
+            Rejects(local) as rejects,
+            client if client is not None else nullcontext(),
+        ):
             summary = ingest_events(
                 client,
                 frames,
