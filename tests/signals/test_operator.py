@@ -311,3 +311,23 @@ def test_a_re_run_of_a_completed_task_sends_nothing_unless_fresh(
     assert ingested_references(live_emulator) == dict.fromkeys(everyone, 2)
     assert sum(execute(2, fresh=True)["resumed_from"].values()) == len(everyone)
     assert ingested_references(live_emulator) == dict.fromkeys(everyone, 2)
+
+
+@pytest.mark.parametrize("setting", ["True", "False"])
+def test_deferrable_defaults_to_airflows_default_deferrable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, setting: str
+) -> None:
+    import importlib
+
+    import listsync.operators.signals
+
+    monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", setting)
+    module = importlib.reload(listsync.operators.signals)
+    try:
+        operator = module.IngestSignalsOperator(
+            task_id="t", source=str(tmp_path / "x.csv"), **MAPPING_COLUMNS
+        )
+        assert operator.deferrable is (setting == "True")
+    finally:
+        monkeypatch.delenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE")
+        importlib.reload(listsync.operators.signals)

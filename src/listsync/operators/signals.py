@@ -7,6 +7,8 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from airflow.sdk import conf
+
 from listsync.operators.base import ListSyncExtractOperator
 from listsync.sync.events import CheckpointStore, EventMapping
 
@@ -71,7 +73,8 @@ class IngestSignalsOperator(ListSyncExtractOperator):
     :param signal_types: signal slug → ``"Event"``, ``"Metric"`` or ``"State"``, which sets its
         pace; a slug not listed is probed with one event and paced by the response's headers.
     :param batch_size: events per request, 1 to 100.
-    :param deferrable: defer while waiting for a rate-limit window instead of sleeping.
+    :param deferrable: defer while waiting for a rate-limit window instead of sleeping (default:
+        Airflow's ``[operators] default_deferrable``).
     :param defer_after_seconds: with ``deferrable``, the longest wait slept through in place.
     :param fresh: the first try ignores the checkpoint an earlier run of this task left and sends
         every event again (duplicating those acknowledged before); its retries resume as usual.
@@ -104,7 +107,7 @@ class IngestSignalsOperator(ListSyncExtractOperator):
         version: int | float | str | None = None,
         signal_types: Mapping[str, str] | None = None,
         batch_size: int = 100,
-        deferrable: bool = False,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         defer_after_seconds: float = 30.0,
         fresh: bool = False,
         **kwargs: Any,
