@@ -154,3 +154,17 @@ def test_error_messages_never_carry_headers_or_query():
     error = error_from_response(response(401, "Invalid API key"), now=NOW)
     assert "SECRET" not in str(error)
     assert "usr_1" not in str(error)
+
+
+def test_a_key_the_service_echoes_back_is_masked_in_the_error() -> None:
+    request = httpx.Request(
+        "GET", "https://api.example.com/v1/lists", headers={"Authorization": "Bearer sk_live_XYZ123"}
+    )
+    response = httpx.Response(
+        401, json={"success": False, "error": "Invalid API key: Bearer sk_live_XYZ123"}, request=request
+    )
+
+    error = error_from_response(response)
+
+    assert "sk_live_XYZ123" not in str(error)
+    assert error.message == "Invalid API key: Bearer ***"

@@ -187,7 +187,19 @@ def _split_names(text: str) -> list[str]:
 
 
 def error_message(response: httpx.Response) -> str:
-    """The service's ``error`` string, or a short excerpt of a body without the §7 envelope."""
+    """The service's ``error`` string, or a short excerpt of a body without the §7 envelope.
+
+    A service that echoes the request's key back does not get it into a message: it is masked.
+    """
+    return _masked(_service_message(response), response.request)
+
+
+def _masked(text: str, request: httpx.Request) -> str:
+    _scheme, _, key = request.headers.get("authorization", "").partition(" ")
+    return text.replace(key.strip(), "***") if len(key.strip()) >= 4 else text
+
+
+def _service_message(response: httpx.Response) -> str:
     try:
         body: Any = response.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
