@@ -8,7 +8,7 @@ from collections import Counter
 import httpx
 import pytest
 
-from listsync.client import AuthenticationError, UnexpectedResponseError
+from listsync.client import AuthenticationError, ServerError, UnexpectedResponseError
 
 
 def events(signal: str, count: int, **extra: object) -> list[dict[str, object]]:
@@ -289,7 +289,10 @@ def test_a_batch_in_flight_when_the_run_dies_is_in_doubt_and_reported_when_resen
 
     twice = sum(count - 1 for count in Counter(service.ingested).values())
     assert (resumed.signals["evt"].possibly_duplicated, twice) == (10, 10)
-    assert resumed.checkpoint == {"version": 1, "signals": {"evt": {"prefix": 30, "ranges": []}}}
+    assert resumed.checkpoint == {
+        "version": 1,
+        "signals": {"evt": {"prefix": 30, "ranges": [], "twice": [[10, 20]]}},
+    }
 
 
 def test_a_batch_the_service_refused_whole_is_not_left_in_doubt(make_client, event_service):
@@ -455,3 +458,66 @@ def test_a_429_on_a_mixed_batch_counts_once_for_the_run_and_once_for_each_signal
     assert report.signals["b"].rate_limited_responses == 1
     assert report.to_dict()["rate_limited_responses"] == 1
     assert report.acknowledged == 4
+
+
+def test_possible_duplicates_survive_a_crash_of_the_try_that_made_them(make_client, event_service):
+    # Try 1: the first batch is applied but its answer lost, so it is sent again (possibly twice);
+    # then a 500 ends the try. Try 2 resumes: the count is in the checkpoint, not lost with try 1.
+    service = event_service({"evt": 100})
+    calls = 0
+
+    def lost_then_failed(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            service.handler(request)
+            raise httpx.ReadTimeout("timed out", request=request)
+        if calls == 3:
+            return httpx.Response(500, json={"success": False, "error": "boom"})
+        return service.handler(request)
+
+    saved: list[dict] = []
+    with pytest.raises(ServerError):
+        make_client(lost_then_failed).send_events(
+            events("evt", 30), {"evt": "Event"}, batch_size=10, on_checkpoint=saved.append
+        )
+    resumed = make_client(service.handler).send_events(
+        events("evt", 30), {"evt": "Event"}, batch_size=10, checkpoint=saved[-1]
+    )
+
+    twice = sum(count - 1 for count in Counter(service.ingested).values())
+    stored_twice = resumed.checkpoint["signals"]["evt"]["twice"]
+    assert twice == 10
+    # Possibly twice: the batch whose answer was lost, and the one the 500 left in doubt.
+    assert stored_twice == [[0, 20]]
+
+
+def test_a_429_after_a_lost_answer_leaves_the_events_in_doubt(make_client, event_service):
+    # The first send is applied and its answer lost; the resend meets a 429: that refusal does
+    # not undo the first send, so the events stay possibly applied.
+    service = event_service({"evt": 100})
+    calls = 0
+
+    def lost_then_limited(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            service.handler(request)
+            raise httpx.ReadTimeout("timed out", request=request)
+        if calls == 2:
+            return httpx.Response(
+                429,
+                json={"success": False, "error": "Rate limit exceeded for all events in batch"},
+                headers={"Retry-After": "1"},
+            )
+        return service.handler(request)
+
+    saved: list[dict] = []
+    report = make_client(lost_then_limited).send_events(
+        events("evt", 10), {"evt": "Event"}, on_checkpoint=saved.append
+    )
+
+    after_429 = saved[1]
+    assert after_429["signals"]["evt"]["maybe"] == [[0, 10]]
+    assert report.signals["evt"].possibly_duplicated == 10
+    assert sum(count - 1 for count in Counter(service.ingested).values()) == 10

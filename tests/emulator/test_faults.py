@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import httpx
 import pytest
@@ -173,3 +174,29 @@ def test_a_drop_before_over_a_socket_is_a_clean_close_even_with_a_large_unread_b
             with pytest.raises(httpx.RemoteProtocolError):
                 http.post(ROWS, json=big, headers=auth)
         assert emulator.state.lists["tbl_accounts"].rows == {}
+
+
+def test_a_write_delayed_past_its_clients_timeout_still_lands() -> None:
+    # A late write: the client gave up, the service applies the request all the same.
+    with serve_in_thread(demo_config()) as url:
+        rule = {
+            "endpoint": "POST /v1/lists/{tableId}/rows",
+            "kind": "latency",
+            "latency_seconds": 1.0,
+            "times": 1,
+        }
+        httpx.post(f"{url}/_emulator/faults", json={"rules": [rule]}).raise_for_status()
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(
+                f"{url}/v1/lists/tbl_accounts/rows",
+                json={"rows": [{"cells": {"domain": "late.io"}}]},
+                headers={"Authorization": "Bearer sk_demo_listsync"},
+                timeout=0.3,
+            )
+        deadline = time.monotonic() + 5
+        rows: list = []
+        while not rows and time.monotonic() < deadline:
+            time.sleep(0.1)
+            rows = httpx.get(f"{url}/_emulator/state").json()["lists"]["tbl_accounts"]["rows"]
+
+    assert [row["cells"]["domain"] for row in rows] == ["late.io"]

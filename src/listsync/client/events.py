@@ -31,7 +31,8 @@ acknowledged; ``ranges`` lists half-open position ranges acknowledged beyond it;
 the events possibly applied but not acknowledged: a batch is written there before it is sent, and
 stays there when its fate is unknown. A run resumed from the checkpoint sends those events again
 and counts them ``possibly_duplicated``, so a crash between a send and its checkpoint, or a try
-killed while a batch was in flight, is never silent.
+killed while a batch was in flight, is never silent. ``twice`` lists the acknowledged events that
+were sent again after a send of unknown fate: possibly stored twice, whichever try sent them.
 """
 
 from __future__ import annotations
@@ -178,6 +179,8 @@ class _Acked:
         self.positions: set[int] = set(range(int(saved.get("prefix", 0))))
         self.positions.update(_from_ranges(saved.get("ranges", [])))
         self.in_doubt: set[int] = _from_ranges(saved.get("maybe", []))
+        # Acknowledged after a send whose fate was unknown: possibly stored twice.
+        self.twice: set[int] = _from_ranges(saved.get("twice", []))
 
     def to_dict(self) -> dict[str, Any]:
         prefix = 0
@@ -186,6 +189,8 @@ class _Acked:
         saved: dict[str, Any] = {"prefix": prefix, "ranges": _ranges(p for p in self.positions if p > prefix)}
         if self.in_doubt:
             saved["maybe"] = _ranges(self.in_doubt)
+        if self.twice:
+            saved["twice"] = _ranges(self.twice)
         return saved
 
 
@@ -435,14 +440,18 @@ class _Sender:
             report.acknowledged += 1
             report.ack_ids.append(ack_id)
             report.possibly_duplicated += item.maybe_sent
-            self._acked(item.signal).positions.add(item.position)
-            self._acked(item.signal).in_doubt.discard(item.position)
+            acked_positions = self._acked(item.signal)
+            acked_positions.positions.add(item.position)
+            acked_positions.in_doubt.discard(item.position)
+            if item.maybe_sent:
+                acked_positions.twice.add(item.position)
         # Only a rate_limited entry says a signal's window is spent.
         spent = [item for item in back if item.reference in limited] + (unlisted if anonymous else [])
         for slug in dict.fromkeys(item.signal for item in spent):
             self.budgets[slug].exhaust(info.reset_at, now)
-        # Listed as rate limited: refused, not applied. The rest of ``back`` may have been.
-        self._doubt((item for item in back if item.reference in limited), False)
+        # Listed as rate limited: this send was refused. The rest of ``back`` may have been applied,
+        # and so may a listed event an earlier send of which had an unknown fate.
+        self._doubt((item for item in back if item.reference in limited and not item.maybe_sent), False)
         self._requeue(back)
         self._save()
 
@@ -509,8 +518,9 @@ class _Sender:
             self._send([item])
 
     def _settled_unapplied(self, batch: list[_Pending]) -> None:
-        """The service refused the whole batch: none of it was applied, none of it is in doubt."""
-        self._doubt(batch, False)
+        """The service refused the whole batch: this send applied none of it. Events an earlier
+        send of which had an unknown fate stay in doubt."""
+        self._doubt((item for item in batch if not item.maybe_sent), False)
         self._save()
 
     def _requeue(self, items: list[_Pending]) -> None:

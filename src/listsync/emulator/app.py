@@ -15,6 +15,7 @@ Inspection (no auth; the prefix cannot collide with ``/v1``):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import re
@@ -155,6 +156,10 @@ class EmulatorApp(FastAPI):
         emulator = self.emulator
         decision = emulator.faults.decide(endpoint)
         if decision.latency_seconds:
+            # The request is read before the wait and applied after it, whether or not its client
+            # is still there: a late write lands, as it would on a slow service.
+            receive = _replaying(await _body(receive))
+            send = _tolerating_a_gone_client(send)
             await emulator.sleep(decision.latency_seconds)
         fault = decision.fault
         if fault is not None and fault.kind in ("drop_before", "drop_after"):
@@ -192,10 +197,42 @@ async def _discard(message: Message) -> None:
 
 async def _drain(receive: Receive) -> None:
     """Read and drop the request body (``drop_before``)."""
+    await _body(receive)
+
+
+async def _body(receive: Receive) -> bytes:
+    """The whole request body."""
+    chunks = []
     while True:
         message = await receive()
+        chunks.append(message.get("body", b""))
         if message["type"] != "http.request" or not message.get("more_body", False):
-            return
+            return b"".join(chunks)
+
+
+def _replaying(body: bytes) -> Receive:
+    """A ``receive`` that gives ``body`` once, then waits as for a client that says nothing more."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()  # never set: nothing more comes
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
+def _tolerating_a_gone_client(send: Send) -> Send:
+    """A ``send`` that drops the answer when its client has gone (it gave up waiting)."""
+
+    async def tolerant(message: Message) -> None:
+        with contextlib.suppress(OSError):
+            await send(message)
+
+    return tolerant
 
 
 def _refuse_constant(name: str) -> Any:

@@ -72,7 +72,6 @@ _ADDITIVE_COUNTERS = (
     "requests",
     "rate_limited_responses",
     "seconds_waited",
-    "possibly_duplicated",
 )
 
 # Event fields as targets of the column map (see EventMapping.column_map).
@@ -583,12 +582,16 @@ def _sent_summary(
         signal_report = report.signals.get(signal, SignalReport())
         counters = totals["signals"].get(signal, {})
         reasons = Counter(signal_report.rejected.values())
+        # Counted from the checkpoint, where each try records its own as it goes: a try that
+        # crashed leaves no counters, but its possible duplicates are there.
+        twice = report.checkpoint.get("signals", {}).get(signal, {}).get("twice", [])
         signals[signal] = {
             "events": counts.get(signal, 0),
             "acknowledged": signal_report.skipped + signal_report.acknowledged,
             "rejected_by_service": len(signal_report.rejected),
             "rejected_reasons": dict(sorted(reasons.items())),
             **{name: counters.get(name, 0) for name in _ADDITIVE_COUNTERS},
+            "possibly_duplicated": sum(end - start for start, end in twice),
         }
     return {
         "acknowledged": sum(s["acknowledged"] for s in signals.values()),
