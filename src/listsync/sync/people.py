@@ -546,13 +546,14 @@ def apply_people_plan(
     service refuses it for its ``match``, every such patch is applied as a delete by that
     identity (which §4.6 allows) and an add of the whole person, and counted in ``replaced``.
 
-    :param chunk_size: people per request, for every kind, or per kind as
-        ``{"add": 500, "patch": 500, "delete": 500}`` (kinds left out use the default).
     A request adding a person the service does not merge (no e-mail, no profile URL) is not sent
     again blindly when its answer is lost (see ``ListSyncClient.add_people``); nor is any add the
     service answered with a 5xx. Once such a request can no longer land, its accounts are re-read
     and only the people still absent are sent again (at most :data:`MAX_ADD_ATTEMPTS` sends).
+    Extra copies of people the List holds several times (mirror mode) are removed before patches.
 
+    :param chunk_size: people per request, for every kind, or per kind as
+        ``{"add": 500, "patch": 500, "delete": 500}`` (kinds left out use the default).
     :param max_accounts: accounts per request.
     :param progress: logs progress as chunks complete (default: every 10 % of the plan).
     :param page_size: people per page when re-reading accounts.
