@@ -70,11 +70,12 @@ from typing import Any
 
 import httpx
 import pandas as pd
+from backfill import MAPPING, PAYLOADS
 from child_emulator import SERVE_FLAG, ChildEmulator, serve_until_stdin_closes
 
 from listsync.client import ListSyncClient
 from listsync.emulator.app import endpoint_name
-from listsync.sync.events import CheckpointStore, EventMapping, ingest_events
+from listsync.sync.events import CheckpointStore, ingest_events
 from listsync.sync.people import sync_people
 from listsync.sync.rejects import Rejects
 from listsync.sync.rows import upsert_rows
@@ -94,19 +95,6 @@ ROWS = 3_000
 SIGNALS = {"page_visit": "Event", "seats_used": "Metric", "deal_stage": "State"}
 SIGNAL_IDS = {"page_visit": "sig_chaos_pv", "seats_used": "sig_chaos_su", "deal_stage": "sig_chaos_ds"}
 EVENTS = {"page_visit": 600, "seats_used": 2_250, "deal_stage": 150}
-PAYLOADS: dict[str, Callable[[int], dict[str, Any]]] = {
-    "page_visit": lambda i: {"path": f"/docs/{i % 50}"},
-    "seats_used": lambda i: {"seats": i % 400},
-    "deal_stage": lambda i: {"stage": ("open", "won", "lost")[i % 3]},
-}
-EVENT_MAPPING = EventMapping(
-    signal_column="signal",
-    identity_type="account",
-    identity_id_column="account_id",
-    data_column="payload",
-    timestamp_column="occurred_at",
-    reference_column="event_id",
-)
 PEOPLE_COLUMNS = {
     "domain": "account_domain",
     "email": "email",
@@ -525,7 +513,7 @@ def events_cell(url: str, control: Control, cell: Cell, seed: int, max_runs: int
             return ingest_events(
                 client,
                 [frame.copy()],
-                EVENT_MAPPING,
+                MAPPING,
                 rejects=Rejects(),
                 signal_types=SIGNALS,
                 checkpoints=store,
