@@ -179,6 +179,16 @@ def _read_file(
                 f"{source} is not {codec} text ({exc}); give its encoding: --encoding on the command line, "
                 "encoding= on the operators (latin-1, cp1252, utf-16...)"
             ) from None
+        except ExtractError as exc:
+            raise ExtractError(f"{source}: {exc}") from None
+        except (pd.errors.ParserError, OSError, ValueError) as exc:
+            # The parsers' own errors (an unclosed quote, a file that is not Parquet) name neither
+            # the file nor the way out.
+            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ExtractError(
+                f"{source} cannot be read as {fmt} ({detail}); check the file, and that its name's "
+                "extension says what it holds (.csv, .parquet, .jsonl)"
+            ) from None
 
 
 _BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
