@@ -386,16 +386,12 @@ KEY = [
 ]
 
 SOURCE = [
-    cli("people-query-no-such-table", "source", "people", sqlite(WAREHOUSE, "select * from nope"), "error", "no such table", "--sql",
-        xfail="the driver's error passes through ('OperationalError: ... no such table: nope'); it does not say the --sql query failed"),
-    cli("rows-query-syntax-error", "source", "rows", sqlite(WAREHOUSE, "selec domain from contacts"), "error", "syntax", "--sql",
-        xfail="the driver's error passes through ('OperationalError: ... syntax error'); it does not say the --sql query failed"),
+    cli("people-query-no-such-table", "source", "people", sqlite(WAREHOUSE, "select * from nope"), "error", "no such table", "--sql"),
+    cli("rows-query-syntax-error", "source", "rows", sqlite(WAREHOUSE, "selec domain from contacts"), "error", "syntax", "--sql"),
     op("rows-query-no-such-table", "source", "rows", sqlite(WAREHOUSE, "select * from nope"), "error", "no such table"),
     cli("ingest-database-unreachable", "source", "ingest", sql_on("postgresql+psycopg2://u:hunter2pw@127.0.0.1:{port}/db", "select 'acc-1' as id"), "error", "127.0.0.1", secrets=("hunter2pw",)),
-    cli("people-sql-url-unparsable", "source", "people", sql_on("not a url"), "error", "--sql-url", status=2,
-        xfail="exit 1 after trying: 'ArgumentError: Could not parse SQLAlchemy URL from given URL string', without the option"),
-    cli("rows-sql-url-unknown-dialect", "source", "rows", sql_on("nosuchdb://host/db"), "error", "--sql-url", status=2,
-        xfail="exit 1 after trying: \"NoSuchModuleError: Can't load plugin: sqlalchemy.dialects:nosuchdb\", without the option"),
+    cli("people-sql-url-unparsable", "source", "people", sql_on("not a url"), "error", "--sql-url", status=2),
+    cli("rows-sql-url-unknown-dialect", "source", "rows", sql_on("nosuchdb://host/db"), "error", "--sql-url", status=2),
     op("ingest-sql-connection-undefined", "source", "ingest", sqlite("", "select 'acc-1' as id"), "error", "nope_conn", kwargs={"sql_conn_id": "nope_conn"}),
     cli("people-query-no-rows", "source", "people", sqlite(WAREHOUSE, "select * from contacts where 0"), "ok", expect={"read": 0}),
     cli("people-query-no-rows-mirror-list", "source", "people", sqlite(WAREHOUSE, "select * from contacts where 0"), "error", "Refusing", seed_people=True,

@@ -182,6 +182,8 @@ def check_extract_arguments(args: argparse.Namespace) -> None:
     """
     if (args.source is None) == (args.sql is None) or (args.sql is not None and not args.sql_url):
         raise ValueError("give --source FILE, or --sql QUERY with --sql-url URL")
+    if args.sql_url:
+        check_sql_url(args.sql_url)
     from listsync.sync.normalize import resolve_timezone
     from listsync.sync.sources import check_encoding
 
@@ -218,6 +220,21 @@ def check_plan_arguments(args: argparse.Namespace) -> None:
         # "not 0 <= value <= 1" also refuses NaN.
         if not 0.0 <= value <= 1.0:
             raise ValueError(f"{option} must be between 0 and 1, got {value}")
+
+
+def check_sql_url(url: str) -> None:
+    """:raises ValueError: ``url`` is no SQLAlchemy URL, or names a database nothing here can reach
+    (the message does not repeat the URL, which may hold a password)."""
+    import sqlalchemy as sa
+
+    try:
+        sa.engine.make_url(url).get_dialect()
+    except sa.exc.ArgumentError:
+        raise ValueError(
+            "--sql-url is not a database URL: write it as dialect+driver://user:password@host/database"
+        ) from None
+    except sa.exc.NoSuchModuleError as exc:
+        raise ValueError(f"--sql-url names a database no installed driver serves ({exc})") from None
 
 
 def read_frames(args: argparse.Namespace) -> Iterator[pd.DataFrame]:

@@ -295,6 +295,13 @@ def _read_sql(
                 yield _frame({name: [row[i] for row in rows] for i, name in enumerate(columns)})
             if not produced:
                 yield _frame({name: [] for name in columns})
+    except sa.exc.SQLAlchemyError as exc:
+        # The driver's own words, first line only: the rest repeats the query and a link.
+        detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+        raise ExtractError(
+            f"the SQL query of the extract failed: {detail[0] if detail else type(exc).__name__}; check "
+            "the query (--sql, sql=) and the database it runs on (--sql-url, sql_conn_id)"
+        ) from None
     finally:
         if owned is not None:
             owned.dispose()
