@@ -8,7 +8,14 @@ import os
 import sys
 from collections.abc import Sequence
 
-from listsync.commands.common import API_KEY_ENV, EXIT_FAILED, masked_secrets, one_line, report
+from listsync.commands.common import (
+    API_KEY_ENV,
+    EXIT_FAILED,
+    log_warnings_to_stderr,
+    masked_secrets,
+    one_line,
+    report,
+)
 
 # Each command lives in its own module under listsync.commands and exposes register(subparsers);
 # heavy imports happen inside the command, so `listsync --help` stays fast.
@@ -43,6 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     masked, even when the service echoed it back.
     """
     args = build_parser().parse_args(argv)
+    log_warnings_to_stderr(args.command)
     with masked_secrets(getattr(args, "api_key", None), os.environ.get(API_KEY_ENV)):
         try:
             result: int = args.func(args)

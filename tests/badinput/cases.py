@@ -500,10 +500,8 @@ SERVER = [
     # Slow and silent servers: each request ends at its timeout, and the run with an error.
     op("rows-server-never-answers", "server", "rows", text(ROWS), "error", "no answer", server="silent"),
     op("people-server-too-slow", "server", "people", text(PEOPLE), "error", "no answer", server="slow"),
-    sub("ingest-server-never-answers-cli", "server", "ingest", text(EVENTS), "error", "no answer", server="silent", args=("--timeout", "0.3"),
-        xfail="the CLI has no --timeout: exit 2, 'unrecognized arguments: --timeout 0.3' (each request may wait 30 s, five times)"),
-    sub("people-server-too-slow-cli", "server", "people", text(PEOPLE), "error", "no answer", server="slow", args=("--timeout", "0.3"),
-        xfail="the CLI has no --timeout: exit 2, 'unrecognized arguments: --timeout 0.3'"),
+    sub("ingest-server-never-answers-cli", "server", "ingest", text(EVENTS), "error", "no answer", server="silent", args=("--timeout", "0.3")),
+    sub("people-server-too-slow-cli", "server", "people", text(PEOPLE), "error", "no answer", server="slow", args=("--timeout", "0.3")),
 ]
 
 DAG = [

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
@@ -35,6 +36,7 @@ __all__ = [
     "check_source_file",
     "chunk_size_argument",
     "column_mapping",
+    "log_warnings_to_stderr",
     "masked_secrets",
     "one_line",
     "plan_sync_arguments",
@@ -151,16 +153,34 @@ def plan_sync_arguments(args: argparse.Namespace) -> dict[str, Any]:
 def add_service_arguments(
     parser: argparse.ArgumentParser, *, user_id: bool = True
 ) -> argparse._ArgumentGroup:
-    """Add the ``service`` group: ``--base-url``, ``--api-key`` and, with ``user_id``, ``--user-id``.
+    """Add the ``service`` group: ``--base-url``, ``--api-key``, ``--timeout`` and, with ``user_id``,
+    ``--user-id``.
 
     :return: the group, for a command's own service options.
     """
     service = parser.add_argument_group("service")
     service.add_argument("--base-url", required=True, help="the service's base URL")
     service.add_argument("--api-key", help=f"the API key (default: ${API_KEY_ENV})")
+    service.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long to wait for each answer of the service (default 30)",
+    )
     if user_id:
         service.add_argument("--user-id", help="the service user to act as (userId)")
     return service
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    return seconds
 
 
 def api_key(args: argparse.Namespace, *, required: bool = True) -> str:
@@ -268,6 +288,31 @@ def _mask(text: str) -> str:
     for secret in _SECRETS:
         text = text.replace(secret, MASK)
     return text
+
+
+class _Reported(logging.Formatter):
+    """Log records as the commands' own messages: ``listsync <command>: <message>``, secrets masked."""
+
+    def __init__(self, command: str) -> None:
+        super().__init__(f"listsync {command}: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        return _mask(super().format(record))
+
+
+def log_warnings_to_stderr(command: str) -> None:
+    """Show warnings (a retried request, a filter the service ignores...) as the commands' messages.
+
+    Left to Python's last resort, they would reach standard error without the command's prefix
+    and unmasked. A handler set up already (by the caller) is left as it is.
+    """
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Reported(command))
+    handler.setLevel(logging.WARNING)
+    root.addHandler(handler)
 
 
 def one_line(error: BaseException) -> str:

@@ -234,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
     if saved:
         before = sum(saved.get("acknowledged", {}).values())
         report("ingest", f"resuming from {before} events acknowledged by earlier runs ({path})")
-    client = None if args.dry_run else ListSyncClient(args.base_url, key)
+    client = None if args.dry_run else ListSyncClient(args.base_url, key, timeout=args.timeout)
 
     def ingest() -> dict[str, Any]:
         with Rejects(args.rejects_path) as rejects:
