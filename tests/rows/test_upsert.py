@@ -380,3 +380,13 @@ def test_copies_a_lost_add_left_are_deleted_down_to_one(serve: Callable[..., Liv
 
     assert [row["domain"] for row in emulator.rows()] == ["a.io"]
     assert (outcome.copies_removed, outcome.resent_rows, outcome.failures) == (1, 0, [])
+
+
+def test_an_enum_label_the_list_stores_as_its_key_is_not_drift(
+    emulator: LiveEmulator, tmp_path: Path
+) -> None:
+    # The List keeps the option's key and shows its label: what the extract wrote is there.
+    summary = run(emulator, extract(account("a.io", "A", plan="Team")), tmp_path)
+
+    assert (summary["rows_added"], summary["verified"], summary["drift"], summary["failed"]) == (1, 1, 0, 0)
+    assert by_domain(emulator)["a.io"]["plan"] == "team"

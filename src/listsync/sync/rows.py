@@ -98,10 +98,15 @@ _log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class CurrentRow:
-    """A row of the List as read: its id and each cell's ``value`` by column id."""
+    """A row of the List as read: its id and each cell's ``value`` by column id.
+
+    ``shown`` holds the cells' ``computedValue`` where it differs from the value (an enum's label
+    for its key): what the List shows of a value written in that form.
+    """
 
     row_id: str
     cells: Mapping[str, Any]
+    shown: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -411,7 +416,12 @@ def read_current_rows(
 
 
 def _current_row(row: Row) -> CurrentRow:
-    return CurrentRow(row.id, {column: cell.value for column, cell in row.cells.items()})
+    shown = {
+        column: cell.computed_value
+        for column, cell in row.cells.items()
+        if cell.computed_value is not None and cell.computed_value != cell.value
+    }
+    return CurrentRow(row.id, {column: cell.value for column, cell in row.cells.items()}, shown)
 
 
 def list_key_normalizer(key_kind: str) -> Callable[[Any], str | None]:
@@ -774,7 +784,7 @@ def verify_rows(
         elif not holders:
             check("not in the List", f"add of {key!r}")
         else:
-            check(_cells_differ(additions[key].cells, holders[0].cells), f"add of {key!r}")
+            check(_cells_differ(additions[key].cells, holders[0]), f"add of {key!r}")
     for change in outcome.written_changes:
         check(_change_differs(change, rows), f"update of {change.key!r}")
     for removal in outcome.written_removals:
@@ -822,10 +832,13 @@ def _rows_by_id(
     return found, requests
 
 
-def _cells_differ(wanted: Mapping[str, Any], cells: Mapping[str, Any]) -> str | None:
+def _cells_differ(wanted: Mapping[str, Any], row: CurrentRow) -> str | None:
+    """How the row's cells differ from ``wanted``; a value the List stores in another form and shows
+    as written (an enum label stored as its key) is no difference."""
     for column, value in wanted.items():
-        if not cell_values_equal(value, cells.get(column)):
-            return f"column {column!r} is {cells.get(column)!r}, expected {value!r}"
+        current = row.cells.get(column)
+        if not (cell_values_equal(value, current) or cell_values_equal(value, row.shown.get(column))):
+            return f"column {column!r} is {current!r}, expected {value!r}"
     return None
 
 
@@ -833,7 +846,7 @@ def _change_differs(change: CellChange, rows: Mapping[str, CurrentRow]) -> str |
     row = rows.get(change.row_id)
     if row is None:
         return f"row {change.row_id} is not in the List"
-    return _cells_differ({change.column_id: change.after}, row.cells)
+    return _cells_differ({change.column_id: change.after}, row)
 
 
 # --- the plan file and the whole flow --------------------------------------------------------
