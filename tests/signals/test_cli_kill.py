@@ -25,7 +25,7 @@ from listsync.emulator import demo_config, serve_in_thread
 from .emulated import API_KEY, ingested_references
 
 EVENTS = 3000
-WINDOW = 0.25  # seconds: page_visit (Event) takes 100 events a window, so 30 windows in all
+WINDOW = 0.5  # seconds: page_visit (Event) takes 100 events a window, so 30 windows in all
 KILLS = 10
 
 
