@@ -521,3 +521,16 @@ def test_a_429_after_a_lost_answer_leaves_the_events_in_doubt(make_client, event
     assert after_429["signals"]["evt"]["maybe"] == [[0, 10]]
     assert report.signals["evt"].possibly_duplicated == 10
     assert sum(count - 1 for count in Counter(service.ingested).values()) == 10
+
+
+def test_an_answer_whose_window_has_already_ended_does_not_stall_the_signal():
+    # The answer describes a window that ended as it arrived (its reset rounded down to the
+    # millisecond): the signal's next window has begun, and it goes on at once rather than
+    # waiting for a minute's fallback.
+    from listsync.client.ratelimit import RateLimitInfo, SignalBudget
+
+    budget = SignalBudget(30)
+    budget.spend(30, now=100.0)
+    budget.observe(RateLimitInfo(limit=30, remaining=0, reset_at=100.4), now=100.4)
+
+    assert (budget.available(100.4), budget.next_open(100.4)) == (30, 100.4)

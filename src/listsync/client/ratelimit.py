@@ -162,7 +162,12 @@ class SignalBudget:
             # A limit below one would leave the signal waiting forever.
             self.limit = max(1, info.limit)
             self.known = True
-        if info.reset_at is not None and info.reset_at > now:
+        if info.reset_at is not None and info.reset_at <= now:
+            # The window the answer describes has ended already (the answer came at its very end,
+            # or the reset is rounded down): a new one has begun, with its whole budget.
+            self.window_end, self.opened_at, self.used = None, None, 0
+            return
+        if info.reset_at is not None:
             self.window_end = info.reset_at
             self.opened_at = None
         if info.remaining is not None and self.limit is not None:
