@@ -158,12 +158,12 @@ class _ReadCount(Protocol):
     read: int
 
 
-class _PreparedExtract(Protocol):
+class PreparedExtract(Protocol):
     @property
     def stats(self) -> _ReadCount: ...  # pragma: no cover - protocol
 
 
-PreparedT = TypeVar("PreparedT", bound=_PreparedExtract)
+PreparedT = TypeVar("PreparedT", bound=PreparedExtract)
 
 
 def prepare_with_rejects(

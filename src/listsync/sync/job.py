@@ -1,0 +1,161 @@
+"""The one flow of a List sync, which the people sync and the rows upsert both run.
+
+::
+
+    prepare the extract (rejects written, max_reject_fraction enforced)
+    read the List and plan                  # pure planning once the List is read
+    write the plan file                     # for review; always in a dry run
+    check delete safety                     # a broken extract never wipes a List
+    apply, then read back what was touched  # not in a dry run
+    summary                                 # logged, returned, raised with when something failed
+
+A job (:class:`ListSyncJob`) supplies the steps that differ: how its extract is prepared, how the
+List is read and planned, what the plan file holds, how a plan is applied and verified, and what
+its summary counts. Everything else, the order above included, lives here once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar
+
+from listsync.sync.plan import (
+    OpenableFile,
+    PreparedExtract,
+    SyncFailedError,
+    check_delete_safety,
+    prepare_with_rejects,
+    write_requested_plan,
+)
+from listsync.sync.rejects import Rejects
+
+__all__ = ["DeleteCounts", "JobFiles", "ListSyncJob"]
+
+PreparedT = TypeVar("PreparedT", bound=PreparedExtract)
+PlanT = TypeVar("PlanT")
+OutcomeT = TypeVar("OutcomeT")
+
+Destination = str | os.PathLike[str] | OpenableFile | None
+
+
+@dataclass(frozen=True)
+class DeleteCounts:
+    """What delete safety weighs (see :func:`~listsync.sync.plan.check_delete_safety`)."""
+
+    planned: int
+    current_total: int
+    source_rows: int
+
+
+@dataclass(frozen=True)
+class JobFiles:
+    """Where a run wrote its plan and its rejects (None: nowhere), for the summary."""
+
+    plan_path: str | None
+    rejects_path: str | None
+
+
+class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
+    """One sync of an extract into a List; :meth:`run` goes through the steps in order.
+
+    :param dry_run: plan and write the plan file, send no write.
+    :param fail_on_error: raise :class:`~listsync.sync.plan.SyncFailedError` at the end when the
+        summary counts failures or drift (after everything else was written; never in a dry run).
+    :param rejects_path: where rejected rows go (see :func:`~listsync.sync.plan.prepare_with_rejects`).
+    :param plan_path: where the plan goes; None: no plan file, except in a dry run.
+    :param max_reject_fraction: fail before reading the List when more of the extract is rejected.
+    :param max_delete_fraction: the largest share of the List one run may delete.
+    """
+
+    #: What the job writes ("people", "rows"): names its temporary files and its messages.
+    noun: ClassVar[str]
+    #: The job's name in its log lines ("People sync").
+    title: ClassVar[str]
+    #: The job's logger.
+    log: ClassVar[logging.Logger]
+
+    def __init__(
+        self,
+        *,
+        dry_run: bool,
+        fail_on_error: bool,
+        rejects_path: Destination,
+        plan_path: Destination,
+        max_reject_fraction: float,
+        max_delete_fraction: float,
+    ) -> None:
+        self.dry_run = dry_run
+        self.fail_on_error = fail_on_error
+        self.rejects_path = rejects_path
+        self.plan_path = plan_path
+        self.max_reject_fraction = max_reject_fraction
+        self.max_delete_fraction = max_delete_fraction
+
+    @abstractmethod
+    def prepare(self, rejects: Rejects) -> PreparedT:
+        """Read and prepare the extract, giving every rejected row to ``rejects``."""
+
+    @abstractmethod
+    def plan(self, prepared: PreparedT) -> PlanT:
+        """Read the List and plan the writes that make it match ``prepared``; log the plan."""
+
+    @abstractmethod
+    def plan_entries(self, plan: PlanT) -> Iterable[Mapping[str, Any]]:
+        """The plan as plan-file entries, in the order they will be applied."""
+
+    @abstractmethod
+    def delete_counts(self, prepared: PreparedT, plan: PlanT) -> DeleteCounts:
+        """What the plan deletes, against what the List holds and the extract gave."""
+
+    @abstractmethod
+    def apply(self, plan: PlanT) -> OutcomeT:
+        """Send the plan's writes, then read back what they touched."""
+
+    @abstractmethod
+    def nothing_applied(self) -> OutcomeT:
+        """The outcome of a dry run: nothing written, nothing read back."""
+
+    @abstractmethod
+    def summary(self, prepared: PreparedT, plan: PlanT, outcome: OutcomeT, files: JobFiles) -> dict[str, Any]:
+        """The JSON summary (``build_summary``); it must count ``failed`` and ``drift``."""
+
+    def run(self) -> dict[str, Any]:
+        """Run the job; return its summary.
+
+        :raises TooManyRejectsError: more than ``max_reject_fraction`` of the rows were rejected.
+        :raises UnsafeDeleteError: the deletes look like a broken extract; nothing was written.
+        :raises SyncFailedError: something failed or drifted and ``fail_on_error`` is set.
+        """
+        prepared, rejects_path = prepare_with_rejects(
+            self.prepare,
+            self.rejects_path,
+            max_reject_fraction=self.max_reject_fraction,
+            prefix=f"listsync-{self.noun}-rejects-",
+        )
+        plan = self.plan(prepared)
+        plan_path = write_requested_plan(
+            self.plan_entries(plan),
+            self.plan_path,
+            dry_run=self.dry_run,
+            prefix=f"listsync-{self.noun}-plan-",
+            logger=self.log,
+        )
+        deletes = self.delete_counts(prepared, plan)
+        check_delete_safety(
+            planned_deletes=deletes.planned,
+            current_total=deletes.current_total,
+            source_rows=deletes.source_rows,
+            max_delete_fraction=self.max_delete_fraction,
+            noun=self.noun,
+        )
+        outcome = self.nothing_applied() if self.dry_run else self.apply(plan)
+        summary = self.summary(prepared, plan, outcome, JobFiles(plan_path, rejects_path))
+        self.log.info("%s summary: %s", self.title, json.dumps(summary))
+        if (summary["failed"] or summary["drift"]) and self.fail_on_error and not self.dry_run:
+            raise SyncFailedError(summary)
+        return summary

@@ -1,0 +1,91 @@
+"""Reading a List's people back: the accounts a plan touched, indexed by every key a person is found
+by, and how they differ from what a planned write meant."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from listsync.client.models import person_identity
+from listsync.sync.people.plan import (
+    PersonRecord,
+    PlannedAdd,
+    PlannedDelete,
+    PlannedPatch,
+    account_domain_of,
+    canonical,
+    list_domain,
+    normalised_list_fields,
+    person_fields,
+    person_keys,
+)
+
+if TYPE_CHECKING:
+    from listsync.client.client import ListSyncClient
+
+
+#: List people as read back: account domain → a key they can be found by (:func:`person_keys`) → the
+#: fields of every person found by it, in List order.
+PeopleIndex = dict[str, dict[str, list[dict[str, Any]]]]
+
+
+def people_index(listed: Iterable[PersonRecord]) -> PeopleIndex:
+    """Index the List's people as read back, to compare with what a plan meant."""
+    index: PeopleIndex = {}
+    for record in listed:
+        fields = person_fields(record)
+        normalised = normalised_list_fields(fields)
+        identity = person_identity(normalised)
+        if identity is not None:
+            people = index.setdefault(list_domain(account_domain_of(record)), {})
+            for key in person_keys(identity, normalised):
+                people.setdefault(key, []).append(fields)
+    return index
+
+
+def read_accounts(
+    client: ListSyncClient, table_id: str, domains: list[str], page_size: int, list_people: int
+) -> tuple[list[Any], str]:
+    """The people of ``domains``, and how they were read (``"service"`` or ``"client"`` filter)."""
+    if len(domains) <= max(1, -(-list_people // page_size)):
+        people: list[Any] = []
+        for domain in domains:
+            if "account_domain" in client.filters_applied_here:
+                break
+            people += client.iter_targetable_people(table_id, page_size=page_size, account_domain=domain)
+        else:
+            return people, "client" if "account_domain" in client.filters_applied_here else "service"
+    wanted = set(domains)
+    everyone = client.iter_targetable_people(table_id, page_size=page_size)
+    return [person for person in everyone if list_domain(account_domain_of(person)) in wanted], "client"
+
+
+NOT_IN_LIST = "not in the List"
+
+
+def difference(
+    item: PlannedAdd | PlannedPatch | PlannedDelete, people: Mapping[str, list[dict[str, Any]]]
+) -> str | None:
+    """How the List's people of the item's account differ from what the item meant; None if not."""
+    if isinstance(item, PlannedDelete) and item.copy:
+        copies = len(people.get(item.identity, []))
+        return f"the List still holds {copies} copies" if copies > 1 else None
+    if isinstance(item, PlannedDelete):
+        keys = list(person_keys(item.identity, item.match))
+        return "still in the List" if any(key in people for key in keys) else None
+    if isinstance(item, PlannedAdd):
+        keys, wanted = list(person_keys(item.identity, item.person)), item.person
+    else:
+        after = {**item.current, **item.patch}
+        keys = [
+            *person_keys(item.identity, item.current),
+            *person_keys(person_identity(after) or item.identity, after),
+        ]
+        wanted = item.patch
+    found = next((people[key][0] for key in keys if key in people), None)
+    if found is None:
+        return NOT_IN_LIST
+    for name, value in wanted.items():
+        if canonical(value) != canonical(found.get(name)):
+            return f"{name} is {found.get(name)!r}, expected {value!r}"
+    return None

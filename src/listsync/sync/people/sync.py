@@ -1,0 +1,242 @@
+"""The people sync's steps of the one sync flow (:mod:`listsync.sync.job`)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from listsync.client.writers import (
+    PEOPLE_PER_REQUEST,
+)
+from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob
+from listsync.sync.people.apply import PeopleApplyResult, apply_people_plan, chunk_sizes
+from listsync.sync.people.plan import DeleteScope, PeoplePlan, SyncMode, check_sync_options, plan_people_sync
+from listsync.sync.people.verify import PeopleVerification, verify_people
+from listsync.sync.plan import OpenableFile, build_summary
+from listsync.sync.prepare import PreparedPeople, prepare_people
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from listsync.client.client import ListSyncClient
+    from listsync.sync.rejects import Rejects
+
+log = logging.getLogger(__name__)
+
+
+def sync_people(
+    client: ListSyncClient,
+    table_id: str,
+    frames: Iterable[pd.DataFrame],
+    column_map: Mapping[str, str],
+    *,
+    mode: SyncMode = "upsert",
+    delete_scope: DeleteScope = "accounts_in_source",
+    max_delete_fraction: float = 0.1,
+    overwrite_with_null: bool = False,
+    chunk_size: int | Mapping[str, int] = PEOPLE_PER_REQUEST,
+    dry_run: bool = False,
+    fail_on_error: bool = True,
+    rejects_path: str | os.PathLike[str] | OpenableFile | None = None,
+    plan_path: str | os.PathLike[str] | OpenableFile | None = None,
+    max_reject_fraction: float = 1.0,
+    default_region: str = "US",
+    page_size: int = 1000,
+) -> dict[str, Any]:
+    """Make the List's targetable people match an extract; return the JSON summary.
+
+    Reads and prepares the extract (rejects with reasons), reads the List's people page by page,
+    plans (:func:`plan_people_sync`), writes the plan file, checks delete safety, and applies
+    the plan (:func:`apply_people_plan`) unless ``dry_run``.
+
+    :param client: the service client.
+    :param table_id: the List.
+    :param frames: the extract's chunks (``read_extract``).
+    :param column_map: extract column → person field or ``account_domain``.
+    :param mode: ``"upsert"`` (add and patch) or ``"mirror"`` (also delete people not in the extract).
+    :param delete_scope: ``"accounts_in_source"`` or ``"list"`` (see :func:`plan_people_sync`).
+    :param max_delete_fraction: the largest share of the List's people one run may delete.
+    :param overwrite_with_null: a null in the extract erases the List's value.
+    :param chunk_size: people per request, one number or per kind (see :func:`apply_people_plan`).
+    :param dry_run: plan and write the plan file, send no write.
+    :param fail_on_error: raise :class:`~listsync.sync.plan.SyncFailedError` at the end when any
+        person failed or was blocked by duplicate List people (after everything else was
+        written; never in a dry run).
+    :param rejects_path: where rejected rows go (JSON lines): a local path, or an object with
+        ``open()`` such as ``ObjectStoragePath``; None: a temporary file, only when some row was
+        rejected.
+    :param plan_path: where the plan goes (JSON lines), as ``rejects_path``; None: no plan file,
+        except in a dry run (then a temporary file).
+    :param max_reject_fraction: fail before writing when more of the extract's rows are rejected.
+    :param default_region: region of phone numbers written without ``+``.
+    :param page_size: people per page when reading the List.
+    :return: the summary: rows ``read``, ``rejected``, ``duplicates``; people ``added``,
+        ``updated``, ``deleted``, ``unchanged``, ``failed`` (people not written, including the
+        ``conflicts``: extract people whose identity several List people share), ``conflicts``,
+        ``not_found``;
+        ``planned`` and ``requests`` by kind; ``normalization_version``; ``plan_path`` and
+        ``rejects_path``; ``failure_reasons``.
+    :raises UnsafeDeleteError: the planned deletes look like a broken extract (nothing written).
+    :raises TooManyRejectsError: more than ``max_reject_fraction`` of the rows were rejected.
+    :raises SyncFailedError: some people failed and ``fail_on_error``.
+    """
+    # Bad settings fail before anything is read.
+    check_sync_options(mode, delete_scope)
+    chunk_sizes(chunk_size)
+    job = _PeopleSync(
+        client,
+        table_id,
+        frames,
+        column_map,
+        mode=mode,
+        delete_scope=delete_scope,
+        overwrite_with_null=overwrite_with_null,
+        chunk_size=chunk_size,
+        default_region=default_region,
+        page_size=page_size,
+        dry_run=dry_run,
+        fail_on_error=fail_on_error,
+        rejects_path=rejects_path,
+        plan_path=plan_path,
+        max_reject_fraction=max_reject_fraction,
+        max_delete_fraction=max_delete_fraction,
+    )
+    return job.run()
+
+
+_PeopleOutcome = tuple[PeopleApplyResult, PeopleVerification]
+
+
+class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
+    """The people sync's steps of the one sync flow (:class:`~listsync.sync.job.ListSyncJob`)."""
+
+    noun = "people"
+    title = "People sync"
+    log = log
+
+    def __init__(
+        self,
+        client: ListSyncClient,
+        table_id: str,
+        frames: Iterable[pd.DataFrame],
+        column_map: Mapping[str, str],
+        *,
+        mode: SyncMode,
+        delete_scope: DeleteScope,
+        overwrite_with_null: bool,
+        chunk_size: int | Mapping[str, int],
+        default_region: str,
+        page_size: int,
+        **flow: Any,
+    ) -> None:
+        super().__init__(**flow)
+        self.client = client
+        self.table_id = table_id
+        self.frames = frames
+        self.column_map = column_map
+        self.mode = mode
+        self.delete_scope = delete_scope
+        self.overwrite_with_null = overwrite_with_null
+        self.chunk_size = chunk_size
+        self.default_region = default_region
+        self.page_size = page_size
+
+    def prepare(self, rejects: Rejects) -> PreparedPeople:
+        return prepare_people(
+            self.frames, self.column_map, rejects=rejects, default_region=self.default_region
+        )
+
+    def plan(self, prepared: PreparedPeople) -> PeoplePlan:
+        plan = plan_people_sync(
+            prepared.people,
+            self.client.iter_targetable_people(self.table_id, page_size=self.page_size),
+            fields=set(self.column_map.values()),
+            mode=self.mode,
+            delete_scope=self.delete_scope,
+            overwrite_with_null=self.overwrite_with_null,
+        )
+        log.info(
+            "Plan for %s: %d to add, %d to patch, %d to delete, %d extra copies to remove, %d unchanged "
+            "(List holds %d people)",
+            self.table_id,
+            len(plan.adds),
+            len(plan.patches),
+            len(plan.deletes),
+            len(plan.repairs),
+            plan.unchanged,
+            plan.current_people,
+        )
+        if plan.list_duplicates or plan.list_unidentified:
+            log.warning(
+                "List %s holds %d people sharing an identity on their account and %d without identity; "
+                "they are left alone (%d extract people could not be synced because of them)",
+                self.table_id,
+                plan.list_duplicates,
+                plan.list_unidentified,
+                plan.conflicts,
+            )
+        return plan
+
+    def plan_entries(self, plan: PeoplePlan) -> Iterator[dict[str, Any]]:
+        return plan.entries()
+
+    def delete_counts(self, prepared: PreparedPeople, plan: PeoplePlan) -> DeleteCounts:
+        # Removing extra copies leaves one of each: it is no sign of a broken extract.
+        return DeleteCounts(len(plan.deletes), plan.current_people, plan.source_people)
+
+    def apply(self, plan: PeoplePlan) -> _PeopleOutcome:
+        client, table_id, page_size = self.client, self.table_id, self.page_size
+        result = apply_people_plan(
+            plan, client, table_id=table_id, chunk_size=self.chunk_size, page_size=page_size
+        )
+        return result, verify_people(plan, result, client, table_id=table_id, page_size=page_size)
+
+    def nothing_applied(self) -> _PeopleOutcome:
+        return PeopleApplyResult(), PeopleVerification()
+
+    def summary(
+        self, prepared: PreparedPeople, plan: PeoplePlan, outcome: _PeopleOutcome, files: JobFiles
+    ) -> dict[str, Any]:
+        result, verification = outcome
+        return build_summary(
+            {
+                **prepared.stats.to_dict(),
+                "added": result.added,
+                "updated": result.updated,
+                "deleted": result.deleted,
+                "unchanged": plan.unchanged,
+                # Conflicts count as failed too, as rows blocked by a duplicate key do in upsert_rows:
+                # those people were not written, so the task fails once everything else is.
+                "failed": plan.conflicts + len(result.failed),
+                "conflicts": plan.conflicts,
+                "not_found": result.not_found,
+                "list_people": plan.current_people,
+                "list_duplicates": plan.list_duplicates,
+                "list_unidentified": plan.list_unidentified,
+                "replaced": result.replaced,
+                "resent": result.resent,
+                "copies_removed": result.copies_removed,
+                "verified": verification.verified,
+                "drift": len(verification.drift),
+            },
+            requests=result.requests,
+            failure_reasons=[*plan.conflict_reasons, *result.failed.values()],
+            drift_reasons=verification.drift,
+            isolation_requests=result.isolation_requests,
+            verify_filter=verification.filter,
+            table_id=self.table_id,
+            mode=self.mode,
+            delete_scope=self.delete_scope,
+            dry_run=self.dry_run,
+            normalization_version=prepared.normalization_version,
+            plan_path=files.plan_path,
+            rejects_path=files.rejects_path,
+            planned={
+                "add": len(plan.adds),
+                "patch": len(plan.patches),
+                "delete": len(plan.deletes),
+                "remove_copy": len(plan.repairs),
+            },
+        )

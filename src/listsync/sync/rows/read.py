@@ -1,0 +1,71 @@
+"""Reading a List's rows: every row, page by page, and keys as the List holds them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from listsync.client.models import Row
+from listsync.client.paging import iter_offset_pages
+from listsync.sync.rows.plan import CurrentRow
+
+if TYPE_CHECKING:
+    from listsync.client.client import ListSyncClient
+
+
+#: Rows per GET rows page: the largest page the service allows (A22), so a read costs least.
+ROWS_PAGE_SIZE = 1000
+
+
+def read_current_rows(
+    client: ListSyncClient, table_id: str, key_column: str, *, page_size: int = ROWS_PAGE_SIZE
+) -> tuple[list[CurrentRow], int]:
+    """Read every List row whose ``key_column`` cell is not empty, page by page.
+
+    Uses the documented filter mode (``columnId=<key_column>&operator=is_not_empty``), so it does
+    not depend on how the service pages a List without a filter. Rows without a key cannot be
+    matched to the extract and are not read.
+
+    :return: the rows (cells' ``value``, never ``computedValue``) and the GET requests sent.
+    """
+    requests = 0
+
+    def fetch(offset: int) -> tuple[list[Row], bool | None, int | None]:
+        nonlocal requests
+        requests += 1
+        page = client.get_rows(
+            table_id, column_id=key_column, operator="is_not_empty", limit=page_size, offset=offset
+        )
+        return page.rows, page.more, page.total
+
+    rows = [current_row(row) for row in iter_offset_pages(fetch)]
+    return rows, requests
+
+
+def current_row(row: Row) -> CurrentRow:
+    shown = {
+        column: cell.computed_value
+        for column, cell in row.cells.items()
+        if cell.computed_value is not None and cell.computed_value != cell.value
+    }
+    return CurrentRow(row.id, {column: cell.value for column, cell in row.cells.items()}, shown)
+
+
+def list_key_normalizer(key_kind: str) -> Callable[[Any], str | None]:
+    """How a List key cell is normalised to meet keys prepared with ``key_kind`` (see ``prepare_rows``).
+
+    A cell the rule refuses keeps its text: it then matches no extract key, which is what it is.
+    """
+    from listsync.sync.normalize import NormalizationError, normalize_domain, normalize_text
+
+    rule = normalize_domain if key_kind == "domain" else normalize_text
+
+    def normalize(value: Any) -> str | None:
+        if value is None or value == "":
+            return None
+        try:
+            return rule(value)
+        except NormalizationError:
+            return str(value)
+
+    return normalize

@@ -1,0 +1,260 @@
+"""The rows upsert's steps of the one sync flow (:mod:`listsync.sync.job`)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob
+from listsync.sync.plan import OpenableFile, build_summary
+from listsync.sync.prepare import ColumnMappingError, PreparedRows, prepare_rows
+from listsync.sync.rows.apply import (
+    ADD_ROWS,
+    DELETE_ROWS,
+    GET_ROWS,
+    UPDATE_CELLS,
+    ApplyOutcome,
+    apply_rows_plan,
+    chunk_sizes,
+)
+from listsync.sync.rows.plan import RowsPlan, plan_entries, plan_rows_upsert
+from listsync.sync.rows.read import list_key_normalizer, read_current_rows
+from listsync.sync.rows.verify import RowsVerification, verify_rows
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from listsync.client.client import ListSyncClient
+    from listsync.sync.rejects import Rejects
+
+_log = logging.getLogger(__name__)
+
+
+def upsert_rows(
+    client: ListSyncClient,
+    table_id: str,
+    frames: Iterable[pd.DataFrame],
+    *,
+    key_column: str,
+    column_map: Mapping[str, str],
+    key_kind: Literal["domain", "text"] = "domain",
+    json_columns: Collection[str] = (),
+    delete_missing: bool = False,
+    max_delete_fraction: float = 0.1,
+    overwrite_with_null: bool = False,
+    chunk_size: int | Mapping[str, int] | None = None,
+    dry_run: bool = False,
+    fail_on_error: bool = True,
+    rejects_path: str | os.PathLike[str] | OpenableFile | None = None,
+    plan_path: str | os.PathLike[str] | OpenableFile | None = None,
+    max_reject_fraction: float = 1.0,
+) -> dict[str, Any]:
+    """Make the List's rows match the extract, writing only what differs; return the JSON summary.
+
+    :param client: the service client (its ``user_id`` is sent with every request).
+    :param table_id: the List.
+    :param frames: the extract, in chunks (``read_extract``).
+    :param key_column: the List column id that identifies a row (e.g. ``domain``); exactly one
+        extract column must be mapped to it.
+    :param column_map: extract column → List column id. Only mapped columns are compared and
+        written; other List columns are left alone.
+    :param key_kind: ``"domain"`` normalises the key as a domain on both sides, ``"text"`` trims it.
+    :param json_columns: extract columns whose text holds JSON to parse (jsonb needs no mark).
+    :param delete_missing: delete List rows whose key is not in the extract.
+    :param max_delete_fraction: refuse deletes above this fraction of the List's keyed rows.
+    :param overwrite_with_null: let a null in the extract clear the List's cell.
+    :param chunk_size: items per request, one number or a mapping by kind (see :func:`chunk_sizes`).
+    :param dry_run: plan, write the plan file and return the summary without writing to the List.
+    :param fail_on_error: raise :class:`~listsync.sync.plan.SyncFailedError` at the end if any
+        row failed (after everything else was written).
+    :param rejects_path: where rejected extract rows go (JSON lines): a local path, or an object
+        with ``open()`` such as ``ObjectStoragePath``; None: a temporary file, only when some row
+        was rejected.
+    :param plan_path: where the plan goes (JSON lines), as ``rejects_path``; None: no plan file,
+        except in a dry run (then a temporary file).
+    :param max_reject_fraction: fail before reading the List when more of the extract is rejected.
+    :return: the summary: extract rows ``read``, ``rejected``, ``duplicates``; ``rows_added``,
+        ``rows_updated``, ``cells_updated``, ``rows_deleted``, ``unchanged``, ``failed`` (extract
+        rows not written, including those blocked by a duplicate key, and rows not deleted),
+        ``duplicate_keys_in_list``, ``rows_resent`` (row adds sent again after a re-read);
+        ``requests`` (writes by kind and their ``total``), ``read_requests`` (GET rows),
+        ``planned`` counts, ``failure_reasons``, the table, key and mode, and the file paths.
+        A dry run writes nothing, so its write counts are 0 and ``planned`` tells what a run would do.
+    :raises ColumnMappingError: the map does not fit the extract, or does not map one column to
+        ``key_column``.
+    :raises TooManyRejectsError: more than ``max_reject_fraction`` of the rows were rejected.
+    :raises UnsafeDeleteError: the deletes look like a broken extract; nothing was written.
+    :raises SyncFailedError: rows failed and ``fail_on_error`` is set; the rest was written.
+    """
+    sizes = chunk_sizes(chunk_size)  # a bad setting fails before anything is read
+    source_keys = [column for column, target in column_map.items() if target == key_column]
+    if len(source_keys) != 1:
+        raise ColumnMappingError(
+            f"column_map must map exactly one extract column to the key column {key_column!r}; "
+            f"it maps {len(source_keys)}: {dict(column_map)!r}"
+        )
+    job = _RowsUpsert(
+        client,
+        table_id,
+        frames,
+        column_map,
+        key_column=key_column,
+        source_key=source_keys[0],
+        key_kind=key_kind,
+        json_columns=json_columns,
+        delete_missing=delete_missing,
+        overwrite_with_null=overwrite_with_null,
+        chunk_sizes=sizes,
+        dry_run=dry_run,
+        fail_on_error=fail_on_error,
+        rejects_path=rejects_path,
+        plan_path=plan_path,
+        max_reject_fraction=max_reject_fraction,
+        max_delete_fraction=max_delete_fraction,
+    )
+    return job.run()
+
+
+_RowsOutcome = tuple[ApplyOutcome, RowsVerification]
+
+
+class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
+    """The rows upsert's steps of the one sync flow (:class:`~listsync.sync.job.ListSyncJob`)."""
+
+    noun = "rows"
+    title = "Rows upsert"
+    log = _log
+
+    def __init__(
+        self,
+        client: ListSyncClient,
+        table_id: str,
+        frames: Iterable[pd.DataFrame],
+        column_map: Mapping[str, str],
+        *,
+        key_column: str,
+        source_key: str,
+        key_kind: Literal["domain", "text"],
+        json_columns: Collection[str],
+        delete_missing: bool,
+        overwrite_with_null: bool,
+        chunk_sizes: dict[str, int],
+        **flow: Any,
+    ) -> None:
+        super().__init__(**flow)
+        self.client = client
+        self.table_id = table_id
+        self.frames = frames
+        self.column_map = column_map
+        self.key_column = key_column
+        self.source_key = source_key
+        self.key_kind = key_kind
+        self.json_columns = json_columns
+        self.delete_missing = delete_missing
+        self.overwrite_with_null = overwrite_with_null
+        self.chunk_sizes = chunk_sizes
+        self.read_requests = 0
+
+    def prepare(self, rejects: Rejects) -> PreparedRows:
+        return prepare_rows(
+            self.frames,
+            self.column_map,
+            self.source_key,
+            rejects=rejects,
+            key_kind=self.key_kind,
+            json_columns=self.json_columns,
+        )
+
+    def plan(self, prepared: PreparedRows) -> RowsPlan:
+        current, self.read_requests = read_current_rows(self.client, self.table_id, self.key_column)
+        plan = plan_rows_upsert(
+            prepared.rows.values(),
+            current,
+            key_column=self.key_column,
+            delete_missing=self.delete_missing,
+            overwrite_with_null=self.overwrite_with_null,
+            normalize_key=list_key_normalizer(self.key_kind),
+        )
+        _log.info(
+            "Plan for %s: %d rows to add, %d cells to update on %d rows, %d rows to delete, %d unchanged "
+            "(List holds %d keyed rows)",
+            self.table_id,
+            len(plan.additions),
+            len(plan.changes),
+            plan.changed_rows,
+            len(plan.removals),
+            plan.unchanged,
+            plan.list_rows,
+        )
+        if plan.duplicate_keys:
+            _log.warning(
+                "List %s holds %d keys in more than one row; those rows are left alone (%d extract rows "
+                "could not be written because of them). The plan file lists their row ids.",
+                self.table_id,
+                len(plan.duplicate_keys),
+                plan.blocked_by_duplicates,
+            )
+        return plan
+
+    def plan_entries(self, plan: RowsPlan) -> Iterator[dict[str, Any]]:
+        return plan_entries(plan)
+
+    def delete_counts(self, prepared: PreparedRows, plan: RowsPlan) -> DeleteCounts:
+        return DeleteCounts(len(plan.removals), plan.list_rows, prepared.stats.passed)
+
+    def apply(self, plan: RowsPlan) -> _RowsOutcome:
+        outcome = apply_rows_plan(plan, self.client, self.table_id, chunk_size=self.chunk_sizes)
+        normalize_key = list_key_normalizer(self.key_kind)
+        return outcome, verify_rows(plan, outcome, self.client, self.table_id, normalize_key)
+
+    def nothing_applied(self) -> _RowsOutcome:
+        return ApplyOutcome(), RowsVerification()
+
+    def summary(
+        self, prepared: PreparedRows, plan: RowsPlan, outcome: _RowsOutcome, files: JobFiles
+    ) -> dict[str, Any]:
+        applied, verification = outcome
+        reasons = [
+            f"key {duplicate.key!r} is held by {len(duplicate.row_ids)} List rows; remove the duplicates"
+            for duplicate in plan.duplicate_keys
+            if duplicate.in_extract
+        ]
+        reasons.extend(f"{kind}: {reason}" for kind, _, reason in applied.failures)
+        failed_rows = applied.failed_keys("add") | applied.failed_keys("update")
+        return build_summary(
+            {
+                **prepared.stats.to_dict(),
+                "rows_added": len(applied.rows_added),
+                "rows_updated": applied.rows_updated,
+                "cells_updated": applied.cells_updated,
+                "rows_deleted": applied.rows_deleted,
+                "unchanged": plan.unchanged,
+                "failed": plan.blocked_by_duplicates + len(failed_rows) + len(applied.failed_keys("delete")),
+                "duplicate_keys_in_list": len(plan.duplicate_keys),
+                "rows_resent": applied.resent_rows,
+                "copies_removed": applied.copies_removed,
+                "list_rows": plan.list_rows,
+                "verified": verification.verified,
+                "drift": len(verification.drift),
+            },
+            requests={kind: applied.requests[kind] for kind in (ADD_ROWS, UPDATE_CELLS, DELETE_ROWS)},
+            failure_reasons=reasons,
+            drift_reasons=verification.drift,
+            isolation_requests=applied.isolation_requests,
+            table_id=self.table_id,
+            key_column=self.key_column,
+            delete_missing=self.delete_missing,
+            dry_run=self.dry_run,
+            normalization_version=prepared.normalization_version,
+            plan_path=files.plan_path,
+            rejects_path=files.rejects_path,
+            planned={
+                "add_rows": len(plan.additions),
+                "update_cells": len(plan.changes),
+                "update_rows": plan.changed_rows,
+                "delete_rows": len(plan.removals),
+            },
+            read_requests=self.read_requests + applied.requests[GET_ROWS] + verification.requests,
+        )
