@@ -22,7 +22,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from listsync.sync.plan import (
     OpenableFile,
@@ -32,7 +32,12 @@ from listsync.sync.plan import (
     prepare_with_rejects,
     write_requested_plan,
 )
-from listsync.sync.rejects import Rejects
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from listsync.client.client import ListSyncClient
+    from listsync.sync.rejects import Rejects
 
 __all__ = ["DeleteCounts", "JobFiles", "ListSyncJob"]
 
@@ -60,9 +65,14 @@ class JobFiles:
     rejects_path: str | None
 
 
+@dataclass(kw_only=True)
 class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
     """One sync of an extract into a List; :meth:`run` goes through the steps in order.
 
+    :param client: the service client.
+    :param table_id: the List.
+    :param frames: the extract's chunks (``read_extract``).
+    :param column_map: extract column → what it fills in the List.
     :param dry_run: plan and write the plan file, send no write.
     :param fail_on_error: raise :class:`~listsync.sync.plan.SyncFailedError` at the end when the
         summary counts failures or drift (after everything else was written; never in a dry run).
@@ -79,22 +89,16 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
     #: The job's logger.
     log: ClassVar[logging.Logger]
 
-    def __init__(
-        self,
-        *,
-        dry_run: bool,
-        fail_on_error: bool,
-        rejects_path: Destination,
-        plan_path: Destination,
-        max_reject_fraction: float,
-        max_delete_fraction: float,
-    ) -> None:
-        self.dry_run = dry_run
-        self.fail_on_error = fail_on_error
-        self.rejects_path = rejects_path
-        self.plan_path = plan_path
-        self.max_reject_fraction = max_reject_fraction
-        self.max_delete_fraction = max_delete_fraction
+    client: ListSyncClient
+    table_id: str
+    frames: Iterable[pd.DataFrame]
+    column_map: Mapping[str, str]
+    dry_run: bool
+    fail_on_error: bool
+    rejects_path: Destination
+    plan_path: Destination
+    max_reject_fraction: float
+    max_delete_fraction: float
 
     @abstractmethod
     def prepare(self, rejects: Rejects) -> PreparedT:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from listsync.client.writers import (
@@ -86,10 +87,10 @@ def sync_people(
     check_sync_options(mode, delete_scope)
     chunk_sizes(chunk_size)
     job = _PeopleSync(
-        client,
-        table_id,
-        frames,
-        column_map,
+        client=client,
+        table_id=table_id,
+        frames=frames,
+        column_map=column_map,
         mode=mode,
         delete_scope=delete_scope,
         overwrite_with_null=overwrite_with_null,
@@ -109,6 +110,7 @@ def sync_people(
 _PeopleOutcome = tuple[PeopleApplyResult, PeopleVerification]
 
 
+@dataclass(kw_only=True)
 class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
     """The people sync's steps of the one sync flow (:class:`~listsync.sync.job.ListSyncJob`)."""
 
@@ -116,32 +118,12 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
     title = "People sync"
     log = log
 
-    def __init__(
-        self,
-        client: ListSyncClient,
-        table_id: str,
-        frames: Iterable[pd.DataFrame],
-        column_map: Mapping[str, str],
-        *,
-        mode: SyncMode,
-        delete_scope: DeleteScope,
-        overwrite_with_null: bool,
-        chunk_size: int | Mapping[str, int],
-        default_region: str,
-        page_size: int,
-        **flow: Any,
-    ) -> None:
-        super().__init__(**flow)
-        self.client = client
-        self.table_id = table_id
-        self.frames = frames
-        self.column_map = column_map
-        self.mode = mode
-        self.delete_scope = delete_scope
-        self.overwrite_with_null = overwrite_with_null
-        self.chunk_size = chunk_size
-        self.default_region = default_region
-        self.page_size = page_size
+    mode: SyncMode
+    delete_scope: DeleteScope
+    overwrite_with_null: bool
+    chunk_size: int | Mapping[str, int]
+    default_region: str
+    page_size: int
 
     def prepare(self, rejects: Rejects) -> PreparedPeople:
         return prepare_people(

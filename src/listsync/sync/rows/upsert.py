@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob
@@ -96,10 +97,10 @@ def upsert_rows(
             f"it maps {len(source_keys)}: {dict(column_map)!r}"
         )
     job = _RowsUpsert(
-        client,
-        table_id,
-        frames,
-        column_map,
+        client=client,
+        table_id=table_id,
+        frames=frames,
+        column_map=column_map,
         key_column=key_column,
         source_key=source_keys[0],
         key_kind=key_kind,
@@ -120,6 +121,7 @@ def upsert_rows(
 _RowsOutcome = tuple[ApplyOutcome, RowsVerification]
 
 
+@dataclass(kw_only=True)
 class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
     """The rows upsert's steps of the one sync flow (:class:`~listsync.sync.job.ListSyncJob`)."""
 
@@ -127,35 +129,15 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
     title = "Rows upsert"
     log = _log
 
-    def __init__(
-        self,
-        client: ListSyncClient,
-        table_id: str,
-        frames: Iterable[pd.DataFrame],
-        column_map: Mapping[str, str],
-        *,
-        key_column: str,
-        source_key: str,
-        key_kind: Literal["domain", "text"],
-        json_columns: Collection[str],
-        delete_missing: bool,
-        overwrite_with_null: bool,
-        chunk_sizes: dict[str, int],
-        **flow: Any,
-    ) -> None:
-        super().__init__(**flow)
-        self.client = client
-        self.table_id = table_id
-        self.frames = frames
-        self.column_map = column_map
-        self.key_column = key_column
-        self.source_key = source_key
-        self.key_kind = key_kind
-        self.json_columns = json_columns
-        self.delete_missing = delete_missing
-        self.overwrite_with_null = overwrite_with_null
-        self.chunk_sizes = chunk_sizes
-        self.read_requests = 0
+    key_column: str
+    source_key: str
+    key_kind: Literal["domain", "text"]
+    json_columns: Collection[str]
+    delete_missing: bool
+    overwrite_with_null: bool
+    chunk_sizes: dict[str, int]
+    #: GET rows requests the read of the List took (set by :meth:`plan`).
+    read_requests: int = field(default=0, init=False)
 
     def prepare(self, rejects: Rejects) -> PreparedRows:
         return prepare_rows(
