@@ -28,14 +28,16 @@ def serve_until_stdin_closes(app: Any) -> None:
 
 
 class ChildEmulator:
-    """``with ChildEmulator(__file__) as url:`` a fresh emulator, served by ``script`` in a child."""
+    """``with ChildEmulator(__file__) as url:`` a fresh emulator, served by ``script`` in a child;
+    ``args`` are passed on to the child's command line."""
 
-    def __init__(self, script: str) -> None:
+    def __init__(self, script: str, *args: str) -> None:
         self.script = script
+        self.args = args
 
     def __enter__(self) -> str:
         self.child = subprocess.Popen(
-            [sys.executable, self.script, SERVE_FLAG],
+            [sys.executable, self.script, SERVE_FLAG, *self.args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

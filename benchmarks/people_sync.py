@@ -1,58 +1,70 @@
-"""People sync at scale: a 100k-person List over 20k accounts against a changed extract.
+"""People sync at scale: a List of N people over N/5 accounts against a changed extract.
 
-Run: ``.venv/bin/python benchmarks/people_sync.py [--append-results]``
+Run: ``.venv/bin/python benchmarks/people_sync.py [--people N] [--naive] [--append-results]``
 
-The List holds 100,000 people, 5 on each of 20,000 account rows, loaded straight into the
-emulator's state. The extract keeps 95% of them (5% removed), changes the title of 5% and adds
-10% new people. The sync runs in mirror mode (accounts in source), so the plan is 10,000 adds,
-5,000 patches and 5,000 deletes.
+The List holds N people (100,000 by default), 5 on each of N/5 account rows, loaded straight into
+the emulator's state. The extract, a CSV file, keeps 95% of them (5% removed), changes the title
+of 5% and adds 10% new people. The sync runs in mirror mode (accounts in source), so at 100,000
+the plan is 10,000 adds, 5,000 patches and 5,000 deletes.
 
-Measured, in the same run:
+Measured, in the same run, phase by phase as a sync runs them, with the peak RSS of this process
+(the emulator runs in a child process so that the figure is the sync's alone):
 
-- ours: ``prepare_people`` (vectorised normalisation, validation, dedup) + ``plan_people_sync``
-  on the List's people as read over HTTP; then the plan applied through the client, with the
-  write requests counted by the emulator and compared with the minimum the caps allow
-  (per kind: the larger of people / 500 and accounts / 100, rounded up);
-- naive planner: a per-person loop over the same prepared people that finds each one by
-  scanning the List and patches every person it finds with all their fields (quadratic: timed
-  on a sample, extrapolated);
+- read + prepare: ``read_extract`` of the CSV in chunks and ``prepare_people`` (vectorised
+  normalisation, validation, dedup);
+- read List: every page of the List over HTTP; split into the time the server takes to answer
+  (the raw pages, fetched again without decoding) and the rest, decoding into people;
+- plan: ``plan_people_sync``; apply: the plan through the client, with the write requests counted
+  by the emulator and compared with the minimum the caps allow (per kind: the larger of
+  people / 500 and accounts / 100, rounded up); then a second plan, which must hold no write.
+
+With ``--naive`` (the default up to 100,000 people), the baselines of the first measurement:
+
+- naive planner: a per-person loop over the same prepared people that finds each one by scanning
+  the List and patches every person it finds with all their fields (quadratic: timed on a sample,
+  extrapolated);
 - naive end to end: a per-row loop over the extract (``DataFrame.iterrows``), normalising with
   the same scalar rules, validating each person with the client's model, finding them among
   their account's List people (indexed by account, a generous naive), and patching every
-  person it finds, one request per person (counted, not sent: 105,000 requests).
+  person it finds, one request per person (counted, not sent).
 
-The emulator runs in a child process so that this process's peak RSS is the sync's alone.
-Aims (issue 5): plan < 5 s, >= 10x faster than naive, requests = minimum, peak RSS < 1 GB.
+Aims: issue 5 (100,000 people): plan < 5 s, >= 10x faster than naive, requests = minimum, peak RSS
+< 1 GB. Issue 15 (1,000,000 people): read + prepare + plan <= 10 s, peak RSS <= 1 GB, <= 0.5 GB more
+per extra million.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import math
 import os
 import platform
 import random
 import resource
+import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+import httpx
 import pandas as pd
 from child_emulator import SERVE_FLAG, ChildEmulator, requests_by_kind, serve_until_stdin_closes
 
 from listsync.client import ListedPerson, ListSyncClient
 from listsync.client.models import validate_person
 from listsync.sync.normalize import normalize_domain, normalize_email, normalize_phone
-from listsync.sync.people import PeoplePlan, apply_people_plan, plan_people_sync
+from listsync.sync.people import apply_people_plan, plan_people_sync
 from listsync.sync.prepare import prepare_people
 from listsync.sync.rejects import Rejects
+from listsync.sync.sources import read_extract
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 TABLE = "tbl_people"
 API_KEY = "sk_bench_people"
-ACCOUNTS = 20_000
-PEOPLE = 100_000
-NEW = 10_000
+PAGE_SIZE = 1000
 NAIVE_SAMPLE = 500
 COLUMN_MAP = {
     "domain": "account_domain",
@@ -69,53 +81,72 @@ ENDPOINTS = {
 }
 
 
+@dataclass(frozen=True)
+class Scale:
+    """The List's people (5 per account) and the extract's new people (10% of the List)."""
+
+    people: int
+
+    @property
+    def accounts(self) -> int:
+        return self.people // 5
+
+    @property
+    def new(self) -> int:
+        return self.people // 10
+
+
 def domain(account: int) -> str:
-    return f"acct{account:05d}.example"
+    return f"acct{account:07d}.example"
 
 
 def person(number: int, account: int, title: str) -> dict[str, str]:
     return {
         "first_name": f"First{number}",
         "last_name": f"Last{number}",
-        "email": f"p{number:06d}@{domain(account)}",
+        "email": f"p{number:08d}@{domain(account)}",
         "title": title,
         "phone_number": f"+1415{number % 10_000_000:07d}",
     }
 
 
-def list_people() -> list[tuple[int, int, dict[str, str]]]:
+def list_people(scale: Scale) -> Iterator[tuple[int, int, dict[str, str]]]:
     """(number, account, person) of the List: 5 per account."""
-    return [(n, n // 5, person(n, n // 5, "Engineer")) for n in range(PEOPLE)]
+    return ((n, n // 5, person(n, n // 5, "Engineer")) for n in range(scale.people))
 
 
-def extract_frame() -> pd.DataFrame:
+def extract_rows(scale: Scale) -> Iterator[tuple[str, ...]]:
     """The extract: 5% removed (n % 20 == 0), 5% retitled (n % 20 == 1), 10% new, messy case."""
-    rows = []
-    for number, account, fields in list_people():
+    for number, account, fields in list_people(scale):
         if number % 20 == 0:
             continue
         title = "Staff Engineer" if number % 20 == 1 else fields["title"]
-        rows.append((domain(account).upper(), fields["email"].upper(), fields, title))
-    for number in range(PEOPLE, PEOPLE + NEW):
-        fields = person(number, number % ACCOUNTS, "Engineer")
-        rows.append((domain(number % ACCOUNTS), fields["email"], fields, fields["title"]))
-    return pd.DataFrame(
-        {
-            "domain": [r[0] for r in rows],
-            "email": [r[1] for r in rows],
-            "first": [r[2]["first_name"] for r in rows],
-            "last": [r[2]["last_name"] for r in rows],
-            "title": [r[3] for r in rows],
-            "phone": [r[2]["phone_number"] for r in rows],
-        },
-        dtype=object,
-    )
+        yield (domain(account).upper(), fields["email"].upper(), *_rest(fields, title))
+    for number in range(scale.people, scale.people + scale.new):
+        fields = person(number, number % scale.accounts, "Engineer")
+        yield (domain(number % scale.accounts), fields["email"], *_rest(fields, fields["title"]))
+
+
+def _rest(fields: dict[str, str], title: str) -> tuple[str, ...]:
+    return fields["first_name"], fields["last_name"], title, fields["phone_number"]
+
+
+def write_extract(scale: Scale, path: Path) -> int:
+    """Write the extract as CSV, row by row (never whole in memory); return its rows."""
+    rows = 0
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(COLUMN_MAP)
+        for row in extract_rows(scale):
+            writer.writerow(row)
+            rows += 1
+    return rows
 
 
 # -- the emulator, in a child process -----------------------------------------------------------
 
 
-def serve_emulator() -> None:
+def serve_emulator(scale: Scale) -> None:
     """Child process: load the List into an emulator, print its URL, serve until stdin closes."""
     from listsync.emulator import EmulatorConfig, ListConfig, create_app
     from listsync.emulator.config import ColumnConfig
@@ -129,32 +160,36 @@ def serve_emulator() -> None:
     state = app.state.emulator.state
     lst = state.lists[TABLE]
     rows = {}
-    for account in range(ACCOUNTS):
+    for account in range(scale.accounts):
         row_id = state.new_row_id()
         rows[account] = lst.rows[row_id] = Row(
             row_id, {"domain": domain(account)}, "2026-01-01T00:00:00.000Z"
         )
-    for _number, account, fields in list_people():
+    for _number, account, fields in list_people(scale):
         rows[account].people.append({**fields, "target": True})
     lst.changed()
     serve_until_stdin_closes(app)
 
 
-# -- the two planners ---------------------------------------------------------------------------
+# -- ours, phase by phase -----------------------------------------------------------------------
 
 
-def prepare(frame: pd.DataFrame) -> dict:
-    return prepare_people(iter([frame]), COLUMN_MAP, rejects=Rejects()).people
+def prepare(path: Path) -> dict:
+    return prepare_people(read_extract(path), COLUMN_MAP, rejects=Rejects()).people
 
 
-def ours(frame: pd.DataFrame, current: list[ListedPerson]) -> tuple[PeoplePlan, float, float]:
-    """Returns (plan, prepare seconds, plan seconds)."""
+def server_seconds(url: str, people: int) -> float:
+    """Seconds the server takes to answer every page of the List, raw (nothing decoded)."""
     started = time.perf_counter()
-    people = prepare(frame)
-    prepare_seconds = time.perf_counter() - started
-    started = time.perf_counter()
-    plan = plan_people_sync(people, current, fields=set(COLUMN_MAP.values()), mode="mirror")
-    return plan, prepare_seconds, time.perf_counter() - started
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {API_KEY}"}, timeout=120) as http:
+        for offset in range(0, people, PAGE_SIZE):
+            http.get(
+                f"/v1/lists/{TABLE}/targetable-people", params={"limit": PAGE_SIZE, "offset": offset}
+            ).raise_for_status()
+    return time.perf_counter() - started
+
+
+# -- the naive baselines ------------------------------------------------------------------------
 
 
 def naive_planner(people: dict, current: list[ListedPerson]) -> float:
@@ -162,7 +197,7 @@ def naive_planner(people: dict, current: list[ListedPerson]) -> float:
 
     For each prepared person it scans the List for the same account and e-mail and patches
     every person it finds with all their fields; the scan makes it quadratic, so the whole
-    run (about 10^10 comparisons) is estimated from NAIVE_SAMPLE people.
+    run is estimated from NAIVE_SAMPLE people.
     """
     flat = [(domain, person) for domain, members in people.items() for person in members.values()]
     sample = random.Random(5).sample(flat, NAIVE_SAMPLE)
@@ -215,68 +250,103 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
+def timed(seconds: dict[str, float], phase: str, started: float) -> None:
+    seconds[phase] = time.perf_counter() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--people", type=int, default=100_000, help="people in the List (default 100,000)")
+    parser.add_argument(
+        "--naive",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also time the naive baselines (default: up to 100,000 people)",
+    )
     parser.add_argument("--append-results", action="store_true", help="append a section to RESULTS.md")
     parser.add_argument(SERVE_FLAG, action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    scale = Scale(args.people)
     if args.serve_emulator:
-        serve_emulator()
+        serve_emulator(scale)
         return
+    with_naive = args.naive if args.naive is not None else scale.people <= 100_000
 
-    with ChildEmulator(__file__) as url:
-        frame = extract_frame()
+    seconds: dict[str, float] = {}
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        ChildEmulator(__file__, "--people", str(scale.people)) as url,
+    ):
+        path = Path(folder) / "extract.csv"
+        extract_rows_written = write_extract(scale, path)
         with ListSyncClient(url, API_KEY, timeout=120.0) as client:
             started = time.perf_counter()
-            current = list(client.iter_targetable_people(TABLE, page_size=1000))
-            read_seconds = time.perf_counter() - started
-
-            plan, prepare_seconds, plan_seconds = ours(frame, current)
-            naive_patches, naive_adds, naive_seconds = naive(frame, current)
-            nested_seconds = naive_planner(prepare(frame), current)
-            del current
-
+            people = prepare(path)
+            timed(seconds, "read + prepare", started)
+            started = time.perf_counter()
+            current = list(client.iter_targetable_people(TABLE, page_size=PAGE_SIZE))
+            timed(seconds, "read List", started)
+            started = time.perf_counter()
+            plan = plan_people_sync(people, current, fields=set(COLUMN_MAP.values()), mode="mirror")
+            timed(seconds, "plan", started)
+            del people
             started = time.perf_counter()
             applied = apply_people_plan(plan, client, table_id=TABLE)
-            apply_seconds = time.perf_counter() - started
+            timed(seconds, "apply", started)
+            rss = peak_rss_mib()
             sent = requests_by_kind(url, ENDPOINTS)
+            server = server_seconds(url, scale.people)
             after = plan_people_sync(
-                prepare(frame),
-                client.iter_targetable_people(TABLE, page_size=1000),
+                prepare(path),
+                client.iter_targetable_people(TABLE, page_size=PAGE_SIZE),
                 fields=set(COLUMN_MAP.values()),
                 mode="mirror",
             )
+            baselines = []
+            if with_naive:
+                frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+                naive_patches, naive_adds, naive_seconds = naive(frame, current)
+                nested_seconds = naive_planner(prepare(path), current)
+                ours_seconds = seconds["read + prepare"] + seconds["plan"]
+                baselines = [
+                    f"naive nested-loop planner (same prepared input; {NAIVE_SAMPLE} people timed, "
+                    f"extrapolated): {nested_seconds:,.0f} s -> our plan step is "
+                    f"{nested_seconds / seconds['plan']:,.0f}x faster",
+                    f"naive per-row loop from the extract (iterrows, scalar rules, List indexed by "
+                    f"account): {naive_seconds:.2f} s -> ours (read + prepare + plan) is "
+                    f"{naive_seconds / ours_seconds:.1f}x faster",
+                    f"naive write requests: {naive_patches + naive_adds:,} (one per person: "
+                    f"{naive_patches:,} patches + {naive_adds:,} adds) -> "
+                    f"{(naive_patches + naive_adds) / max(sum(sent.values()), 1):.0f}x ours",
+                ]
 
     minimum = {
         kind: minimum_requests(len(items), len({item.account_domain for item in items}))
         for kind, items in (("add", plan.adds), ("patch", plan.patches), ("delete", plan.deletes))
     }
-    ours_seconds = prepare_seconds + plan_seconds
-    rss = peak_rss_mib()
+    phases = " + ".join(f"{phase} {value:.2f} s" for phase, value in seconds.items())
     lines = [
-        f"List: {PEOPLE:,} people on {ACCOUNTS:,} accounts; extract: {len(frame):,} rows "
-        f"(5% removed, 5% changed, {NEW:,} new); mode mirror",
+        f"List: {scale.people:,} people on {scale.accounts:,} accounts; extract: "
+        f"{extract_rows_written:,} CSV rows (5% removed, 5% changed, {scale.new:,} new); mode mirror",
         f"plan: {len(plan.adds):,} adds, {len(plan.patches):,} patches, {len(plan.deletes):,} deletes, "
         f"{plan.unchanged:,} unchanged",
-        f"read List over HTTP: {read_seconds:.2f} s ({PEOPLE / read_seconds:,.0f} people/s)",
-        f"ours: prepare {prepare_seconds:.2f} s + plan {plan_seconds:.2f} s = {ours_seconds:.2f} s",
-        f"naive nested-loop planner (same prepared input; {NAIVE_SAMPLE} people timed, extrapolated): "
-        f"{nested_seconds:,.0f} s -> our plan step is {nested_seconds / plan_seconds:,.0f}x faster",
-        f"naive per-row loop from the extract (iterrows, scalar rules, List indexed by account): "
-        f"{naive_seconds:.2f} s -> ours (prepare + plan) is {naive_seconds / ours_seconds:.1f}x faster",
-        f"apply: {apply_seconds:.2f} s; write requests sent {sent} = {sum(sent.values())}, "
-        f"minimum {minimum} = {sum(minimum.values())}; failed {len(applied.failed)}",
-        f"naive write requests: {naive_patches + naive_adds:,} (one per person: {naive_patches:,} patches "
-        f"+ {naive_adds:,} adds) -> {(naive_patches + naive_adds) / max(sum(sent.values()), 1):.0f}x ours",
+        f"phases: {phases} = {sum(seconds.values()):.2f} s; read + prepare + plan "
+        f"{seconds['read + prepare'] + seconds['plan']:.2f} s",
+        f"read List: {seconds['read List']:.2f} s ({scale.people / seconds['read List']:,.0f} people/s), "
+        f"of which the server answering every page raw takes {server:.2f} s and decoding the rest, "
+        f"{max(seconds['read List'] - server, 0):.2f} s",
+        f"apply: write requests sent {sent} = {sum(sent.values())}, minimum {minimum} = "
+        f"{sum(minimum.values())}; failed {len(applied.failed)}",
         f"after apply, a new plan holds {after.size} writes ({after.unchanged:,} unchanged)",
-        f"peak RSS of the syncing process: {rss:,.0f} MiB",
+        f"peak RSS of the syncing process through apply: {rss:,.0f} MiB",
+        *baselines,
     ]
     for line in lines:
         print(line)
     if args.append_results:
         with RESULTS.open("a", encoding="utf-8") as results:
             results.write(
-                f"\n## People sync (benchmarks/people_sync.py), "
+                f"\n## People sync, {scale.people:,} people (benchmarks/people_sync.py), "
                 f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC\n\n"
                 f"Machine: 2 cores / 24 GiB, python-svc (Python {platform.python_version()}); emulator in "
                 f"a child process; load average at the end {os.getloadavg()[0]:.1f} (the machine is shared "
