@@ -13,8 +13,10 @@ Every night at 02:00 UTC:
 Connections: ``listsync_warehouse`` (any SQL database Airflow has a hook for: SQLite by default,
 PostgreSQL in the compose stack) and ``listsync_default`` (the service). The plan, rejects and
 summary files go under the Airflow Variable ``listsync_output_dir``, else ``$LISTSYNC_OUTPUT_DIR``,
-else ``$AIRFLOW_HOME/listsync``, one folder per run; a local path, or an object-storage URI
-(``s3://aws_default@bucket/listsync``) where workers share no disk.
+else ``$AIRFLOW_HOME/listsync``, one folder per run named after its logical date (or, for a run
+triggered without one, such as ``airflow dags trigger crm_to_list_nightly``, after the time it was
+triggered for); a local path, or an object-storage URI (``s3://aws_default@bucket/listsync``)
+where workers share no disk.
 """
 
 from __future__ import annotations
@@ -34,14 +36,19 @@ log = logging.getLogger(__name__)
 
 TABLE_ID = "tbl_accounts"
 WAREHOUSE_CONN_ID = "listsync_warehouse"
-ACCOUNTS_LIST = Asset(uri=f"listsync://{TABLE_ID}", name=f"listsync_{TABLE_ID}")
+# The List as an Asset, listsync://<host of the service>/<tableId>: the same name the tasks'
+# OpenLineage output gives it. Put the host of your listsync_default connection here.
+SERVICE_HOST = "api.example.com"
+ACCOUNTS_LIST = Asset(uri=f"listsync://{SERVICE_HOST}/{TABLE_ID}", name=f"listsync_{TABLE_ID}")
 
 DEFAULT_OUTPUT_DIR = os.environ.get("LISTSYNC_OUTPUT_DIR") or os.path.join(
     os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow")), "listsync"
 )
 # Rendered when the task runs, so changing the Variable needs no redeploy.
 OUTPUT_DIR = f"{{{{ var.value.get('listsync_output_dir', {DEFAULT_OUTPUT_DIR!r}) }}}}"
-RUN_DIR = OUTPUT_DIR + "/crm_to_list_nightly/{{ ts_nodash }}"
+# Named after the run's logical date, or, for a run triggered without one (Airflow 3's default for
+# a manual run), after the moment it was triggered for.
+RUN_DIR = OUTPUT_DIR + "/crm_to_list_nightly/{{ (dag_run.logical_date or dag_run.run_after) | ts_nodash }}"
 
 # Warehouse column -> List column id. The key column, domain, is normalised as a domain, so
 # "https://www.Acme.com/" and "ACME.COM." are the same account.

@@ -32,7 +32,8 @@ def upsert_rows() -> None:
         sql="SELECT website, health_score, account_owner FROM crm_accounts",
         sql_conn_id="listsync_warehouse",
         delete_missing=False,
-        outlets=[Asset(uri="listsync://tbl_accounts", name="listsync_tbl_accounts")],
+        # The nightly sync's Asset (listsync://<service host>/<tableId>).
+        outlets=[Asset(uri="listsync://api.example.com/tbl_accounts", name="listsync_tbl_accounts")],
     )
 
 

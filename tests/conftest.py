@@ -1,6 +1,8 @@
 """Fixtures shared by the whole suite.
 
-``postgres_url`` is a reachable PostgreSQL test database; ``fake_clock`` is time that moves only
+``postgres_url`` is a reachable PostgreSQL test database and ``redis_url`` a Redis server (a
+test needing another service calls ``service_missing`` where it is absent); ``launcher`` is
+``deploy/cluster.py``, the native cluster launcher; ``fake_clock`` is time that moves only
 when told; ``emulator`` is the handle of a folder's emulator ``app``. ``airflow_home`` points
 Airflow at a SQLite metadata DB made once per session, ``run_dag`` runs a DAG with ``dag.test()``
 on it, and ``connect_listsync`` points the ``listsync_default`` connection at a live emulator for
@@ -9,11 +11,14 @@ one test (``listsync_connection`` builds that connection for fixtures of a wider
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import httpx
 import pytest
@@ -26,6 +31,8 @@ if TYPE_CHECKING:
 POSTGRES_URL = os.environ.get(
     "LISTSYNC_TEST_POSTGRES_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test"
 )
+REDIS_URL = os.environ.get("LISTSYNC_TEST_REDIS_URL", "redis://127.0.0.1:6379")
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
@@ -42,13 +49,51 @@ def postgres_url() -> Iterator[str]:
         with engine.connect() as conn:
             conn.execute(sa.text("select 1"))
     except Exception as exc:  # any failure to connect means "no PostgreSQL here"
-        message = f"PostgreSQL not reachable at {POSTGRES_URL}: {exc.__class__.__name__}: {exc}"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message + " (CI=true: PostgreSQL tests must run)")
-        pytest.skip(message)
+        service_missing(f"PostgreSQL not reachable at {POSTGRES_URL}: {exc.__class__.__name__}: {exc}")
     finally:
         engine.dispose()
     yield POSTGRES_URL
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """The URL of a reachable Redis server; skipped or failed like :func:`postgres_url`."""
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        service_missing(f"Redis not reachable at {REDIS_URL}: {exc.__class__.__name__}: {exc}")
+    finally:
+        client.close()
+    return REDIS_URL
+
+
+def service_missing(message: str) -> NoReturn:
+    """Skip the test that needs a service this machine lacks; under CI (``CI=true``) fail it, so a
+    green run never hides a test that did not run."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{message} (CI=true: tests needing it must run)")
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session", name="service_missing")
+def service_missing_fixture() -> Callable[[str], NoReturn]:
+    """:func:`service_missing`, for a test that looks for a service of its own."""
+    return service_missing
+
+
+@pytest.fixture(scope="session")
+def launcher() -> ModuleType:
+    """``deploy/cluster.py``, the native cluster launcher, as a module."""
+    spec = importlib.util.spec_from_file_location("listsync_deploy_cluster", REPO / "deploy" / "cluster.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    # Registered before it runs: its dataclasses look their module up by name.
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 class FakeClock:

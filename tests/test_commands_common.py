@@ -19,6 +19,8 @@ COMMANDS = {
         "domain=account_domain",
         "--map",
         "email=email",
+        "--map",
+        "first=first_name",
     ],
     "upsert-rows": ["upsert-rows", "--table-id", "tbl_1", "--key-column", "domain", "--map", "domain=domain"],
     "ingest": ["ingest", "--signal", "visit", "--identity-type", "account", "--identity-id-column", "id"],

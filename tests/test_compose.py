@@ -11,6 +11,7 @@ import json
 import re
 import shlex
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -38,11 +39,29 @@ def command_of(service: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def environment_of(service: dict[str, Any]) -> dict[str, str]:
+def env_files(service: dict[str, Any]) -> list[tuple[str, bool]]:
+    """(path, required) of each ``env_file`` entry, in the order compose reads them."""
+    entries = service.get("env_file") or []
+    if isinstance(entries, str):
+        entries = [entries]
+    return [
+        (entry, True) if isinstance(entry, str) else (entry["path"], entry.get("required", True))
+        for entry in entries
+    ]
+
+
+def environment_of(service: dict[str, Any], launcher: ModuleType) -> dict[str, str]:
+    """The environment the service starts with out of the box: its required env files (read the
+    way the native cluster reads them), then its ``environment``, which wins."""
+    merged = {}
+    for path, required in env_files(service):
+        if required:
+            merged.update(launcher.read_env_file(REPO / path))
     env = service.get("environment") or {}
     if isinstance(env, list):
         env = dict(item.split("=", 1) for item in env)
-    return {key: with_defaults(str(value)) for key, value in env.items()}
+    merged.update({key: with_defaults(str(value)) for key, value in env.items()})
+    return merged
 
 
 def depends_on(service: dict[str, Any]) -> list[str]:
@@ -108,10 +127,10 @@ def test_bind_mounts_point_at_files_in_the_repository(services):
             assert (REPO / source).exists(), f"{name} mounts {source}, which does not exist"
 
 
-def test_celery_executor_with_postgres_metadata_db_and_redis_broker(services):
+def test_celery_executor_with_postgres_metadata_db_and_redis_broker(services, launcher):
     for command in AIRFLOW_COMPONENTS:
         name, service = service_running(services, command)
-        env = environment_of(service)
+        env = environment_of(service, launcher)
         assert env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor", name
         metadata_db = urlsplit(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
         assert metadata_db.scheme.startswith("postgresql")
@@ -125,17 +144,17 @@ def test_celery_executor_with_postgres_metadata_db_and_redis_broker(services):
         )
 
 
-def test_every_url_in_the_airflow_environment_names_a_service(services):
+def test_every_url_in_the_airflow_environment_names_a_service(services, launcher):
     for command in AIRFLOW_COMPONENTS:
         _, service = service_running(services, command)
-        for key, value in environment_of(service).items():
+        for key, value in environment_of(service, launcher).items():
             if "://" in value and not value.lstrip().startswith("{"):
                 assert urlsplit(value).hostname in services, f"{key}={value}"
 
 
-def test_connections_point_at_the_emulator_and_the_seeded_warehouse(services):
+def test_connections_point_at_the_emulator_and_the_seeded_warehouse(services, launcher):
     _, worker = service_running(services, "celery worker")
-    env = environment_of(worker)
+    env = environment_of(worker, launcher)
 
     service_conn = json.loads(env["AIRFLOW_CONN_LISTSYNC_DEFAULT"])
     assert service_conn["conn_type"] == "listsync"
@@ -179,11 +198,11 @@ def test_files_the_containers_run_are_in_the_image(services):
             assert (REPO / path).is_file(), f"{name} runs {path}, missing from the repository"
 
 
-def test_dag_folder_is_mounted_on_every_airflow_component(services):
+def test_dag_folder_is_mounted_on_every_airflow_component(services, launcher):
     for command in AIRFLOW_COMPONENTS:
         name, service = service_running(services, command)
         mounts = bind_mounts(service)
-        dags_folder = environment_of(service).get("AIRFLOW__CORE__DAGS_FOLDER", "/opt/airflow/dags")
+        dags_folder = environment_of(service, launcher).get("AIRFLOW__CORE__DAGS_FOLDER", "/opt/airflow/dags")
         assert mounts.get("./dags") == dags_folder, f"{name} does not mount ./dags at {dags_folder}"
 
 
@@ -201,3 +220,41 @@ def test_with_defaults_substitutes_the_default_value():
 def test_build_context_leaves_out_the_virtualenv_and_local_files():
     ignored = {line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()}
     assert {".venv", ".demo", ".git"} <= ignored
+
+
+def test_airflow_services_take_their_settings_from_the_file_the_native_cluster_reads(services, launcher):
+    airflow_services = [service_running(services, command) for command in (*AIRFLOW_COMPONENTS, "db migrate")]
+    for name, service in airflow_services:
+        files = env_files(service)
+        assert files[0] == (str(launcher.SETTINGS_FILE.relative_to(REPO)), True), name
+        # Only the optional local overrides may follow; nothing in `environment` redefines an
+        # Airflow setting, so compose and `make cluster` cannot drift apart.
+        assert files[1:] == [("deploy/local.env", False)], name
+        overridden = set(service.get("environment") or {})
+        assert not {key for key in overridden if key.startswith("AIRFLOW")}, name
+
+
+def test_the_native_cluster_has_every_service_the_deployment_settings_name(services, launcher, tmp_path):
+    hosts = launcher.hosts_named(launcher.read_env_file(launcher.SETTINGS_FILE))
+    state = launcher.State(tmp_path, databases=["metadata", "warehouse"], redis_db=1)
+    native = launcher.endpoints_for(state, {"api": 1, "emulator": 2})
+
+    assert hosts <= set(services)
+    assert hosts == set(native)
+
+
+def test_local_overrides_stay_out_of_git_and_the_image():
+    assert "/deploy/local.env" in (REPO / ".gitignore").read_text().splitlines()
+    assert "deploy/local.env" in (REPO / ".dockerignore").read_text().splitlines()
+
+
+def test_the_image_installs_with_the_constraints_file_of_its_python():
+    dockerfile = (REPO / "Dockerfile").read_text()
+    python = re.search(r"^ARG PYTHON_VERSION=(\S+)$", dockerfile, flags=re.MULTILINE)[1]
+    assert (REPO / "deploy" / f"constraints-{python}.txt").is_file()
+    install = re.search(r"^RUN pip install (.*?)(?<!\\)$", dockerfile, flags=re.MULTILINE | re.DOTALL)[1]
+    assert '--constraint "/opt/listsync/deploy/constraints-${PYTHON_VERSION}.txt"' in install
+    assert (
+        "COPY --chown=airflow:root deploy/constraints-${PYTHON_VERSION}.txt /opt/listsync/deploy/"
+        in dockerfile
+    )

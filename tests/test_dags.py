@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import httpx
@@ -51,7 +51,7 @@ def test_every_dag_file_imports_without_errors():
     bag = DagBag(dag_folder=str(DAGS))
 
     assert bag.import_errors == {}
-    assert set(bag.dag_ids) == {"crm_to_list_nightly", "signal_backfill", "upsert_rows"}
+    assert set(bag.dag_ids) == {"crm_to_list_nightly", "segment_lists", "signal_backfill", "upsert_rows"}
     for path in DAGS.glob("*.py"):
         assert any(dag.fileloc == str(path) for dag in bag.dags.values()), f"{path.name} defines no DAG"
 
@@ -70,7 +70,11 @@ def test_nightly_dag_shape():
     assert (people.mode, people.delete_scope) == ("mirror", "accounts_in_source")
     assert {rows.sql_conn_id, people.sql_conn_id} == {"listsync_warehouse"}
     assert {rows.listsync_conn_id, people.listsync_conn_id} == {"listsync_default"}
-    assert [a.uri for a in rows.outlets] == [a.uri for a in people.outlets] == ["listsync://tbl_accounts/"]
+    assert (
+        [a.uri for a in rows.outlets]
+        == [a.uri for a in people.outlets]
+        == ["listsync://api.example.com/tbl_accounts"]
+    )
 
 
 def backfill_intervals(dag: Any) -> list[Any]:
@@ -90,8 +94,15 @@ def backfill_intervals(dag: Any) -> list[Any]:
     return intervals
 
 
+def render(dag: Any, template: str, **dag_run: Any) -> str:
+    """``template`` rendered as a task of ``dag`` renders it, for a run with the fields ``dag_run``
+    and no Airflow Variables set."""
+    fields = {"logical_date": None, "data_interval_start": None, "data_interval_end": None, **dag_run}
+    env = dag.get_template_env()
+    return env.from_string(template).render(dag_run=SimpleNamespace(**fields), var={"value": {}})
+
+
 def test_backfill_runs_one_day_of_the_example_history_each_and_selects_that_days_events(tmp_path):
-    import jinja2
     import sqlalchemy as sa
     from airflow.dag_processing.dagbag import DagBag
 
@@ -113,14 +124,43 @@ def test_backfill_runs_one_day_of_the_example_history_each_and_selects_that_days
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'warehouse.db'}")
     with engine.connect() as conn:
         for interval, day in zip(intervals, days, strict=True):
-            sql = jinja2.Template(task.sql).render(
-                data_interval_start=interval.start, data_interval_end=interval.end
+            sql = render(
+                dag,
+                task.sql,
+                logical_date=interval.start,
+                data_interval_start=interval.start,
+                data_interval_end=interval.end,
+                run_after=interval.end,
             )
             ids = [row.event_id for row in conn.execute(sa.text(sql))]
             assert sorted(ids) == sorted(
                 e["event_id"] for e in dataset.events if e["occurred_at"].startswith(day)
             )
     engine.dispose()
+
+
+def test_runs_without_a_logical_date_render_from_when_they_were_triggered():
+    # Airflow 3 triggers a manual run without a logical date (nor a data interval) by default.
+    backfill = repo_dag("signal_backfill")
+    ingest = backfill.get_task("ingest_signal_events")
+    triggered = datetime(2026, 11, 3, 22, 30, tzinfo=timezone.utc)
+
+    sql = render(backfill, ingest.sql, run_after=triggered)
+
+    # The last whole UTC day before the run: 2026-11-02.
+    assert "occurred_at >= '2026-11-02 00:00:00+00:00' AND occurred_at < '2026-11-03 00:00:00+00:00'" in sql
+    assert render(backfill, ingest.rejects_path, run_after=triggered).endswith(
+        "/signal_backfill/20261102/events.rejects.jsonl"
+    )
+    nightly = repo_dag("crm_to_list_nightly")
+    plan_path = nightly.get_task("upsert_account_rows").plan_path
+    assert render(nightly, plan_path, run_after=triggered).endswith(
+        "/crm_to_list_nightly/20261103T223000/accounts.plan.jsonl"
+    )
+    scheduled = datetime(2026, 11, 20, 2, tzinfo=timezone.utc)
+    assert render(nightly, plan_path, logical_date=scheduled, run_after=scheduled).endswith(
+        "/crm_to_list_nightly/20261120T020000/accounts.plan.jsonl"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +218,10 @@ def list_updates(run_id: str) -> set[str]:
         query = (
             sa.select(AssetEvent.source_task_id)
             .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
-            .where(AssetModel.uri == "listsync://tbl_accounts/", AssetEvent.source_run_id == run_id)
+            .where(
+                AssetModel.uri == "listsync://api.example.com/tbl_accounts",
+                AssetEvent.source_run_id == run_id,
+            )
         )
         return {task_id for task_id in session.scalars(query) if task_id}
 
@@ -192,7 +235,7 @@ def write_requests(stats: dict[str, Any]) -> int:
 
 
 @pytest.mark.slow
-def test_nightly_dag_fills_the_list_then_a_second_run_writes_nothing(
+def test_nightly_dag_fills_the_list_then_later_runs_write_nothing_however_started(
     connections, warehouse, emulator_url, run_dag
 ):
     from listsync.sync.normalize import normalize_domain
@@ -252,6 +295,17 @@ def test_nightly_dag_fills_the_list_then_a_second_run_writes_nothing(
     assert again["rows"]["requests"]["total"] == again["people"]["requests"]["total"] == 0
     assert again["people"]["unchanged"] == len(people)
 
+    # Triggered by hand without a logical date (`airflow dags trigger`): named after run_after.
+    manual = run_dag(dag, logical_date=None, run_after=datetime(2026, 11, 21, 9, 15, 30, tzinfo=timezone.utc))
+
+    assert manual.state == "success"
+    assert manual.logical_date is None
+    assert write_requests(emulator_json(emulator_url, "stats")) == writes_after_first
+    by_hand = json.loads(
+        (connections / "crm_to_list_nightly" / "20261121T091530" / "summary.json").read_text()
+    )
+    assert by_hand["people"]["unchanged"] == len(people)
+
 
 @pytest.mark.slow
 def test_backfill_run_ingests_its_day_once_and_reports_the_unknown_slug(
@@ -278,13 +332,42 @@ def test_backfill_run_ingests_its_day_once_and_reports_the_unknown_slug(
 
 
 @pytest.mark.slow
+def test_backfill_run_without_a_logical_date_ingests_the_day_before_it_was_triggered(
+    connections, warehouse, emulator_url, run_dag
+):
+    _, dataset = warehouse
+    accepted_before = len(emulator_json(emulator_url, "state")["events"])
+
+    run = run_dag(
+        repo_dag("signal_backfill"),
+        logical_date=None,
+        run_after=datetime(2026, 11, 6, 7, tzinfo=timezone.utc),
+    )
+
+    assert run.state == "success"
+    assert run.logical_date is None and run.data_interval_start is None
+    ingested = emulator_json(emulator_url, "state")["events"][accepted_before:]
+    known = {"page_visit", "seats_used", "deal_stage"}
+    expected = {
+        e["event_id"]
+        for e in dataset.events
+        if e["occurred_at"].startswith("2026-11-05") and e["signal"] in known and e["object_id"]
+    }
+    assert sorted(e["reference"] for e in ingested) == sorted(expected)
+    summary = run.get_task_instance("ingest_signal_events").xcom_pull(task_ids="ingest_signal_events")
+    assert summary["acknowledged"] == len(expected)
+    assert "/signal_backfill/20261105/" in summary["rejects_path"]
+
+
+@pytest.mark.slow
 def test_upsert_rows_dag_writes_only_the_cells_of_its_columns_that_changed(
     connections, warehouse, emulator_url, run_dag
 ):
     import sqlalchemy as sa
 
     dag = repo_dag("upsert_rows")
-    assert run_dag(dag, logical_date=datetime(2026, 11, 21, 9, tzinfo=timezone.utc)).state == "success"
+    # Triggered without a logical date, as Airflow 3 triggers a manual run by default.
+    assert run_dag(dag, logical_date=None).state == "success"
     names_before = {row["cells"]["domain"]: row["cells"].get("name") for row in list_rows(emulator_url)}
     engine = sa.create_engine(f"sqlite:///{warehouse[0]}")
     with engine.begin() as conn:
@@ -314,3 +397,55 @@ def test_upsert_rows_dag_writes_only_the_cells_of_its_columns_that_changed(
 def list_rows(emulator_url: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = emulator_json(emulator_url, "state")["lists"][TABLE_ID]["rows"]
     return rows
+
+
+# The segment_lists DAG's plans and their Lists, in map index order.
+SEGMENT_LISTS = {
+    "enterprise": "tbl_accounts_enterprise",
+    "team": "tbl_accounts_team",
+    "free": "tbl_accounts_free",
+}
+
+
+@pytest.fixture
+def segment_emulator_url(connect_listsync: Callable[..., None]) -> Iterator[str]:
+    """A live emulator of the demo tenant, which holds the Lists of the segment_lists DAG;
+    listsync_default points at it for the test."""
+    from listsync.emulator import demo_config, serve_in_thread
+
+    with serve_in_thread(demo_config()) as url:
+        connect_listsync(url, "sk_demo_listsync", "usr_demo")
+        yield url
+
+
+@pytest.mark.slow
+def test_segment_lists_dag_fills_each_list_from_a_map_index_named_after_it(
+    connections, warehouse, segment_emulator_url, run_dag
+):
+    from listsync.sync.normalize import normalize_domain
+
+    _, dataset = warehouse
+
+    run = run_dag(repo_dag("segment_lists"), logical_date=datetime(2026, 11, 21, 3, tzinfo=timezone.utc))
+
+    assert run.state == "success"
+    mapped = sorted(
+        (ti for ti in run.get_task_instances() if ti.task_id == "upsert_segment_rows"),
+        key=lambda ti: ti.map_index,
+    )
+    assert [ti.rendered_map_index for ti in mapped] == list(SEGMENT_LISTS.values())
+    lists = emulator_json(segment_emulator_url, "state")["lists"]
+    files = []
+    for ti, (plan, table_id) in zip(mapped, SEGMENT_LISTS.items(), strict=True):
+        summary = ti.xcom_pull(task_ids="upsert_segment_rows", map_indexes=ti.map_index)
+        of_the_plan = [a for a in dataset.accounts if a["plan"] == plan]
+        domains = {normalize_domain(a["canonical_domain"]) for a in of_the_plan if a["canonical_domain"]}
+        assert {row["cells"]["domain"] for row in lists[table_id]["rows"]} == domains
+        assert (summary["read"], summary["rows_added"]) == (len(of_the_plan), len(domains))
+        plan_file = Path(summary["plan_path"])
+        assert plan_file.name == f"{table_id}.plan.jsonl"
+        assert len(plan_file.read_text().splitlines()) == len(domains)
+        files += [summary["plan_path"], summary["rejects_path"]]
+    # Every map index wrote its own plan and rejects files, in the run's folder.
+    assert len(set(files)) == len(files) == 2 * len(SEGMENT_LISTS)
+    assert {Path(file).parent for file in files} == {connections / "segment_lists" / "20261121T030000"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 from importlib.metadata import entry_points
@@ -77,6 +78,41 @@ def test_airflow_sees_the_provider_and_its_connection_type(tmp_path):
     manager = ProvidersManager()
     assert manager.field_behaviours["listsync"]["relabeling"] == {"host": "Base URL", "password": "API key"}
     assert manager.connection_form_widgets["extra__listsync__user_id"].field["schema"]["title"] == "User ID"
+
+
+def test_airflow_normalises_listsync_asset_uris_with_the_providers_handler():
+    from airflow.sdk import Asset
+    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+
+    from listsync.assets import convert_asset_to_openlineage, sanitize_uri
+
+    # Airflow 3.3 reads Asset URI handlers from the task runtime's providers manager (those of
+    # the core ProvidersManager are deprecated).
+    manager = ProvidersManagerTaskRuntime()
+    assert manager.asset_uri_handlers["listsync"] is sanitize_uri
+    assert manager.asset_to_openlineage_converters["listsync"] is convert_asset_to_openlineage
+
+    assert Asset("LISTSYNC://API.Example.com/tbl_accounts/").uri == "listsync://api.example.com/tbl_accounts"
+    assert Asset("listsync://127.0.0.1:8080/tbl_accounts").uri == "listsync://127.0.0.1:8080/tbl_accounts"
+
+
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        ("listsync://tbl_accounts", "path is one List id, got '/'"),
+        ("listsync:///tbl_accounts", "must name the service's host"),
+        ("listsync://api.example.com/lists/tbl_accounts", "path is one List id, got '/lists/tbl_accounts'"),
+        ("listsync://listsync_default@api.example.com/tbl_accounts", "names the service, not a user"),
+        ("listsync://api.example.com/tbl_accounts?view=all", "takes no query"),
+    ],
+)
+def test_a_listsync_asset_uri_that_names_no_list_is_refused(uri, message):
+    from airflow.sdk import Asset
+
+    with pytest.raises(ValueError, match=re.escape(message)) as refused:
+        Asset(uri)
+
+    assert "listsync://<service host>/<table_id>" in str(refused.value)
 
 
 @pytest.mark.parametrize(

@@ -59,6 +59,14 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "triggers": [{"integration-name": "ListSync", "python-modules": ["listsync.triggers.rate_limit"]}],
+        # listsync://<service host>/<table_id> names a List (see listsync.assets).
+        "asset-uris": [
+            {
+                "schemes": ["listsync"],
+                "handler": "listsync.assets.sanitize_uri",
+                "to_openlineage_converter": "listsync.assets.convert_asset_to_openlineage",
+            }
+        ],
         "connection-types": [
             {
                 "hook-class-name": "listsync.hooks.listsync.ListSyncHook",

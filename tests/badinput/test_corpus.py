@@ -42,8 +42,8 @@ mark has to go when the code is fixed. Where the project has not decided, the co
 - header names match the mapping exactly (the code's choice): another case or spacing is an
   error listing the extract's columns;
 - an error about the extract names the file; a file of the wrong kind (a CSV named
-  ``.parquet``, a Parquet named ``.csv``, a gzip file) says what the file is, not only that it
-  could not be decoded;
+  ``.parquet``, a Parquet named ``.csv``) says what the file is, not only that it could not be
+  decoded; a gzip file is read as the file it holds, whatever its name;
 - arguments that can be checked before anything is read are bad arguments (exit 2) and name
   the option: unknown mapping targets, unwritable ``--rejects-path``/``--plan-path``, a table
   id that no path can carry, an unparsable ``--sql-url`` or ``--base-url``, a bad

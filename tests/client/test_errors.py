@@ -20,6 +20,13 @@ from listsync.client import (
     SignalsNotFoundError,
     error_from_response,
 )
+from listsync.client.errors import (
+    NotJsonError,
+    OutcomeUnknownError,
+    TransportError,
+    UnexpectedResponseError,
+    points_elsewhere,
+)
 
 NOW = 1_800_000_000.0
 
@@ -168,3 +175,20 @@ def test_a_key_the_service_echoes_back_is_masked_in_the_error() -> None:
 
     assert "sk_live_XYZ123" not in str(error)
     assert error.message == "Invalid API key: Bearer ***"
+
+
+def test_errors_that_point_at_the_base_url_rather_than_the_service_are_told_apart() -> None:
+    elsewhere = [
+        TransportError("GET /v1/lists: could not reach the service: [Errno 111] Connection refused"),
+        NotJsonError(200, "GET", "/v1/lists", "the body is not JSON"),
+        error_from_response(response(302, text="")),
+    ]
+    assert all(points_elsewhere(error) for error in elsewhere)
+    assert isinstance(elsewhere[2], UnexpectedResponseError)
+    service = [
+        OutcomeUnknownError("POST /v1/events/batch: no answer (ReadTimeout)"),
+        UnexpectedResponseError(200, "GET", "/v1/lists/t/rows", "rows is not a list"),
+        error_from_response(response(503, "Service unavailable")),
+        ValueError("not a service error"),
+    ]
+    assert not any(points_elsewhere(error) for error in service)

@@ -142,8 +142,13 @@ def test_send_events_paces_to_the_emulator_windows_without_a_429(client, fake_cl
 
 
 def test_list_lists(client):
-    (info,) = client.list_lists()
+    info, *segments = client.list_lists()
     assert (info.id, info.name) == (TABLE, "Accounts")
+    assert [segment.id for segment in segments] == [
+        "tbl_accounts_enterprise",
+        "tbl_accounts_team",
+        "tbl_accounts_free",
+    ]
 
 
 def test_unknown_list(client):

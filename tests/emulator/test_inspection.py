@@ -57,7 +57,7 @@ def test_stats_count_requests_statuses_and_events(client):
 def test_reset_empties_state_windows_and_counters(client, make_event):
     assert client.post("/_emulator/reset").json() == {"success": True}
     assert client.get("/_emulator/state").json() == {
-        "lists": {"tbl_accounts": {"id": "tbl_accounts", "rows": []}},
+        "lists": {table.id: {"id": table.id, "rows": []} for table in demo_config().lists},
         "events": [],
         "next_row_number": 1,
     }
@@ -102,8 +102,12 @@ def test_demo_config_has_the_agreed_names():
         "deal_stage": ("sig_dealstage01", "State", True, [1], ["stage"]),
         "legacy_score": ("sig_legacy0001", "Event", False, [], []),
     }
-    (accounts,) = config.lists
-    assert (accounts.id, accounts.account_column, accounts.unique_domains) == ("tbl_accounts", "domain", True)
+    # tbl_accounts for the nightly sync and the upserts; one List per plan for dags/segment_lists.py.
+    lists = {table.id: (table.account_column, table.unique_domains) for table in config.lists}
+    assert lists == dict.fromkeys(
+        ["tbl_accounts", "tbl_accounts_enterprise", "tbl_accounts_team", "tbl_accounts_free"],
+        ("domain", True),
+    )
     assert config.window_seconds == 60
     assert config.faults.rules == []
 

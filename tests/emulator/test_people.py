@@ -434,7 +434,9 @@ def test_unknown_user_in_a_write_body_is_400(client, expect_error):
 
 
 def test_list_descriptions(client):
-    (listed,) = client.get("/v1/lists").json()["data"]
+    every = client.get("/v1/lists").json()["data"]
+    assert [table["id"] for table in every] == [table.id for table in demo_config().lists]
+    listed = every[0]
     assert listed == client.get("/v1/lists/tbl_accounts").json()["data"]
     assert listed["id"] == "tbl_accounts"
     assert listed["targetableAccountColumn"] == "domain"

@@ -569,7 +569,7 @@ def test_strict_rate_limited_entries_carry_no_reference(serve):
 
 def test_strict_names_a_lists_id_table_id(serve):
     client = serve("strict")
-    (listed,) = client.get("/v1/lists").json()["data"]
+    listed = client.get("/v1/lists").json()["data"][0]
     described = client.get("/v1/lists/tbl_accounts").json()["data"]
     assert listed == described
     assert (listed["tableId"], "id" in listed, listed["targetableAccountColumn"]) == (

@@ -46,9 +46,11 @@ class FakeClock:
 
 
 @contextmanager
-def emulator_on(clock: FakeClock) -> Iterator[str]:
-    """A live demo emulator whose rate windows follow ``clock``; yields its base URL."""
-    with serve_in_thread(create_app(demo_config(), clock=clock.time, sleep=clock.async_sleep)) as url:
+def emulator_on(clock: FakeClock, window_seconds: float = 60.0) -> Iterator[str]:
+    """A live demo emulator whose rate windows (60 s, as the service's) follow ``clock``; yields its
+    base URL."""
+    config = demo_config().model_copy(update={"window_seconds": window_seconds})
+    with serve_in_thread(create_app(config, clock=clock.time, sleep=clock.async_sleep)) as url:
         yield url
 
 

@@ -6,13 +6,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from listsync.sync.events import (
-    CHECKPOINT_KEY,
-    CheckpointStore,
-    EventMapping,
-    canonical_timestamp,
-    event_reference,
-)
+from listsync.sync.checkpoints import CHECKPOINT_KEY, CheckpointStore
+from listsync.sync.events import EventMapping, canonical_timestamp, event_reference
 
 from .emulated import DictStore
 

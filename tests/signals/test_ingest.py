@@ -160,6 +160,22 @@ def test_a_long_wait_returns_early_and_the_next_call_resumes_from_the_checkpoint
     assert ingested_references(base_url) == dict.fromkeys(valid_references(rows), 1)
 
 
+def test_a_wait_for_a_window_says_every_ten_seconds_which_signal_waits_and_how_long(
+    clock: FakeClock, client: ListSyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    rows = mixed_rows(page_visits=150, seats=0, stages=0)
+
+    with caplog.at_level("INFO", logger="listsync.client.events"):
+        summary = ingest_events(client, frames(rows), MAPPING, rejects=Rejects(), signal_types=SIGNAL_TYPES)
+
+    # 100 page visits fill the first window; the other 50 wait the rest of the minute.
+    assert summary["seconds_waited"] == sum(clock.slept) == 60.0
+    assert clock.slept == [10.0] * 6
+    assert [r.getMessage() for r in caplog.records if r.name == "listsync.client.events"] == [
+        f"Waiting for the rate-limit window of page_visit: {left} s left" for left in (50, 40, 30, 20, 10)
+    ]
+
+
 def test_a_checkpoint_for_other_events_is_refused(client: ListSyncClient) -> None:
     rows = mixed_rows(page_visits=10, seats=0, stages=0)
     store = CheckpointStore()

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from importlib import import_module
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pandas as pd
@@ -15,7 +16,7 @@ import pytest
 from listsync.emulator import demo_config, serve_in_thread
 from listsync.hooks.listsync import ListSyncHook
 from listsync.operators.signals import IngestSignalsOperator
-from listsync.sync.events import CHECKPOINT_KEY, CheckpointStore
+from listsync.sync.checkpoints import CHECKPOINT_KEY, CheckpointStore
 from listsync.triggers.rate_limit import RateLimitWindowTrigger
 
 from .emulated import (
@@ -178,17 +179,25 @@ def run_trigger(trigger: RateLimitWindowTrigger, clock: FakeClock, monkeypatch: 
     return asyncio.run(collect())
 
 
+@pytest.fixture
+def page_visits(tmp_path: Path) -> tuple[Path, list[dict[str, str]]]:
+    """An extract of 150 valid page_visit events: more than one window of the Event limit (100)."""
+    rows = [row for row in mixed_rows(page_visits=150, seats=0, stages=0) if row["signal"] == "page_visit"]
+    rows = [row for row in rows if row["event_id"] in valid_references(rows)]
+    path = tmp_path / "page_visits.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path, rows
+
+
 @pytest.mark.parametrize("with_task_state_store", [True, False])
 def test_defer_then_execute_complete_resumes_from_the_checkpoint(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_task_state_store: bool
+    page_visits: tuple[Path, list], monkeypatch: pytest.MonkeyPatch, with_task_state_store: bool
 ) -> None:
     from airflow.sdk.exceptions import TaskDeferred
 
     clock = FakeClock()
-    rows = [row for row in mixed_rows(page_visits=150, seats=0, stages=0) if row["signal"] == "page_visit"]
-    rows = [row for row in rows if row["event_id"] in valid_references(rows)]
-    path = tmp_path / "events.csv"
-    pd.DataFrame(rows).to_csv(path, index=False)
+    deferred_at = clock.now
+    path, rows = page_visits
     with emulator_on(clock) as url:
         monkeypatch.setattr(ListSyncHook, "get_client", lambda self: client_for(url, clock))
         operator = IngestSignalsOperator(
@@ -202,7 +211,9 @@ def test_defer_then_execute_complete_resumes_from_the_checkpoint(
         trigger = deferred.value.trigger
         classpath, kwargs = trigger.serialize()
         kwargs = json.loads(json.dumps(kwargs))  # JSON primitives only
+        next_kwargs = json.loads(json.dumps(deferred.value.kwargs))
         assert deferred.value.method_name == "execute_complete"
+        assert next_kwargs == {"deferred_at": deferred_at, "waiting": ["page_visit"]}
         assert len(ingested_references(url)) == 100
         if with_task_state_store:
             assert context["task_state_store"].values[CHECKPOINT_KEY]["acknowledged"] == {"page_visit": 100}
@@ -214,11 +225,45 @@ def test_defer_then_execute_complete_resumes_from_the_checkpoint(
         assert clock.now >= datetime.fromisoformat(kwargs["resume_at"]).timestamp()
         assert len(ingested_references(url)) == 100  # the trigger sent nothing
 
-        summary = operator.execute_complete(context, event.payload)  # type: ignore[arg-type]
+        summary = operator.execute_complete(context, event.payload, **next_kwargs)  # type: ignore[arg-type]
 
         assert summary["resumed_from"] == {"page_visit": 100}
         assert summary["acknowledged"] == 150
         assert ingested_references(url) == dict.fromkeys(valid_references(rows), 1)
+        # The time spent deferred, until the window reopened, is time waited.
+        assert clock.now - deferred_at == 60.0
+        assert summary["seconds_waited"] == summary["signals"]["page_visit"]["seconds_waited"] == 60.0
+
+
+@pytest.mark.parametrize(("window_seconds", "defers"), [(60.0, False), (120.0, True)])
+def test_by_default_only_a_wait_longer_than_a_window_defers(
+    page_visits: tuple[Path, list], monkeypatch: pytest.MonkeyPatch, window_seconds: float, defers: bool
+) -> None:
+    # The ordinary wait for a 60 s window to reopen stays in the worker, with the prepared events;
+    # a longer one (here, a service whose windows are two minutes) frees the worker slot.
+    from airflow.sdk.exceptions import TaskDeferred
+
+    clock = FakeClock()
+    start = clock.now
+    path, rows = page_visits
+    with emulator_on(clock, window_seconds) as url:
+        monkeypatch.setattr(ListSyncHook, "get_client", lambda self: client_for(url, clock))
+        operator = IngestSignalsOperator(
+            task_id="ingest", source=str(path), deferrable=True, **MAPPING_COLUMNS
+        )
+
+        if defers:
+            with pytest.raises(TaskDeferred) as deferred:
+                operator.execute({})  # type: ignore[arg-type]
+            resume_at = datetime.fromisoformat(deferred.value.trigger.resume_at).timestamp()
+            assert resume_at - start == window_seconds
+            assert clock.slept == []
+            assert len(ingested_references(url)) == 100
+        else:
+            summary = operator.execute({})  # type: ignore[arg-type]
+            assert summary["acknowledged"] == len(rows) == 150
+            assert summary["seconds_waited"] == sum(clock.slept) == window_seconds
+            assert ingested_references(url) == dict.fromkeys(valid_references(rows), 1)
 
 
 @pytest.mark.parametrize(
@@ -331,3 +376,52 @@ def test_deferrable_defaults_to_airflows_default_deferrable(
     finally:
         monkeypatch.delenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE")
         importlib.reload(listsync.operators.signals)
+
+
+@pytest.mark.slow
+def test_fresh_applies_to_the_first_try_after_the_task_is_cleared(
+    run_dag: Callable[..., Any], live_emulator: str, extract: tuple[Path, list]
+) -> None:
+    # A cleared task keeps counting its tries: its next try is not try 1. The numbers are taken
+    # from Airflow clearing a real task instance; the task state store is the DictStore.
+    import sqlalchemy as sa
+    from airflow.models.taskinstance import TaskInstance, clear_task_instances
+    from airflow.utils.session import create_session
+
+    path, rows = extract
+    run = run_dag(ingest_dag("signals_cleared", [], source=str(path), dry_run=True))
+    with create_session() as session:
+        ti = session.scalar(
+            sa.select(TaskInstance).where(TaskInstance.run_id == run.run_id, TaskInstance.task_id == "ingest")
+        )
+        first = SimpleNamespace(try_number=ti.try_number, max_tries=ti.max_tries)
+        clear_task_instances([ti], session, dag_run_state=False)
+        after_clearing = SimpleNamespace(try_number=ti.try_number + 1, max_tries=ti.max_tries)
+        session.rollback()
+    retry_after_clearing = SimpleNamespace(
+        try_number=after_clearing.try_number + 1, max_tries=after_clearing.max_tries
+    )
+    assert (first.try_number, after_clearing.try_number) == (1, 2)
+    everyone = valid_references(rows)
+    store = DictStore()
+
+    def execute(ti: Any, **options: Any) -> dict[str, Any]:
+        operator = IngestSignalsOperator(
+            task_id="ingest",
+            source=str(path),
+            signal_types=SIGNAL_TYPES,
+            retries=1,
+            **MAPPING_COLUMNS,
+            **options,
+        )
+        return operator.execute({"task_state_store": store, "ti": ti})  # type: ignore[arg-type]
+
+    execute(first, fresh=True)
+    assert ingested_references(live_emulator) == dict.fromkeys(everyone, 1)
+    assert sum(execute(after_clearing)["resumed_from"].values()) == len(everyone)  # sends nothing
+    assert ingested_references(live_emulator) == dict.fromkeys(everyone, 1)
+
+    assert execute(after_clearing, fresh=True)["resumed_from"] is None  # sends all again
+    assert ingested_references(live_emulator) == dict.fromkeys(everyone, 2)
+    assert sum(execute(retry_after_clearing, fresh=True)["resumed_from"].values()) == len(everyone)
+    assert ingested_references(live_emulator) == dict.fromkeys(everyone, 2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
@@ -19,6 +20,7 @@ from listsync.client.errors import ListSyncError
 from listsync.sync import ColumnMappingError, ExtractError, TooManyRejectsError
 from listsync.sync.normalize import (
     _NANP_SHORTCUT,
+    MAX_JSON_DEPTH,
     NORMALIZATION_VERSION,
     PYTHON_WHITESPACE,
     NormalizationError,
@@ -30,6 +32,7 @@ from listsync.sync.normalize import (
     normalize_personas,
     normalize_phone,
     normalize_profile_url,
+    normalize_text,
     normalize_timestamp,
     parse_bool,
     parse_connection_paths,
@@ -319,3 +322,59 @@ def test_blank_text_is_missing_by_the_same_measure_as_str_strip() -> None:
     result = normalize_column(series, normalize_email)
     assert result.values == [None, None, "a@b.com", None]
     assert result.errors == {}
+
+
+# --- text no rule takes, JSON the service cannot take (A32) -------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        ("An\x00n", "U+0000 (NUL)"),
+        ("Ac\x1bme", "U+001B (ESC)"),
+        ("An\x0bn", "U+000B (VT)"),
+        ("\x07bell", "U+0007 (BEL)"),
+        ("end\x7f", "U+007F (DEL)"),
+        ("A\ud800", "lone surrogate U+D800"),
+    ],
+)
+def test_a_control_character_or_a_lone_surrogate_is_refused_by_every_rule(value: str, named: str) -> None:
+    for rule in (normalize_text, to_json_value, parse_json, normalize_domain):
+        with pytest.raises(NormalizationError, match=re.escape(named)):
+            rule(value)
+    # The column runner gives the same reason, on its vectorised path (text) and per value (mixed).
+    for column in ([value, "ok"], [value, 1]):
+        result = normalize_column(pd.Series(column, dtype=object), normalize_text)
+        assert named in result.errors[0] and 1 not in result.errors
+
+
+def test_tabs_and_line_breaks_are_text_and_whitespace_controls_trim_like_spaces() -> None:
+    assert normalize_text("An\tn\r\nB") == "An\tn\r\nB"
+    assert normalize_email(" a@b.com\x0b") == "a@b.com"
+    result = normalize_column(pd.Series(["A\tB", "\x0cC\x0c", "C\x0cD"], dtype=object), normalize_text)
+    assert result.values[:2] == ["A\tB", "C"] and list(result.errors) == [2]
+
+
+def test_json_nested_deeper_than_the_limit_is_refused_without_recursing_to_death() -> None:
+    assert parse_json("[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH) is not None
+    for text in ("[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1), "[" * 100_000 + "]" * 100_000):
+        with pytest.raises(NormalizationError, match=f"nested deeper than {MAX_JSON_DEPTH} levels"):
+            parse_json(text)
+    deep: Any = []
+    for _ in range(MAX_JSON_DEPTH + 5):
+        deep = {"a": deep}
+    with pytest.raises(NormalizationError, match="nested deeper"):
+        to_json_value(deep)
+
+
+def test_a_json_number_that_overflows_to_infinity_is_refused_like_infinity() -> None:
+    for text in ("1e400", '{"n": -1e400}', "Infinity"):
+        with pytest.raises(NormalizationError):
+            parse_json(text)
+    assert parse_json("1e300") == 1e300
+
+
+def test_a_lone_surrogate_within_json_is_refused_other_controls_are_data() -> None:
+    assert to_json_value({"note": "a\x00b"}) == {"note": "a\x00b"}
+    with pytest.raises(NormalizationError, match=re.escape("lone surrogate U+DFFF")):
+        to_json_value({"note": ["a\udfff"]})

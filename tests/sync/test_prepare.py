@@ -18,10 +18,13 @@ from listsync.sync.normalize import normalize_email, normalize_timestamp
 from listsync.sync.prepare import (
     ColumnMappingError,
     PrepareStats,
+    check_people_column_map,
+    check_rows_column_map,
     iter_mapped_rows,
     prepare_people,
     prepare_rows,
     reject_row,
+    rows_key_column,
 )
 from listsync.sync.rejects import Rejects
 from listsync.sync.sources import read_extract
@@ -411,3 +414,42 @@ def test_people_of_one_account_sharing_a_profile_url_clash_like_a_shared_identit
     for record in rejects.records:
         (reason,) = record["reasons"]
         assert "duplicate of row 1" in reason and url in reason
+
+
+def test_a_row_of_another_width_than_the_header_is_rejected_alone_with_its_shape(tmp_path: Path) -> None:
+    path = tmp_path / "accounts.csv"
+    path.write_text("domain,name,owner\nacme.com,Acme\nbeta.io,Beta,Bo\ngamma.org,Gamma,Gus,extra\n")
+    column_map = {"domain": "domain", "name": "name", "owner": "owner"}
+    with Rejects() as rejects:
+        prepared = prepare_rows(read_extract(path), column_map, "domain", rejects=rejects)
+    assert list(prepared.rows) == ["beta.io"]
+    assert prepared.stats.to_dict() == {"read": 3, "passed": 1, "rejected": 2, "duplicates": 0}
+    # Its values may sit in the wrong columns, so its shape is the one reason given.
+    short = "line 2 has 2 fields, the header has 3: give the missing values"
+    long = "line 4 has 4 fields, the header has 3: quote a value that holds ','"
+    assert [record["row"] for record in rejects.records] == [1, 3]
+    assert [len(record["reasons"]) for record in rejects.records] == [1, 1]
+    assert rejects.records[0]["reasons"][0].startswith(short)
+    assert rejects.records[1]["reasons"][0].startswith(long)
+    assert rejects.records[0]["original"] == {"domain": "acme.com", "name": "Acme", "owner": None}
+
+
+def test_column_maps_are_checked_against_their_job_before_anything_is_read() -> None:
+    with pytest.raises(ColumnMappingError, match="unknown field"):
+        check_people_column_map({"d": "account_domain", "f": "first_name", "e": "emial"})
+    with pytest.raises(ColumnMappingError, match="several columns to 'first_name'"):
+        check_people_column_map({"d": "account_domain", "f": "first_name", "e": "first_name"})
+    assert rows_key_column({"website": "domain", "n": "name"}, "domain") == "website"
+    with pytest.raises(ColumnMappingError, match="exactly one extract column to the key column 'domain'"):
+        rows_key_column({"n": "name"}, "domain")
+    with pytest.raises(ColumnMappingError, match="not mapped: 'meta'"):
+        check_rows_column_map({"website": "domain"}, "website", ["meta"])
+
+
+def test_a_rejected_value_holding_a_lone_surrogate_is_written_escaped(tmp_path: Path) -> None:
+    path = tmp_path / "accounts.jsonl"
+    path.write_text('{"domain": "acme.com", "name": "A\\udfff"}\n', encoding="utf-8")
+    with Rejects(tmp_path / "rejects.jsonl") as rejects:
+        prepare_rows(read_extract(path), {"domain": "domain", "name": "name"}, "domain", rejects=rejects)
+    (record,) = [json.loads(line) for line in (tmp_path / "rejects.jsonl").read_text("utf-8").splitlines()]
+    assert "lone surrogate U+DFFF" in record["reasons"][0] and record["original"]["name"] == "A\\udfff"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import os
+import re
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -19,6 +21,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import sqlalchemy as sa
+from hypothesis import given
+from hypothesis import strategies as st
 
 from listsync.sync.sources import ROW_NUMBER, ExtractError, read_extract
 
@@ -296,3 +300,172 @@ def test_a_postgresql_read_given_up_half_way_closes_its_server_side_cursor(
         frames.close()  # what a caller that stops early does, explicitly or by dropping the iterator
         gc.collect()
     assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+# --- what a file holds malformed -----------------------------------------------------------
+
+
+class Trickle:
+    """A source whose stream gives at most ``size`` bytes per read, so that records, quotes and
+    CRLFs straddle every read boundary."""
+
+    def __init__(self, data: bytes, size: int, name: str = "extract.csv") -> None:
+        self.data, self.size, self.name = data, size, name
+
+    def open(self, mode: str = "rb") -> IO[bytes]:
+        import io
+
+        size = self.size
+
+        class Stream(io.BytesIO):
+            def read(self, n: int | None = -1) -> bytes:
+                return super().read(size if n is None or n < 0 else min(n, size))
+
+        return Stream(self.data)
+
+
+def problems(frames: Iterator[pd.DataFrame]) -> dict[int, str]:
+    from listsync.sync.sources import ROW_PROBLEMS
+
+    return {row: reason for frame in frames for row, reason in frame.attrs.get(ROW_PROBLEMS, {}).items()}
+
+
+def test_a_csv_row_with_a_field_too_many_or_too_few_is_kept_with_its_reason(tmp_path: Path) -> None:
+    path = tmp_path / "accounts.csv"
+    path.write_text("domain,name\nacme.com,Acme\nbeta.io\ngamma.org,Gamma,extra\ndelta.net,Delta\n")
+    rows = records(read_extract(path, chunk_size=2))
+    # Every row is there, numbered as in the file; the malformed ones keep what fits the header.
+    assert [row["domain"] for row in rows] == ["acme.com", "beta.io", "gamma.org", "delta.net"]
+    assert rows[1]["name"] is None and rows[2]["name"] == "Gamma"
+    assert problems(read_extract(path, chunk_size=2)) == {
+        2: "line 3 has 1 field, the header has 2: give the missing values "
+        "(an empty value still needs its ',')",
+        3: "line 4 has 3 fields, the header has 2: quote a value that holds ',', or remove the extra field",
+    }
+
+
+def test_a_longer_first_row_does_not_shift_the_columns(tmp_path: Path) -> None:
+    path = tmp_path / "people.csv"
+    path.write_text("domain,email\nacme.com,ann@acme.com,extra\nbeta.io,bo@beta.io\n")
+    assert [row["email"] for row in records(read_extract(path))] == ["ann@acme.com", "bo@beta.io"]
+    assert list(problems(read_extract(path))) == [1]
+
+
+quoted_values = st.lists(st.sampled_from(["a", "é", ",", '"', "\n", "\r\n", " ", "x"]), max_size=5).map(
+    "".join
+)
+
+
+@given(
+    rows=st.lists(st.tuples(st.lists(quoted_values, min_size=1, max_size=4), st.booleans()), max_size=8),
+    read_size=st.sampled_from([1, 2, 3, 7, 4096]),
+    chunk_size=st.integers(1, 3),
+    line_end=st.sampled_from(["\n", "\r\n"]),
+)
+def test_csv_rows_and_their_shape_survive_any_read_size(
+    rows: list[tuple[list[str], bool]], read_size: int, chunk_size: int, line_end: str
+) -> None:
+    def field(value: str) -> str:
+        return (
+            '"' + value.replace('"', '""') + '"'
+            if value == "" or any(c in value for c in ',"\r\n ')
+            else value
+        )
+
+    width = 3
+    lines = ["a,b,c"] + [
+        ",".join(map(field, values if ragged else (values + ["z"] * width)[:width]))
+        for values, ragged in rows
+    ]
+    source = Trickle((line_end.join(lines) + line_end).encode(), read_size)
+    expected = [(values if ragged else (values + ["z"] * width)[:width]) for values, ragged in rows]
+    got = records(read_extract(source, chunk_size=chunk_size))
+    assert [[row[name] for name in "abc"] for row in got] == [
+        [(values + [None] * width)[position] or None for position in range(width)] for values in expected
+    ]
+    assert sorted(problems(read_extract(source, chunk_size=chunk_size))) == [
+        number for number, values in enumerate(expected, start=1) if len(values) != width
+    ]
+
+
+def test_a_quote_inside_an_unquoted_value_is_text_as_pandas_reads_it(tmp_path: Path) -> None:
+    path = tmp_path / "x.csv"
+    path.write_text('a,b\n5\'10",x\nAcme "Best, Inc",y\n')
+    rows = records(read_extract(path))
+    assert [(row["a"], row["b"]) for row in rows] == [("5'10\"", "x"), ('Acme "Best', ' Inc"')]
+    assert list(problems(read_extract(path))) == [2]  # its comma splits it: a field too many
+
+
+def test_a_quote_never_closed_names_the_file_and_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "people.csv"
+    path.write_text('domain,name\nacme.com,"Acme\n"beta.io",Beta\ngamma.org,"Gamma\n')
+    with pytest.raises(ExtractError, match=r"people\.csv: the quote opened on line 4 is never closed"):
+        list(read_extract(path))
+
+
+def test_a_gzip_file_is_read_as_the_file_it_holds_whatever_its_name(tmp_path: Path) -> None:
+    import gzip
+
+    for name in ("accounts.csv.gz", "accounts.csv"):
+        path = tmp_path / name
+        path.write_bytes(gzip.compress(b"domain,name\nacme.com,Acme\n"))
+        assert records(read_extract(path)) == [{ROW_NUMBER: 1, "domain": "acme.com", "name": "Acme"}]
+
+
+def test_a_parquet_file_under_another_name_is_said_to_be_one(tmp_path: Path) -> None:
+    path = tmp_path / "accounts.csv"
+    pq.write_table(pa.table({"domain": ["acme.com"]}), path)
+    with pytest.raises(ExtractError, match=r"accounts\.csv: this is a Parquet file .* rename it"):
+        list(read_extract(path))
+
+
+def test_utf16_without_a_byte_order_mark_is_refused_naming_its_encoding(tmp_path: Path) -> None:
+    path = tmp_path / "people.csv"
+    path.write_bytes("domain,name\nacme.com,Acme\n".encode("utf-16-le"))
+    with pytest.raises(ExtractError, match=r"UTF-16-LE text without a byte-order mark.*--encoding utf-16-le"):
+        list(read_extract(path))
+    assert records(read_extract(path, encoding="utf-16-le"))[0]["name"] == "Acme"
+
+
+def test_a_column_named_twice_is_refused_whatever_the_source(tmp_path: Path) -> None:
+    csv = tmp_path / "people.csv"
+    csv.write_text("domain,email,email\nacme.com,a@acme.com,b@acme.com\n")
+    parquet = tmp_path / "people.parquet"
+    pq.write_table(
+        pa.Table.from_arrays([pa.array(["a"]), pa.array(["b"])], names=["email", "email"]), parquet
+    )
+    for frames in (
+        read_extract(csv),
+        read_extract(parquet),
+        read_extract(sql="select 'a' as email, 'b' as email", url="sqlite://"),
+    ):
+        with pytest.raises(ExtractError, match="more than one column named 'email'"):
+            list(frames)
+
+
+def test_a_json_line_nested_too_deep_to_read_is_refused_naming_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"id": 1}\n{"data": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    with pytest.raises(ExtractError, match="line 2 of the JSON lines extract is nested too deep"):
+        list(read_extract(path))
+
+
+def test_a_file_whose_rows_would_not_fit_in_memory_is_warned_about(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import listsync.sync.sources as sources
+
+    path = tmp_path / "people.csv"
+    path.write_text("domain\n" + "acme.com\n" * 1000)
+    with caplog.at_level(logging.WARNING, logger="listsync.sync.sources"):
+        list(read_extract(path))
+        assert not caplog.records
+        # As if each prepared row took a hundredth of the machine's memory.
+        monkeypatch.setattr(
+            sources, "PREPARED_ROW_BYTES", os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 100
+        )
+        list(read_extract(path))
+    (warning,) = caplog.records
+    message = warning.getMessage()
+    # Estimated from the lines of the first bytes read: about the 1,000 rows there are.
+    assert re.search(r"MiB holds about 1\d{3} rows", message) and "of memory: split the extract" in message

@@ -16,13 +16,14 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 from pydantic import BaseModel, ValidationError
 
 from listsync.client import writers
 from listsync.client.errors import (
+    NotJsonError,
     OutcomeUnknownError,
     TransportError,
     UnexpectedResponseError,
@@ -67,6 +68,47 @@ log = logging.getLogger(__name__)
 
 # Failures that happen before the request is written: nothing reached the service.
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
+
+
+def check_base_url(base_url: str) -> None:
+    """:raises ValueError: ``base_url`` is not an http or https URL with a host."""
+    try:
+        parts = urlsplit(base_url)
+        usable = parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # an unparsable port or IPv6 address
+        usable = False
+    if not usable or any(char.isspace() for char in base_url):
+        raise ValueError(
+            f"base URL {base_url!r} is not an http(s) URL; give the service's address, "
+            "e.g. https://api.example.com"
+        )
+
+
+def check_api_key(api_key: str) -> str:
+    """The key without the whitespace around it (a key read from a file often ends with a newline).
+
+    :raises ValueError: the key holds a character HTTP headers cannot carry as is (sent anyway,
+        the HTTP layer would refuse it and quote it, key included, in its error).
+    """
+    api_key = api_key.strip()
+    if any(not 0x21 <= ord(char) <= 0x7E for char in api_key):
+        raise ValueError("api_key may hold only visible ASCII characters (not shown here)")
+    return api_key
+
+
+def check_table_id(table_id: str) -> None:
+    """:raises ValueError: an id that no encoding keeps inside its own path segment (empty, ``.``,
+    ``..``, a slash or a control character)."""
+    if (
+        not isinstance(table_id, str)
+        or not table_id.strip()
+        or table_id.strip() in (".", "..")
+        or any(char in "/\\" or ord(char) < 0x20 or ord(char) == 0x7F for char in table_id)
+    ):
+        raise ValueError(
+            f"invalid tableId {table_id!r}: give the List's id as the service shows it "
+            "(no slash, no control character, not . or ..)"
+        )
 
 
 def user_agent() -> str:
@@ -118,11 +160,8 @@ class ListSyncClient:
         #: When the last request attempt was sent (the client's clock): a write whose answer was
         #: lost may still land until ``timeout`` after it.
         self.last_sent_at: float | None = None
-        # A key read from a file or the environment often ends with a newline; sent as is, the
-        # HTTP layer would refuse the header and quote it, key included, in its error.
-        api_key = api_key.strip()
-        if any(not 0x21 <= ord(char) <= 0x7E for char in api_key):
-            raise ValueError("api_key may hold only visible ASCII characters (not shown here)")
+        check_base_url(base_url)
+        api_key = check_api_key(api_key)
         self._http = httpx.Client(
             base_url=self.base_url,
             transport=transport,
@@ -282,7 +321,7 @@ class ListSyncClient:
             )
             return page.people, page.more, page.total
 
-        for person in iter_offset_pages(fetch):
+        for person in iter_offset_pages(fetch, what=f"people of {table_id}"):
             broken = filters.failed_by(person)
             for name in broken:
                 if name not in ignored:
@@ -595,19 +634,9 @@ class ListSyncClient:
 def _list_path(table_id: str, resource: str) -> str:
     """The path of a List's resource, its tableId percent-encoded (``?``, ``#``, ``%`` included).
 
-    :raises ValueError: an id that no encoding keeps inside its own path segment (empty, ``.``,
-        ``..``, a slash or a control character), before any request.
+    :raises ValueError: see :func:`check_table_id`, before any request.
     """
-    if (
-        not isinstance(table_id, str)
-        or not table_id.strip()
-        or table_id.strip() in (".", "..")
-        or any(char in "/\\" or ord(char) < 0x20 or ord(char) == 0x7F for char in table_id)
-    ):
-        raise ValueError(
-            f"invalid tableId {table_id!r}: give the List's id as the service shows it "
-            "(no slash, no control character, not . or ..)"
-        )
+    check_table_id(table_id)
     return f"/v1/lists/{quote(table_id, safe='')}/{resource}"
 
 
@@ -628,7 +657,10 @@ def _json(response: httpx.Response) -> Any:
     try:
         return response.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
-        raise _unexpected(response, "the body is not JSON") from None
+        request = response.request
+        raise NotJsonError(
+            response.status_code, request.method, request.url.path, "the body is not JSON"
+        ) from None
 
 
 def _data(response: httpx.Response) -> Any:

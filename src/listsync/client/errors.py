@@ -15,14 +15,17 @@
     │   │   └── ListNotFoundError      unknown or inaccessible List (.table_id); 403 too (A10)
     │   ├── RateLimitedError           429: wait until .reset_at (epoch seconds) or .retry_after
     │   ├── ServerError                5xx: the service failed; 502/503/504 are retried
-    │   └── UnexpectedResponseError    a 2xx whose body cannot be read as the spec says
+    │   └── UnexpectedResponseError    a 2xx whose body cannot be read as the spec says, or a 3xx
+    │       └── NotJsonError           a 2xx whose body is not JSON at all
     └── TransportError                 the request never reached the service (connect failed)
         └── OutcomeUnknownError        sent, but no answer came (timeout, dropped connection):
                                        a write may or may not have been applied
 
 ``error_from_response`` is the only place that turns an HTTP response into an error. Messages
 carry the service's ``error`` string, the method and the path, never a request header, so the
-API key cannot leak through an exception.
+API key cannot leak through an exception. :func:`points_elsewhere` tells the errors that say
+more about the base URL than about the service (nothing there, or not the API answering), for
+which the command line and the operators add where the URL comes from.
 """
 
 from __future__ import annotations
@@ -164,6 +167,11 @@ class UnexpectedResponseError(ApiError):
     """A success status whose body does not have the shape the spec describes."""
 
 
+class NotJsonError(UnexpectedResponseError):
+    """A success status whose body is not JSON at all: rarely the service, often a web server or
+    a login page at the base URL."""
+
+
 class TransportError(ListSyncError):
     """The request got no HTTP answer. Raised as is when it never reached the service."""
 
@@ -174,6 +182,15 @@ class OutcomeUnknownError(TransportError):
     A write may or may not have been applied. Reads and idempotent writes are retried; a row add
     is not (re-read before re-sending it).
     """
+
+
+def points_elsewhere(error: BaseException) -> bool:
+    """Whether ``error`` says that the base URL reaches no such service, rather than that the
+    service failed: nothing answered there (no server, no TLS where ``https://`` was asked, no
+    such host), or what answered sent a redirect or a body that is not JSON."""
+    if isinstance(error, UnexpectedResponseError):
+        return isinstance(error, NotJsonError) or 300 <= error.status < 400
+    return isinstance(error, TransportError) and not isinstance(error, OutcomeUnknownError)
 
 
 _SIGNALS_NOT_FOUND = re.compile(r"^Signals? not found:\s*(?P<names>.*)$", re.IGNORECASE | re.DOTALL)

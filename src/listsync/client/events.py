@@ -4,7 +4,8 @@ How it paces (spec §8): every signal has its own budget per window (Event 100, 
 State 30 per minute, from ``signal_types``). A single-threaded loop builds each batch from every
 signal that has budget left, taking per signal at most what its window allows, so signals
 progress together and the total rate is the sum of their limits. It sleeps (the client's
-injected ``sleep``) only when no signal with events left has budget, until the earliest reset.
+injected ``sleep``) only when no signal with events left has budget, until the earliest reset,
+saying every ten seconds which signals wait and how long yet (:class:`listsync.progress.Progress`).
 A signal of unknown type is probed with one event in a batch of its own; the response's
 ``X-RateLimit-*`` headers then give its limit (batch headers aggregate over signals, rule 4, so
 only single-signal responses are read this way).
@@ -37,6 +38,7 @@ were sent again after a send of unknown fate: possibly stored twice, whichever t
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -53,9 +55,12 @@ from listsync.client.errors import (
 from listsync.client.models import MAX_EVENTS_PER_BATCH, BatchIngestResult, SignalEvent, validate_event
 from listsync.client.ratelimit import SIGNAL_TYPE_LIMITS, RateLimitInfo, SignalBudget
 from listsync.client.retry import Attempts
+from listsync.progress import Progress
 
 if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient
+
+log = logging.getLogger(__name__)
 
 CHECKPOINT_VERSION = 1
 _EVENT_INDEX = re.compile(r"^events\[(?P<index>\d+)\]")
@@ -237,6 +242,10 @@ class _Sender:
         self.references: set[str] = set()
         self.rotation = 0
         self.report = IngestReport()
+        # A wait for a window says every ten seconds which signals wait and for how long yet.
+        self.progress = Progress(
+            log, "Waiting for the rate-limit window of %s: %.0f s left", clock=client.clock
+        )
 
     # -- intake ----------------------------------------------------------------------------------
 
@@ -295,7 +304,7 @@ class _Sender:
             if max_wait is not None and wait > max_wait:
                 self.report.resume_at = resume_at
                 break
-            self.client.sleep(wait)
+            self.progress.sleep(wait, self.client.sleep, ", ".join(waiting))
             self._waited(wait, waiting)
         self.report.pending = sum(len(queue) for queue in self.queues.values())
         self.report.checkpoint = self.checkpoint()

@@ -14,12 +14,16 @@ here instead (the client remembers, so it is reported once and no longer sent).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from listsync.client.errors import UnexpectedResponseError
 from listsync.client.models import ListedPerson
+from listsync.progress import Progress
+
+log = logging.getLogger(__name__)
 
 ItemT = TypeVar("ItemT")
 
@@ -27,18 +31,22 @@ ItemT = TypeVar("ItemT")
 PageFetcher = Callable[[int], tuple[list[ItemT], bool | None, int | None]]
 
 
-def iter_offset_pages(fetch: PageFetcher[ItemT]) -> Iterator[ItemT]:
+def iter_offset_pages(fetch: PageFetcher[ItemT], *, what: str = "items") -> Iterator[ItemT]:
     """Yield the items of offset-paged results until the service says they end.
 
     Paging stops on a ``False`` "more" flag, on reaching the ``total``, or on an empty page; a
     short page only moves the offset on by what it held. A page identical to the previous one
     means the service ignored ``offset``: that raises :class:`UnexpectedResponseError` rather than
-    looping forever.
+    looping forever. A long read logs the pages and ``what`` it has read so far every ten seconds.
     """
     offset = 0
+    pages = 0
     previous: list[ItemT] | None = None
+    progress = Progress(log, "%d pages, %d %s read so far")
     while True:
         items, more, total = fetch(offset)
+        pages += 1
+        progress(pages, offset + len(items), what)
         if items and items == previous:
             raise UnexpectedResponseError(
                 200, "GET", "", f"the page at offset {offset} repeats the previous one"

@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -27,12 +27,15 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_OK",
     "EXIT_USAGE",
+    "OUTPUT_ADVICE",
     "add_extract_arguments",
     "add_plan_arguments",
     "add_service_arguments",
     "api_key",
     "check_extract_arguments",
+    "check_option",
     "check_plan_arguments",
+    "check_service_arguments",
     "check_source_file",
     "chunk_size_argument",
     "column_mapping",
@@ -47,6 +50,10 @@ __all__ = [
 ]
 
 API_KEY_ENV = "LISTSYNC_API_KEY"
+#: What to do about a file a command cannot write (formatted with the option).
+OUTPUT_ADVICE = "give {} a file in a folder this command can write"
+
+T = TypeVar("T")
 
 #: The job ran (or, in a dry run, planned) and everything was written.
 EXIT_OK = 0
@@ -183,38 +190,58 @@ def _positive_seconds(text: str) -> float:
     return seconds
 
 
-def api_key(args: argparse.Namespace, *, required: bool = True) -> str:
-    """``--api-key``, else ``$LISTSYNC_API_KEY``; ``""`` when neither is set and not ``required``.
+def check_option(option: str, check: Callable[..., T], *values: Any) -> T:
+    """``check(*values)``, a ``ValueError`` it raises named after ``option`` (a usage error)."""
+    try:
+        return check(*values)
+    except ValueError as exc:
+        raise ValueError(f"{option}: {exc}") from None
 
-    :raises ValueError: neither is set and ``required``.
+
+def api_key(args: argparse.Namespace, *, required: bool = True) -> str:
+    """``--api-key``, else ``$LISTSYNC_API_KEY`` (whitespace around it dropped); ``""`` when
+    neither is set and not ``required``.
+
+    :raises ValueError: neither is set and ``required``, or the key holds a character no HTTP
+        header carries (the message names where the key came from, never the key).
     """
+    from listsync.client.client import check_api_key
+
     key: str = args.api_key or os.environ.get(API_KEY_ENV) or ""
     if not key and required:
         raise ValueError(f"no API key: set ${API_KEY_ENV} or give --api-key")
-    return key
+    return check_option("--api-key" if args.api_key else f"${API_KEY_ENV}", check_api_key, key)
+
+
+def check_service_arguments(args: argparse.Namespace) -> None:
+    """Check ``--base-url`` and, for the List commands, ``--table-id``, before any request.
+
+    :raises ValueError: the base URL is not an http(s) URL, or the List id cannot name a List.
+    """
+    from listsync.client.client import check_base_url, check_table_id
+
+    check_option("--base-url", check_base_url, args.base_url)
+    if getattr(args, "table_id", None) is not None:
+        check_option("--table-id", check_table_id, args.table_id)
 
 
 def check_extract_arguments(args: argparse.Namespace) -> None:
-    """Check that the extract is named once.
+    """Check that the extract is named once, and how to read it.
 
     :raises ValueError: not exactly one of ``--source`` and ``--sql``, ``--sql`` without
-        ``--sql-url``, or a ``--naive-timezone`` that is not a known zone.
+        ``--sql-url``, a ``--naive-timezone`` that is not a known zone, an unknown
+        ``--encoding`` or a ``--delimiter`` that is not one character.
     """
     if (args.source is None) == (args.sql is None) or (args.sql is not None and not args.sql_url):
         raise ValueError("give --source FILE, or --sql QUERY with --sql-url URL")
     if args.sql_url:
         check_sql_url(args.sql_url)
     from listsync.sync.normalize import resolve_timezone
-    from listsync.sync.sources import check_encoding
+    from listsync.sync.sources import check_delimiter, check_encoding
 
-    try:
-        resolve_timezone(args.naive_timezone)
-    except ValueError as exc:
-        raise ValueError(f"--naive-timezone: {exc}") from None
-    try:
-        check_encoding(args.encoding)
-    except ValueError as exc:
-        raise ValueError(f"--encoding: {exc}") from None
+    check_option("--naive-timezone", resolve_timezone, args.naive_timezone)
+    check_option("--encoding", check_encoding, args.encoding)
+    check_option("--delimiter", check_delimiter, args.delimiter)
 
 
 def check_source_file(args: argparse.Namespace) -> None:
@@ -231,8 +258,17 @@ def check_source_file(args: argparse.Namespace) -> None:
 def check_plan_arguments(args: argparse.Namespace) -> None:
     """Check the options :func:`add_plan_arguments` added, before anything is read or sent.
 
-    :raises ValueError: ``--max-delete-fraction`` or ``--max-reject-fraction`` is not between 0 and 1.
+    :raises ValueError: ``--max-delete-fraction`` or ``--max-reject-fraction`` is not between 0
+        and 1, or no file can be written at ``--rejects-path`` or ``--plan-path``.
     """
+    from listsync.sync.options import check_output_file
+
+    for what, option, path in (
+        ("the rejects file", "--rejects-path", args.rejects_path),
+        ("the plan file", "--plan-path", args.plan_path),
+    ):
+        if path:
+            check_output_file(path, what, OUTPUT_ADVICE.format(option))
     for option, value in (
         ("--max-delete-fraction", args.max_delete_fraction),
         ("--max-reject-fraction", args.max_reject_fraction),
@@ -333,10 +369,20 @@ def print_summary(summary: Mapping[str, Any]) -> None:
     print(_mask(json.dumps(summary, indent=2)))
 
 
+def _without_credentials(url: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
 def run_and_report(
     command: str,
     job: Callable[[], Mapping[str, Any]],
     *,
+    base_url: str | None = None,
     hint_on_failure: str | None = None,
     then: Callable[[Any], int | None] | None = None,
 ) -> int:
@@ -344,15 +390,18 @@ def run_and_report(
 
     A job that fails with some items not written prints the summary it would have returned
     before the message. The messages of the errors caught say what to fix and name the request,
-    never the API key (the client keeps it out of them).
+    never the API key (the client keeps it out of them); one that says more about the address
+    than about the service (nothing answering, a redirect, a body that is not JSON) adds to
+    check ``--base-url``.
 
+    :param base_url: the ``--base-url`` the job talks to, quoted (without credentials) in that hint.
     :param hint_on_failure: a further line printed after the message of a failed run.
     :param then: called with the summary of a run that did not raise; it may print more and
         return an exit status other than :data:`EXIT_OK`.
     :return: :data:`EXIT_OK`, or :data:`EXIT_FAILED` when the job raised an error of the
         service, the extract or the settings (or ``then`` said so).
     """
-    from listsync.client.errors import ListSyncError
+    from listsync.client.errors import ListSyncError, points_elsewhere
     from listsync.sync.plan import SyncFailedError
 
     try:
@@ -360,7 +409,11 @@ def run_and_report(
     except (ListSyncError, ValueError) as exc:
         if isinstance(exc, SyncFailedError):
             print_summary(exc.summary)
-        report(command, exc)
+        if base_url is not None and points_elsewhere(exc):
+            where = _without_credentials(base_url)
+            report(command, f"{exc}; check --base-url ({where}): it must be the service's API address")
+        else:
+            report(command, exc)
         if hint_on_failure:
             report(command, hint_on_failure)
         return EXIT_FAILED

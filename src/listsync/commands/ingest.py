@@ -24,10 +24,12 @@ from listsync.commands.common import (
     API_KEY_ENV,
     EXIT_FAILED,
     EXIT_USAGE,
+    OUTPUT_ADVICE,
     add_extract_arguments,
     add_service_arguments,
     api_key,
     check_extract_arguments,
+    check_service_arguments,
     check_source_file,
     read_frames,
     report,
@@ -62,16 +64,13 @@ class JsonFileStore:
 
         :raises ValueError: it cannot, naming the path and the reason.
         """
-        partial = self.path.with_name(self.path.name + ".partial")
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            partial.write_text("{}", encoding="utf-8")
-            partial.unlink()
-        except OSError as exc:
-            raise ValueError(
-                f"cannot write the checkpoint {self.path} ({exc.strerror or exc}); give a writable "
-                f"--checkpoint FILE or --state-dir, or --no-checkpoint"
-            ) from None
+        from listsync.sync.options import check_output_file
+
+        check_output_file(
+            self.path,
+            "the checkpoint",
+            "give a writable --checkpoint FILE or --state-dir, or --no-checkpoint",
+        )
 
     def _read(self) -> dict[str, Any]:
         if not self.path.exists():
@@ -192,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
     # Imported here so `listsync --help` does not pay for pandas and httpx.
     from listsync.client import ListSyncClient
     from listsync.sync.events import CheckpointStore, EventMapping, ingest_events
+    from listsync.sync.options import check_output_file
     from listsync.sync.rejects import Rejects
 
     try:
@@ -208,6 +208,9 @@ def run(args: argparse.Namespace) -> int:
             version=args.version,
         )
         check_extract_arguments(args)
+        check_service_arguments(args)
+        if args.rejects_path:
+            check_output_file(args.rejects_path, "the rejects file", OUTPUT_ADVICE.format("--rejects-path"))
         if not 1 <= args.batch_size <= 100:
             # Checked here too, so a dry run refuses what a real run would.
             raise ValueError(f"--batch-size must be between 1 and 100, got {args.batch_size}")
@@ -253,7 +256,11 @@ def run(args: argparse.Namespace) -> int:
     resume = "run the same command again to resume" if store is not None else None
     try:
         status = run_and_report(
-            "ingest", ingest, hint_on_failure=resume, then=lambda summary: _say(summary, path)
+            "ingest",
+            ingest,
+            base_url=args.base_url,
+            hint_on_failure=resume,
+            then=lambda summary: _say(summary, path),
         )
     finally:
         if client is not None:

@@ -21,7 +21,9 @@ from listsync.commands.common import (
     add_service_arguments,
     api_key,
     check_extract_arguments,
+    check_option,
     check_plan_arguments,
+    check_service_arguments,
     check_source_file,
     chunk_size_argument,
     column_mapping,
@@ -88,14 +90,19 @@ def run(args: argparse.Namespace) -> int:
     # Imported here so `listsync --help` does not pay for pandas and httpx.
     from listsync.client import ListSyncClient
     from listsync.client.writers import PEOPLE_PER_REQUEST
+    from listsync.sync.normalize import check_region
     from listsync.sync.people import chunk_sizes, sync_people
+    from listsync.sync.prepare import check_people_column_map
 
     sizes = {kind: size for kind, size in args.chunk_size if kind is not None}
     overall = [size for kind, size in args.chunk_size if kind is None]
     try:
         check_extract_arguments(args)
         check_plan_arguments(args)
+        check_service_arguments(args)
         key = api_key(args)
+        check_option("--map", check_people_column_map, dict(args.column_map))
+        check_option("--default-region", check_region, args.default_region)
         check_source_file(args)
         chunk_size = chunk_sizes(
             {kind: sizes.get(kind, overall[-1] if overall else PEOPLE_PER_REQUEST) for kind in WRITE_KINDS}
@@ -118,4 +125,5 @@ def run(args: argparse.Namespace) -> int:
                 default_region=args.default_region,
                 **plan_sync_arguments(args),
             ),
+            base_url=args.base_url,
         )

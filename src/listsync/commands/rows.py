@@ -21,7 +21,9 @@ from listsync.commands.common import (
     add_service_arguments,
     api_key,
     check_extract_arguments,
+    check_option,
     check_plan_arguments,
+    check_service_arguments,
     check_source_file,
     chunk_size_argument,
     column_mapping,
@@ -106,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the upsert and print the summary; exit status 2 on bad arguments, 1 on a failed run."""
     # Imported here so `listsync --help` does not pay for pandas and httpx.
     from listsync.client import ListSyncClient
+    from listsync.sync.prepare import check_rows_column_map, rows_key_column
     from listsync.sync.rows import chunk_sizes, upsert_rows
 
     overall = [size for kind, size in args.chunk_size if kind is None]
@@ -113,7 +116,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         check_extract_arguments(args)
         check_plan_arguments(args)
+        check_service_arguments(args)
         key = api_key(args)
+        column_map = dict(args.column_map)
+        source_key = check_option("--map", rows_key_column, column_map, args.key_column)
+        check_option("--map", check_rows_column_map, column_map, source_key, args.json_columns)
         check_source_file(args)
         sizes = chunk_sizes(overall[-1] if overall else None)
         sizes = chunk_sizes({**sizes, **by_kind})
@@ -129,11 +136,12 @@ def run(args: argparse.Namespace) -> int:
                 args.table_id,
                 frames,
                 key_column=args.key_column,
-                column_map=dict(args.column_map),
+                column_map=column_map,
                 key_kind=args.key_kind,
                 json_columns=args.json_columns,
                 delete_missing=args.delete_missing,
                 chunk_size=sizes,
                 **plan_sync_arguments(args),
             ),
+            base_url=args.base_url,
         )

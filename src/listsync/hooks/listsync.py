@@ -17,6 +17,7 @@ from listsync import CONNECTION_FORM_BEHAVIOUR, CONNECTION_FORM_FIELDS
 
 if TYPE_CHECKING:
     import httpx
+    from airflow.sdk import Connection
 
     from listsync.client import ListSyncClient, RetryPolicy
 
@@ -62,8 +63,7 @@ class ListSyncHook(BaseHook):
         from listsync.client import ListSyncClient
 
         conn = self.get_connection(self.listsync_conn_id)
-        if not conn.host:
-            raise ValueError(f"connection {self.listsync_conn_id!r} has no host (the service's base URL)")
+        base_url = self._base_url(conn)
         if not conn.password:
             raise ValueError(f"connection {self.listsync_conn_id!r} has no password (the API key)")
         # Airflow masks connection passwords already; masking again covers connections built by
@@ -73,9 +73,6 @@ class ListSyncHook(BaseHook):
         extra = {
             key.removeprefix(f"extra__{self.conn_type}__"): value for key, value in conn.extra_dejson.items()
         }
-        base_url = conn.host if "://" in conn.host else f"https://{conn.host}"
-        if conn.port:
-            base_url = f"{base_url.rstrip('/')}:{conn.port}"
         timeout = extra.get("timeout")
         return ListSyncClient(
             base_url,
@@ -85,6 +82,21 @@ class ListSyncHook(BaseHook):
             timeout=float(timeout) if timeout not in (None, "") else DEFAULT_TIMEOUT,
             retry_policy=retry_policy,
         )
+
+    def get_base_url(self) -> str:
+        """The service's base URL the connection names; nothing is sent.
+
+        :raises ValueError: the connection has no host.
+        """
+        return self._base_url(self.get_connection(self.listsync_conn_id))
+
+    def _base_url(self, conn: Connection) -> str:
+        if not conn.host:
+            raise ValueError(f"connection {self.listsync_conn_id!r} has no host (the service's base URL)")
+        base_url = conn.host if "://" in conn.host else f"https://{conn.host}"
+        if conn.port:
+            base_url = f"{base_url.rstrip('/')}:{conn.port}"
+        return base_url
 
     def test_connection(self) -> tuple[bool, str]:
         """Call GET /v1/lists once with the connection; ``(True, message)`` when the key is accepted.

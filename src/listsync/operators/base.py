@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from listsync.operators.extract import check_extract_arguments, read_operator_extract, storage_path
+from listsync.operators.extract import check_extract_arguments, checked_storage_path, read_operator_extract
+from listsync.sync.options import check_encoding, resolve_timezone
 
 if TYPE_CHECKING:
     import pandas as pd
+    from airflow.providers.openlineage.extractors import OperatorLineage
     from airflow.sdk import Context, ObjectStoragePath
 
     from listsync.client import ListSyncClient
@@ -66,9 +68,6 @@ class ListSyncExtractOperator(BaseOperator):
         encoding: str = "utf-8",
         **kwargs: Any,
     ) -> None:
-        from listsync.sync.normalize import resolve_timezone
-        from listsync.sync.sources import check_encoding
-
         super().__init__(**kwargs)
         # Settings that are not templated are checked here, so a mistake fails when the DAG is
         # parsed rather than at run time.
@@ -110,11 +109,18 @@ class ListSyncExtractOperator(BaseOperator):
         a List it does not have, a checkpoint of other events, a bad setting. A job that wrote
         what it could and failed the rest pushes its summary to XCom (``return_value``) before the
         task fails, so the numbers of the failed run are there for a person or a downstream task;
-        its retry writes only what is still missing.
+        its retry writes only what is still missing. An error that says more about the address
+        than about the service (nothing answering, a redirect, a body that is not JSON) adds to
+        check the connection.
         """
         from airflow.sdk.exceptions import AirflowFailException
 
-        from listsync.client.errors import AuthenticationError, ListNotFoundError
+        from listsync.client.errors import (
+            AuthenticationError,
+            ListNotFoundError,
+            ListSyncError,
+            points_elsewhere,
+        )
         from listsync.sync.plan import SyncFailedError
 
         try:
@@ -126,12 +132,26 @@ class ListSyncExtractOperator(BaseOperator):
             # ValueError: an unsafe delete, too many rejects, a checkpoint or mapping that does
             # not fit, a setting out of range; the service's refusals are ListSyncErrors.
             raise AirflowFailException(str(exc)) from exc
+        except ListSyncError as exc:
+            if not points_elsewhere(exc):
+                raise
+            raise ListSyncError(
+                f"{exc}; check the Airflow connection {self.listsync_conn_id!r}: its host must be the "
+                "service's API address"
+            ) from exc
 
     @staticmethod
-    def output_file(path: str | None) -> Path | ObjectStoragePath | None:
+    def output_file(path: str | None, parameter: str = "rejects_path") -> Path | ObjectStoragePath | None:
         """The file a sync writes (plan, rejects) named by ``path``, which may be in object
-        storage; None when no path was given."""
-        return storage_path(path) if path else None
+        storage; None when no path was given. Called as the task starts: a local file that
+        cannot be written fails it then, naming ``parameter``, before anything is read or sent."""
+        if not path:
+            return None
+        from listsync.sync.options import check_output_file
+
+        what = "the plan file" if parameter == "plan_path" else "the rejects file"
+        check_output_file(path, what, f"give {parameter} a file in a folder the task can write")
+        return checked_storage_path(path)
 
     def get_client(self) -> ListSyncClient:
         """The client of the connection, acting as ``user_id`` when one is set.
@@ -143,6 +163,20 @@ class ListSyncExtractOperator(BaseOperator):
         if self.user_id:
             client.user_id = self.user_id
         return client
+
+    def service_dataset_name(self) -> str:
+        """What the task writes at the service, as the name of its OpenLineage output dataset."""
+        raise NotImplementedError
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage | None:
+        """The task's lineage for Airflow's OpenLineage integration: the extract it read in, what it
+        wrote at the service out (nothing in a dry run); see :mod:`listsync.operators.lineage`.
+        None when the OpenLineage provider is not installed."""
+        try:
+            from listsync.operators.lineage import operator_lineage
+        except ImportError:  # the module needs the provider, an optional install
+            return None
+        return operator_lineage(self, None if self.is_dry_run else self.service_dataset_name())
 
 
 class ListSyncPlanOperator(ListSyncExtractOperator):
@@ -192,6 +226,10 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
             "dry_run": self.is_dry_run,
             "fail_on_error": self.fail_on_error,
             "rejects_path": self.output_file(self.rejects_path),
-            "plan_path": self.output_file(self.plan_path),
+            "plan_path": self.output_file(self.plan_path, "plan_path"),
             "max_reject_fraction": self.max_reject_fraction,
         }
+
+    def service_dataset_name(self) -> str:
+        """The List: its ``tableId``."""
+        return self.table_id

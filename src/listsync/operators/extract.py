@@ -24,7 +24,13 @@ if TYPE_CHECKING:
     from airflow.sdk import ObjectStoragePath
     from sqlalchemy.engine import Engine
 
-__all__ = ["check_extract_arguments", "read_operator_extract", "sql_engine", "storage_path"]
+__all__ = [
+    "check_extract_arguments",
+    "checked_storage_path",
+    "read_operator_extract",
+    "sql_engine",
+    "storage_path",
+]
 
 
 def check_extract_arguments(source: str | None, sql: str | None, sql_conn_id: str | None) -> None:
@@ -44,18 +50,47 @@ def check_extract_arguments(source: str | None, sql: str | None, sql_conn_id: st
         raise ValueError("sql_conn_id= is only used with sql=; a file source= needs no connection")
 
 
+#: What to install for a URI scheme whose filesystem Airflow does not have.
+_FILESYSTEM_PACKAGES = {
+    "s3": "apache-airflow-providers-amazon (with s3fs)",
+    "gs": "apache-airflow-providers-google (with gcsfs)",
+    "gcs": "apache-airflow-providers-google (with gcsfs)",
+    **dict.fromkeys(
+        ("abfs", "abfss", "az", "adl", "wasb"), "apache-airflow-providers-microsoft-azure (with adlfs)"
+    ),
+}
+
+
 def storage_path(path: str) -> Path | ObjectStoragePath:
     """The file named by ``path``: a local ``Path``, or an ``ObjectStoragePath`` for a URI.
 
     Used for the extract and for the files a sync writes (plan, rejects), so each may live in
     object storage. A URI may carry the Airflow connection of its store,
-    ``s3://my_aws_conn@bucket/key``.
+    ``s3://my_aws_conn@bucket/key``. Nothing is opened: see :func:`checked_storage_path`.
     """
     if "://" not in path:
         return Path(path)
     from airflow.sdk import ObjectStoragePath
 
     return ObjectStoragePath(path)
+
+
+def checked_storage_path(path: str) -> Path | ObjectStoragePath:
+    """:func:`storage_path`, for a file the task is about to read or write.
+
+    :raises ValueError: Airflow has no filesystem for the URI's scheme (its provider is not
+        installed), naming the URI and what to install.
+    """
+    located = storage_path(path)
+    if isinstance(located, Path):
+        return located
+    try:
+        located.fs  # noqa: B018 (Airflow finds the scheme's filesystem on first use)
+    except ValueError as exc:
+        package = _FILESYSTEM_PACKAGES.get(path.partition("://")[0].lower())
+        advice = f"; install {package} where the task runs" if package else ""
+        raise ValueError(f"cannot open {path}: {exc}{advice}") from None
+    return located
 
 
 def sql_engine(sql_conn_id: str) -> Engine:
@@ -93,7 +128,7 @@ def read_operator_extract(
 
     check_extract_arguments(source, sql, sql_conn_id)
     if source is not None:
-        return read_extract(storage_path(source), **read_options)
+        return read_extract(checked_storage_path(source), **read_options)
     assert sql is not None and sql_conn_id is not None  # check_extract_arguments guarantees it
     engine = sql_engine(sql_conn_id)
     try:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from listsync.client.writers import PEOPLE_PER_REQUEST
 from listsync.operators.base import ListSyncPlanOperator
-from listsync.sync.people import DeleteScope, SyncMode, check_sync_options, chunk_sizes, sync_people
+from listsync.sync.options import DeleteScope, SyncMode, check_sync_options, people_chunk_sizes
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -90,13 +90,15 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
         super().__init__(**kwargs)
         # Checked at parse time, like the extract in the base class.
         check_sync_options(mode, delete_scope)
-        chunk_sizes(chunk_size)
+        people_chunk_sizes(chunk_size)
         self.mode = mode
         self.delete_scope = delete_scope
         self.chunk_size = chunk_size
         self.default_region = default_region
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from listsync.sync.people import sync_people
+
         frames = self.read_extract()
         with self.failing_the_airflow_way(context), self.get_client() as client:
             return sync_people(

@@ -6,7 +6,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from listsync.operators.base import ListSyncPlanOperator
-from listsync.sync.rows import chunk_sizes, upsert_rows
+from listsync.sync.options import rows_chunk_sizes
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -80,7 +80,7 @@ class UpsertRowsOperator(ListSyncPlanOperator):
     ) -> None:
         super().__init__(**kwargs)
         # Checked at parse time, like the extract in the base class.
-        chunk_sizes(chunk_size)
+        rows_chunk_sizes(chunk_size)
         self.key_column = key_column
         self.delete_missing = delete_missing
         self.chunk_size = chunk_size
@@ -88,6 +88,8 @@ class UpsertRowsOperator(ListSyncPlanOperator):
         self.json_columns = json_columns
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from listsync.sync.rows import upsert_rows
+
         frames = self.read_extract()
         with self.failing_the_airflow_way(context), self.get_client() as client:
             return upsert_rows(

@@ -9,13 +9,22 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import conf
 
+from listsync.client.ratelimit import WINDOW_SECONDS
 from listsync.operators.base import ListSyncExtractOperator
-from listsync.sync.events import CheckpointStore, EventMapping
+from listsync.sync.checkpoints import CheckpointStore
+from listsync.sync.options import EventMapping
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-__all__ = ["IngestSignalsOperator"]
+__all__ = ["DEFAULT_DEFER_AFTER_SECONDS", "IngestSignalsOperator"]
+
+#: The default ``defer_after_seconds``: one rate-limit window and a margin for the difference
+#: between the service's clock and the worker's. The ordinary wait for a window to reopen (at most
+#: one window) is slept through in the worker, which keeps the prepared events in memory; only a
+#: longer wait the service asks for (a Retry-After of minutes) frees the slot, and only then does
+#: the resumed task read and prepare the extract again.
+DEFAULT_DEFER_AFTER_SECONDS = WINDOW_SECONDS + 15.0
 
 # The mapping parameters, passed on to EventMapping under the same names; all but ``version`` are
 # templated, so a DAG can take its columns from params.
@@ -45,9 +54,11 @@ class IngestSignalsOperator(ListSyncExtractOperator):
     After every acknowledged batch a checkpoint goes to the task state store (Airflow 3.3 and
     newer), so a retried task resumes after the last acknowledged batch instead of sending
     again; on older Airflow the task logs a warning and a retry starts over. With
-    ``deferrable=True`` a wait for a rate-limit window longer than ``defer_after_seconds`` frees
-    the worker slot: the task defers to :class:`~listsync.triggers.RateLimitWindowTrigger`, which
-    only waits, and resumes from the checkpoint.
+    ``deferrable=True`` a wait longer than ``defer_after_seconds`` (by default longer than a
+    rate-limit window, see :data:`DEFAULT_DEFER_AFTER_SECONDS`) frees the worker slot: the task
+    defers to :class:`~listsync.triggers.RateLimitWindowTrigger`, which only waits, and resumes from
+    the checkpoint, reading and preparing the extract again; the time spent deferred counts in
+    ``seconds_waited``. Shorter waits are slept through in the worker.
 
     Returns the summary (to XCom): rows read and rejected, events acknowledged per signal,
     rate-limited re-sends, requests, 429 responses, seconds waited and the checkpoint it resumed
@@ -75,11 +86,12 @@ class IngestSignalsOperator(ListSyncExtractOperator):
     :param batch_size: events per request, 1 to 100.
     :param deferrable: defer while waiting for a rate-limit window instead of sleeping (default:
         Airflow's ``[operators] default_deferrable``).
-    :param defer_after_seconds: with ``deferrable``, the longest wait slept through in place.
-    :param fresh: the first try ignores the checkpoint an earlier run of this task left and sends
-        every event again (duplicating those acknowledged before); its retries resume as usual.
-        Without it, a cleared and re-run task resumes from that checkpoint: after a complete run
-        it sends nothing, and says so.
+    :param defer_after_seconds: with ``deferrable``, the longest wait slept through in place
+        (default: one window and a margin, :data:`DEFAULT_DEFER_AFTER_SECONDS`).
+    :param fresh: the first try of the task, and the first try after it is cleared, ignore the
+        checkpoint an earlier run of this task left and send every event again (duplicating those
+        acknowledged before); their retries resume as usual. Without it, a cleared and re-run task
+        resumes from that checkpoint: after a complete run it sends nothing, and says so.
     :param rejects_path: where rejected rows go, as JSON lines: a local path or an object-storage
         URI (default: a temporary file, only when some row is rejected). (templated)
     :param dry_run: read, map and count the events; send nothing.
@@ -108,7 +120,7 @@ class IngestSignalsOperator(ListSyncExtractOperator):
         signal_types: Mapping[str, str] | None = None,
         batch_size: int = 100,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-        defer_after_seconds: float = 30.0,
+        defer_after_seconds: float = DEFAULT_DEFER_AFTER_SECONDS,
         fresh: bool = False,
         **kwargs: Any,
     ) -> None:
@@ -138,14 +150,31 @@ class IngestSignalsOperator(ListSyncExtractOperator):
     def _mapping(self) -> EventMapping:
         return EventMapping(**{name: getattr(self, name) for name in _MAPPING_FIELDS})
 
+    def service_dataset_name(self) -> str:
+        """``events``: the service's event intake (events go to no List)."""
+        return "events"
+
     def execute(self, context: Context) -> dict[str, Any]:
         """Ingest the extract, resuming from the task's checkpoint if an earlier try left one."""
         ti = context.get("ti")
-        fresh = self.fresh and (ti is None or ti.try_number <= 1)
+        # A cleared task keeps counting its tries, and clearing sets max_tries to the last try plus
+        # the retries: so the first try of the latest clearing (or of the run) is this one.
+        retries = self.retries or 0
+        first_try = getattr(ti, "max_tries", retries) - retries + 1
+        fresh = self.fresh and (ti is None or ti.try_number <= first_try)
         return self._ingest(context, CheckpointStore(self._task_state_store(context), fresh=fresh))
 
-    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
+    def execute_complete(
+        self,
+        context: Context,
+        event: dict[str, Any] | None = None,
+        deferred_at: float | None = None,
+        waiting: Sequence[str] = (),
+    ) -> dict[str, Any]:
         """Resume after :class:`~listsync.triggers.RateLimitWindowTrigger` fired.
+
+        ``deferred_at`` (epoch seconds) and ``waiting`` (the signals with events left) come from
+        the deferral, so that the time spent deferred counts in ``seconds_waited``.
 
         :raises ValueError: the event is not the trigger's "window reopened" event.
         """
@@ -161,9 +190,9 @@ class IngestSignalsOperator(ListSyncExtractOperator):
             raise ValueError(
                 f"the trigger event's checkpoint must be an object, got {type(checkpoint).__name__}"
             )
-        self.log.info("Rate-limit window reopened at %s; resuming", event.get("resume_at"))
         # The store's checkpoint wins; the event's copy serves where Airflow has no task state store.
-        return self._ingest(context, CheckpointStore(self._task_state_store(context), fallback=checkpoint))
+        checkpoints = CheckpointStore(self._task_state_store(context), fallback=checkpoint)
+        return self._ingest(context, checkpoints, deferred_at=deferred_at, waiting=waiting)
 
     def _task_state_store(self, context: Context) -> Any:
         store = context.get("task_state_store")
@@ -174,7 +203,14 @@ class IngestSignalsOperator(ListSyncExtractOperator):
             )
         return store
 
-    def _ingest(self, context: Context, checkpoints: CheckpointStore) -> dict[str, Any]:
+    def _ingest(
+        self,
+        context: Context,
+        checkpoints: CheckpointStore,
+        *,
+        deferred_at: float | None = None,
+        waiting: Sequence[str] = (),
+    ) -> dict[str, Any]:
         from listsync.sync.events import ingest_events
         from listsync.sync.rejects import Rejects
         from listsync.triggers.rate_limit import RateLimitWindowTrigger
@@ -185,6 +221,11 @@ class IngestSignalsOperator(ListSyncExtractOperator):
         target = self.output_file(self.rejects_path)
         local = target if isinstance(target, Path) else None
         rejects_file = None if isinstance(target, Path) else target
+        # The client's clock times the deferral, as it does the waits slept through in the worker.
+        deferred_seconds = 0.0
+        if deferred_at is not None and client is not None:
+            deferred_seconds = max(0.0, client.clock() - deferred_at)
+            self.log.info("Rate-limit window reopened after %.0f s deferred; resuming", deferred_seconds)
         with (
             self.failing_the_airflow_way(context),
             Rejects(local) as rejects,
@@ -202,17 +243,25 @@ class IngestSignalsOperator(ListSyncExtractOperator):
                 dry_run=self.is_dry_run,
                 naive_timezone=self.naive_timezone,
                 rejects_file=rejects_file,
+                deferred_seconds=deferred_seconds,
+                deferred_signals=waiting,
             )
-        if summary["resume_at"] is not None:
+        if client is not None and summary["resume_at"] is not None:
             self.log.info(
                 "%d of %d events acknowledged; deferring until the rate-limit window reopens at %s",
                 summary["acknowledged"],
                 summary["events"],
                 summary["resume_at"],
             )
+            left = [
+                signal
+                for signal, counts in summary["signals"].items()
+                if counts["events"] > counts["acknowledged"] + counts["rejected_by_service"]
+            ]
             self.defer(
                 trigger=RateLimitWindowTrigger(resume_at=summary["resume_at"], checkpoint=checkpoints.load()),
                 method_name="execute_complete",
+                kwargs={"deferred_at": client.clock(), "waiting": left},
             )
         self.log.info(
             "Read %d rows (%d rejected); %d of %d events acknowledged, %d rejected by the service",

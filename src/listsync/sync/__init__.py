@@ -8,22 +8,28 @@ Reading and cleaning (this package's entry points for every job)::
         prepared = prepare_people(read_extract("people.csv"), column_map, rejects=rejects)
         rejects.check_fraction(prepared.stats.read, max_reject_fraction=0.01)
 
-Submodules are imported lazily by their users; this module imports pandas.
+The names below load their module on first use (PEP 562): importing the package, or a light
+submodule such as :mod:`listsync.sync.options` (the settings an operator checks when its DAG is
+parsed), does not import pandas.
 """
 
 from __future__ import annotations
 
-from listsync.sync.normalize import NORMALIZATION_VERSION, NormalizationError
-from listsync.sync.prepare import (
-    ColumnMappingError,
-    PreparedPeople,
-    PreparedRows,
-    PrepareStats,
-    prepare_people,
-    prepare_rows,
-)
-from listsync.sync.rejects import Rejects, TooManyRejectsError
-from listsync.sync.sources import ROW_NUMBER, ExtractError, read_extract
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from listsync.sync.normalize import NORMALIZATION_VERSION, NormalizationError
+    from listsync.sync.prepare import (
+        ColumnMappingError,
+        PreparedPeople,
+        PreparedRows,
+        PrepareStats,
+        prepare_people,
+        prepare_rows,
+    )
+    from listsync.sync.rejects import Rejects, TooManyRejectsError
+    from listsync.sync.sources import ROW_NUMBER, ExtractError, read_extract
 
 __all__ = [
     "NORMALIZATION_VERSION",
@@ -40,3 +46,30 @@ __all__ = [
     "prepare_rows",
     "read_extract",
 ]
+
+_MODULES = {
+    "NORMALIZATION_VERSION": "listsync.sync.normalize",
+    "NormalizationError": "listsync.sync.normalize",
+    "ColumnMappingError": "listsync.sync.prepare",
+    "PreparedPeople": "listsync.sync.prepare",
+    "PreparedRows": "listsync.sync.prepare",
+    "PrepareStats": "listsync.sync.prepare",
+    "prepare_people": "listsync.sync.prepare",
+    "prepare_rows": "listsync.sync.prepare",
+    "Rejects": "listsync.sync.rejects",
+    "TooManyRejectsError": "listsync.sync.rejects",
+    "ROW_NUMBER": "listsync.sync.sources",
+    "ExtractError": "listsync.sync.sources",
+    "read_extract": "listsync.sync.sources",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -12,8 +12,9 @@ checkpoint written after each acknowledged batch still describes the same events
 task reads the extract again.
 
 Checkpoints live in any object with ``get(key, default)`` and ``set(key, value)`` taking JSON
-values (Airflow's ``context["task_state_store"]``); :class:`CheckpointStore` adapts one, or keeps
-the checkpoint in memory where there is none. Nothing here imports Airflow.
+values (Airflow's ``context["task_state_store"]``); :class:`~listsync.sync.checkpoints.CheckpointStore`
+adapts one, or keeps the checkpoint in memory where there is none. The mapping of columns to
+events is :class:`~listsync.sync.options.EventMapping`. Nothing here imports Airflow.
 """
 
 from __future__ import annotations
@@ -22,20 +23,31 @@ import hashlib
 import json
 import logging
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from listsync.client.errors import InvalidRecordError, ListSyncError
 from listsync.client.events import IngestReport, SignalReport
 from listsync.client.models import SignalEvent, validate_event
+from listsync.sync.checkpoints import CheckpointStore
 from listsync.sync.normalize import (
     NORMALIZATION_VERSION,
     normalize_timestamp,
     parse_json,
     resolve_timezone,
     to_json_value,
+)
+from listsync.sync.options import (
+    DATA,
+    DATA_PREFIX,
+    IDENTITY_ID,
+    IDENTITY_TYPE,
+    REFERENCE,
+    SIGNAL,
+    TIMESTAMP,
+    EventMapping,
 )
 from listsync.sync.plan import OpenableFile, write_plan_file
 from listsync.sync.prepare import (
@@ -59,9 +71,6 @@ log = logging.getLogger(__name__)
 #: Prefix of references this module derives, so they are told apart from an extract's own.
 REFERENCE_PREFIX = "ls_"
 
-#: Key of the checkpoint in the task state store.
-CHECKPOINT_KEY = "listsync_ingest_checkpoint"
-
 CHECKPOINT_FORMAT = 1
 """Version of the checkpoint envelope written by :func:`ingest_events`."""
 
@@ -73,94 +82,6 @@ _ADDITIVE_COUNTERS = (
     "rate_limited_responses",
     "seconds_waited",
 )
-
-# Event fields as targets of the column map (see EventMapping.column_map).
-SIGNAL = "signal"
-IDENTITY_TYPE = "identity_type"
-IDENTITY_ID = "identity_id"
-DATA = "data"
-DATA_PREFIX = "data."
-TIMESTAMP = "timestamp"
-REFERENCE = "reference"
-
-
-@dataclass(frozen=True)
-class EventMapping:
-    """How the columns of an extract become signal events (spec §2.3).
-
-    Give exactly one of each pair: ``signal`` (every row the same signal slug) or
-    ``signal_column``; ``identity_type`` or ``identity_type_column``; ``data_columns`` (packed into
-    ``data`` under their column names) or ``data_column`` (a JSON object per row), or neither for
-    events without data. ``timestamp_column`` and ``reference_column`` are optional: without a
-    timestamp the service stamps the event on arrival; without a reference one is derived
-    (:func:`event_reference`). ``version`` is a schema version number or ``"latest"``.
-
-    :raises ValueError: when a pair is given twice or not at all, naming the parameters.
-    """
-
-    identity_id_column: str
-    signal: str | None = None
-    signal_column: str | None = None
-    identity_type: str | None = None
-    identity_type_column: str | None = None
-    data_columns: Sequence[str] | None = None
-    data_column: str | None = None
-    timestamp_column: str | None = None
-    reference_column: str | None = None
-    version: int | float | str | None = None
-
-    def __post_init__(self) -> None:
-        _exactly_one("signal", self.signal, "signal_column", self.signal_column)
-        _exactly_one("identity_type", self.identity_type, "identity_type_column", self.identity_type_column)
-        if self.data_columns is not None and self.data_column is not None:
-            raise ValueError("give data_columns or data_column, not both")
-        if isinstance(self.data_columns, str):
-            raise ValueError("data_columns must be a list of column names, not a string")
-        if self.data_columns is not None:
-            object.__setattr__(self, "data_columns", tuple(self.data_columns))
-        for name in ("signal", "identity_type"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise ValueError(f"{name} must be a non-empty string, got {value!r}")
-        if not (
-            self.version is None
-            or self.version == "latest"
-            or (isinstance(self.version, (int, float)) and not isinstance(self.version, bool))
-        ):
-            raise ValueError(f"version must be a number or 'latest', got {self.version!r}")
-        columns = self.columns()
-        repeated = sorted({column for column in columns if columns.count(column) > 1})
-        if repeated:
-            raise ValueError(f"each column may be mapped once; mapped more than once: {', '.join(repeated)}")
-
-    def columns(self) -> list[str]:
-        """The extract columns this mapping reads, in a stable order."""
-        return [column for column, _ in self._targets()]
-
-    def column_map(self) -> dict[str, str]:
-        """Extract column → event field, in the form :mod:`listsync.sync.prepare` works with.
-
-        Data columns map to ``data.<column>``; a JSON data column maps to ``data``.
-        """
-        return dict(self._targets())
-
-    def _targets(self) -> list[tuple[str, str]]:
-        named = {
-            SIGNAL: self.signal_column,
-            IDENTITY_TYPE: self.identity_type_column,
-            IDENTITY_ID: self.identity_id_column,
-            DATA: self.data_column,
-            TIMESTAMP: self.timestamp_column,
-            REFERENCE: self.reference_column,
-        }
-        pairs = [(column, target) for target, column in named.items() if column is not None]
-        pairs += [(column, DATA_PREFIX + column) for column in self.data_columns or ()]
-        return pairs
-
-
-def _exactly_one(name: str, value: object, other_name: str, other_value: object) -> None:
-    if (value is None) == (other_value is None):
-        raise ValueError(f"give exactly one of {name} (a fixed value) or {other_name} (a column)")
 
 
 def canonical_timestamp(moment: datetime) -> str:
@@ -330,49 +251,6 @@ def _event_violation_reasons(error: InvalidRecordError, row: MappedRow) -> list[
     return violation_reasons(flattened, row)
 
 
-class KeyValueStore(Protocol):
-    """The part of Airflow's task state store a checkpoint needs."""
-
-    def get(self, key: str, default: Any = None) -> Any: ...
-
-    def set(self, key: str, value: Any) -> None: ...
-
-
-@dataclass
-class CheckpointStore:
-    """Where the ingestion checkpoint survives between tries and deferrals.
-
-    With a ``backend`` (Airflow's task state store) the checkpoint is written there before every
-    send and after every acknowledged batch, and read back by a retried task or a re-run of the
-    same task (the store outlives the task's success unless Airflow's ``[state_store]
-    clear_on_success`` is set). ``fallback`` is used when the backend holds nothing, such as the
-    checkpoint a trigger event carried back. Without a backend the checkpoint lives only in this
-    object: a deferral still resumes (the trigger carries it), a crash does not. ``fresh`` ignores
-    what the backend holds (send everything again, on purpose) until this object saves its own.
-    """
-
-    backend: KeyValueStore | None = None
-    fallback: dict[str, Any] | None = None
-    key: str = CHECKPOINT_KEY
-    fresh: bool = False
-    _latest: dict[str, Any] | None = field(default=None, init=False, repr=False)
-
-    def load(self) -> dict[str, Any] | None:
-        """The latest checkpoint, or ``None`` when the ingestion starts from the beginning."""
-        if self._latest is not None:
-            return self._latest
-        if self.fresh:
-            return None
-        stored = self.backend.get(self.key, None) if self.backend is not None else None
-        return stored if stored is not None else self.fallback
-
-    def save(self, checkpoint: dict[str, Any]) -> None:
-        """Record ``checkpoint`` (JSON values only) as the latest."""
-        self._latest = checkpoint
-        if self.backend is not None:
-            self.backend.set(self.key, checkpoint)
-
-
 def nothing_left_to_send(summary: Mapping[str, Any]) -> bool:
     """Whether an ingestion found every event acknowledged by an earlier try or run and sent none."""
     before = sum((summary.get("resumed_from") or {}).values())
@@ -437,6 +315,8 @@ def ingest_events(
     dry_run: bool = False,
     naive_timezone: str = "UTC",
     rejects_file: OpenableFile | None = None,
+    deferred_seconds: float = 0.0,
+    deferred_signals: Collection[str] = (),
 ) -> dict[str, Any]:
     """Prepare the events of an extract and send them, resuming from the checkpoint; return the summary.
 
@@ -457,6 +337,9 @@ def ingest_events(
     :param rejects_file: where the rejected rows go when ``rejects`` has no path and keeps them in
         memory: an object with ``open()`` such as ``ObjectStoragePath``, written once they are all
         known (as ``prepare_with_rejects`` does for the people and rows syncs).
+    :param deferred_seconds: how long the ingestion waited outside this call since the last one
+        returned with ``resume_at`` (a deferred task); counted in ``seconds_waited``, for the
+        whole run and for each of ``deferred_signals`` (the signals that had events left).
     :raises CheckpointMismatchError: the checkpoint was written for other events.
 
     The summary (JSON-serialisable): ``rows_read``, ``rows_rejected``, ``duplicates_collapsed``,
@@ -466,8 +349,8 @@ def ingest_events(
     ``resumed_from`` (events per signal acknowledged before this call, or ``None``),
     ``resume_at``, ``dry_run``, ``normalization_version`` and the same counters per signal under
     ``signals``, with the service's reasons for rejected events. The counters of requests, 429s,
-    waits and re-sends add up over the deferrals of one task; a try that crashed contributes
-    only its acknowledged events.
+    waits and re-sends add up over the deferrals of one task (the waits include the time spent
+    deferred, ``deferred_seconds``); a try that crashed contributes only its acknowledged events.
     """
     prepared = prepare_events(frames, mapping, rejects=rejects, naive_timezone=naive_timezone)
     rejects.flush()
@@ -488,6 +371,8 @@ def ingest_events(
     if client is None:
         raise ValueError("ingest_events needs a client unless dry_run=True")
     previous: dict[str, Any] = saved["totals"] if saved else {}
+    if deferred_seconds:
+        previous = _add_wait(previous, deferred_seconds, deferred_signals)
     total = len(prepared.events)
     if saved:
         log.info("Resuming from the checkpoint; acknowledged before, per signal: %s", saved["acknowledged"])
@@ -571,6 +456,15 @@ def _add_totals(previous: Mapping[str, Any], report: IngestReport) -> dict[str, 
         "rate_limited_responses": previous.get("rate_limited_responses", 0) + report.rate_limited_responses,
         "seconds_waited": previous.get("seconds_waited", 0.0) + report.seconds_waited,
     }
+
+
+def _add_wait(totals: Mapping[str, Any], seconds: float, signals: Iterable[str]) -> dict[str, Any]:
+    """``totals`` with a wait of ``seconds`` added, for the run and each of ``signals``."""
+    by_signal = {signal: dict(counters) for signal, counters in totals.get("signals", {}).items()}
+    for signal in signals:
+        counters = by_signal.setdefault(signal, {})
+        counters["seconds_waited"] = counters.get("seconds_waited", 0.0) + seconds
+    return {**totals, "signals": by_signal, "seconds_waited": totals.get("seconds_waited", 0.0) + seconds}
 
 
 def _sent_summary(

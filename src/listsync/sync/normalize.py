@@ -4,7 +4,12 @@ Every rule takes one raw value and returns the normalised value, or raises
 :class:`NormalizationError` (a ``ValueError``) whose message says what is wrong in words a
 person fixing the extract can act on. A missing value (``None`` or blank text) is not the
 rules' business: :func:`normalize_column` passes it through as ``None`` and the caller decides
-whether the field is required.
+whether the field is required. No rule takes text holding a control character other than tab,
+line feed and carriage return, or a lone surrogate (docs/assumptions.md A32):
+:func:`normalize_column` rejects such a value for that, whatever the rule, before any fast path.
+
+JSON is taken as the service takes it: no NaN or infinity (``1e400`` overflows to one), and
+nothing nested deeper than :data:`MAX_JSON_DEPTH` levels.
 
 Rules change what "unchanged" means for a sync (a new rule makes every row look edited), so
 they carry a version, :data:`NORMALIZATION_VERSION`, which summaries report. Change the
@@ -27,12 +32,11 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timezone, tzinfo
+from datetime import date, datetime, time, tzinfo
 from decimal import Decimal
 from functools import lru_cache, partial
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import idna
 import numpy as np
@@ -42,10 +46,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from listsync.client.errors import ListSyncError
+from listsync.sync.options import resolve_timezone
 
 NORMALIZATION_VERSION = "1"
 
 __all__ = [
+    "MAX_JSON_DEPTH",
     "NORMALIZATION_VERSION",
     "PYTHON_WHITESPACE",
     "ColumnResult",
@@ -72,6 +78,76 @@ class NormalizationError(ListSyncError, ValueError):
     """A value cannot be normalised; the message says why and what would be accepted."""
 
 
+# Control characters but tab, line feed and carriage return, and the lone surrogates (text
+# decoded from a broken \u escape): no rule takes them (A32).
+_BAD_CHARACTER = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_CONTROL_PATTERN = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"
+_CONTROL_NAMES = (
+    *("NUL", "SOH", "STX", "ETX", "EOT", "ENQ", "ACK", "BEL", "BS", "HT", "LF", "VT", "FF", "CR", "SO", "SI"),
+    *(
+        "DLE",
+        "DC1",
+        "DC2",
+        "DC3",
+        "DC4",
+        "NAK",
+        "SYN",
+        "ETB",
+        "CAN",
+        "EM",
+        "SUB",
+        "ESC",
+        "FS",
+        "GS",
+        "RS",
+        "US",
+    ),
+)
+
+
+def _text_problem(value: str) -> str | None:
+    """Why no rule may take the text ``value`` (see :data:`_BAD_CHARACTER`), or None. Control
+    characters that ``str.strip()`` takes for whitespace (vertical tab, form feed...) are
+    trimmed like spaces at either end; within the text they are refused too."""
+    match = _BAD_CHARACTER.search(value)
+    if match is not None and (match.start() == 0 or match.end() == len(value)):
+        match = _BAD_CHARACTER.search(value.strip())
+    if match is None:
+        return None
+    code = ord(match.group())
+    if code >= 0xD800:
+        return _lone_surrogate(code)
+    name = _CONTROL_NAMES[code] if code < 32 else "DEL"
+    return (
+        f"value holds the control character U+{code:04X} ({name}): remove it (tab, line feed and "
+        "carriage return are the only ones allowed)"
+    )
+
+
+def _lone_surrogate(code: int) -> str:
+    return (
+        f"value holds a lone surrogate U+{code:04X}, which is no character: fix the value where it "
+        "was made (often a broken \\u escape in JSON)"
+    )
+
+
+def _text_problems(text: pa.Array, trimmed: pa.Array, raw: list[Any]) -> dict[int, str]:
+    """:func:`_text_problem` of each position of a text column (``trimmed``: the same, trimmed by
+    ``str.strip()``'s measure), found without a Python step per value: the column's bytes are
+    looked at at once, and only a column holding some byte below 0x20 or 0x7F (tabs and line
+    breaks included) is searched value by value."""
+    data = text.buffers()[2]
+    if data is None:
+        return {}
+    view = np.frombuffer(data, dtype=np.uint8)
+    if not ((view < 0x20).any() or (view == 0x7F).any()):
+        return {}
+    hits = pc.fill_null(pc.match_substring_regex(trimmed, _CONTROL_PATTERN), False)
+    positions = np.flatnonzero(hits.to_numpy(zero_copy_only=False)).tolist()
+    return {position: problem for position in positions if (problem := _text_problem(raw[position]))}
+
+
 def is_missing(value: Any) -> bool:
     """True for ``None``, NaN/NaT/NA and text that is empty after trimming."""
     if value is None:
@@ -89,6 +165,9 @@ def is_missing(value: Any) -> bool:
 def _text(value: Any, what: str) -> str:
     """The trimmed text of ``value``; numbers from typed sources are accepted as their digits."""
     if isinstance(value, str):
+        problem = _text_problem(value)
+        if problem is not None:
+            raise NormalizationError(problem)
         text = value.strip()
     elif isinstance(value, int) and not isinstance(value, bool):
         text = str(value)
@@ -376,7 +455,7 @@ def normalize_personas(value: Any) -> list[str]:
         text = value.strip()
         if text.startswith("["):
             try:
-                items: Any = json.loads(text)
+                items: Any = _load_json(text)
             except json.JSONDecodeError as exc:
                 raise NormalizationError(
                     f"personas {value!r} look like JSON but do not parse: {exc}"
@@ -432,7 +511,7 @@ def parse_connection_paths(value: Any) -> list[dict[str, Any]]:
     items: Any = value
     if isinstance(value, str):
         try:
-            items = json.loads(value)
+            items = _load_json(value)
         except json.JSONDecodeError as exc:
             raise NormalizationError(f"connection paths are not valid JSON: {exc}") from exc
     if not isinstance(items, list):
@@ -452,18 +531,6 @@ def parse_connection_paths(value: Any) -> list[dict[str, Any]]:
 
 
 # --- timestamps ----------------------------------------------------------------------------
-
-
-def resolve_timezone(name: str | tzinfo) -> tzinfo:
-    """A tzinfo from an IANA name (``"UTC"``, ``"Europe/Paris"``) or a tzinfo; ``ValueError`` if unknown."""
-    if isinstance(name, tzinfo):
-        return name
-    if name.upper() == "UTC":
-        return timezone.utc
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ValueError(f"naive_timezone {name!r} is not an IANA time zone name such as 'UTC'") from exc
 
 
 def normalize_timestamp(value: Any, naive_timezone: str | tzinfo = "UTC") -> datetime:
@@ -504,15 +571,37 @@ def normalize_timestamp(value: Any, naive_timezone: str | tzinfo = "UTC") -> dat
 # --- JSON-safe values ----------------------------------------------------------------------
 
 
+MAX_JSON_DEPTH = 100
+"""The deepest nesting of a JSON value that is sent: deeper ones are rejected (a person's data
+is never that deep, and the code that compares and sends values walks them recursively)."""
+
+
 def to_json_value(value: Any) -> Any:
     """``value`` as something ``json.dumps`` writes faithfully.
 
     ``None``/NaN/NaT → ``None``; integral Decimals → int, others → float; datetimes and dates
     → ISO 8601 strings; numpy scalars → Python scalars; dicts, lists and tuples recursively;
-    bytes → ``NormalizationError``; infinite floats → ``NormalizationError``; other objects →
-    ``str(value)``.
+    bytes → ``NormalizationError``; infinite floats → ``NormalizationError``; nesting deeper
+    than :data:`MAX_JSON_DEPTH` or text with a lone surrogate (which no encoding writes) →
+    ``NormalizationError``; other objects → ``str(value)``. Text (not within a dict or list)
+    holding a control character but tab and line breaks → ``NormalizationError`` (A32).
     """
-    if value is None or isinstance(value, (bool, str)):
+    if isinstance(value, str):
+        problem = _text_problem(value)
+        if problem is not None:
+            raise NormalizationError(problem)
+        return value
+    return _json_safe(value, 0)
+
+
+def _json_safe(value: Any, depth: int) -> Any:
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        # Within JSON a control character is written escaped; a lone surrogate cannot be.
+        surrogate = None if value.isascii() else _SURROGATE.search(value)
+        if surrogate is not None:
+            raise NormalizationError(_lone_surrogate(ord(surrogate.group())))
         return value
     if isinstance(value, int):
         return int(value)
@@ -530,34 +619,76 @@ def to_json_value(value: Any) -> Any:
         return int(value) if value == value.to_integral_value() else float(value)
     if isinstance(value, (datetime, date, time)):
         return value.isoformat()
+    if isinstance(value, (dict, list, tuple)) and depth >= MAX_JSON_DEPTH:
+        raise NormalizationError(_TOO_DEEP)
     if isinstance(value, dict):
-        return {str(key): to_json_value(item) for key, item in value.items()}
+        return {str(key): _json_safe(item, depth + 1) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [to_json_value(item) for item in value]
+        return [_json_safe(item, depth + 1) for item in value]
     if isinstance(value, (bytes, bytearray, memoryview)):
         raise NormalizationError("binary values cannot be sent as JSON")
     if is_missing(value):
         return None
     if hasattr(value, "item"):  # numpy scalar
-        return to_json_value(value.item())
+        return _json_safe(value.item(), depth)
     if hasattr(value, "tolist"):  # numpy array, e.g. a Parquet list read by pandas
-        return to_json_value(value.tolist())
+        return _json_safe(value.tolist(), depth)
     return str(value)
+
+
+_TOO_DEEP = f"the value is nested deeper than {MAX_JSON_DEPTH} levels; flatten it"
 
 
 def parse_json(value: Any) -> Any:
     """A JSON value from JSON text, or a dict/list (JSON, jsonb, Parquet columns) made JSON-safe."""
     if isinstance(value, str):
+        problem = _text_problem(value)
+        if problem is not None:
+            raise NormalizationError(problem)
         try:
-            return json.loads(value, parse_constant=_refuse_constant)
+            return _load_json(value)
         except json.JSONDecodeError as exc:
             raise NormalizationError(f"{value[:40]!r} is not valid JSON: {exc}") from exc
     return to_json_value(value)
 
 
+def _load_json(text: str) -> Any:
+    """``json.loads(text)`` as the service takes JSON: NaN, infinities (``1e400`` overflows to
+    one) and nesting deeper than :data:`MAX_JSON_DEPTH` are refused with ``NormalizationError``.
+
+    :raises json.JSONDecodeError: ``text`` is not JSON (each caller words that its own way).
+    """
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise NormalizationError(_TOO_DEEP) from None
+    except (json.JSONDecodeError, NormalizationError):
+        raise
+    except ValueError as exc:  # an integer of more digits than Python reads
+        raise NormalizationError(f"{text[:40]!r} holds a number too long to read: {exc}") from None
+    level = [value]
+    for _ in range(MAX_JSON_DEPTH + 1):  # one level more, to see whether it holds anything
+        containers = [item for item in level if isinstance(item, (dict, list))]
+        if not containers:
+            return value
+        level = [
+            child
+            for container in containers
+            for child in (container.values() if isinstance(container, dict) else container)
+        ]
+    raise NormalizationError(_TOO_DEEP)
+
+
 def _refuse_constant(name: str) -> Any:
     # json.loads reads NaN and Infinity, which JSON cannot carry: a body holding one is invalid.
     raise json.JSONDecodeError(f"{name} is not a JSON value", name, 0)
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if math.isinf(number):
+        raise NormalizationError(f"{text} is not a finite number: JSON has no infinity to send")
+    return number
 
 
 # --- whole columns -------------------------------------------------------------------------
@@ -668,29 +799,41 @@ def normalize_column(series: pd.Series, rule: Callable[[Any], Any]) -> ColumnRes
     object for all the chunks of an extract. The result is the same as calling the rule on
     each value: domains and e-mails take a vectorised fast path, and outcomes are cached per
     rule and distinct value across calls (phone numbers per distinct number, whatever their
-    layout), since extracts repeat values (account domains, switchboard numbers).
+    layout), since extracts repeat values (account domains, switchboard numbers). Text holding a
+    control character (tab and line breaks aside) or a lone surrogate is rejected for it, with
+    the reason the text rules give, whatever the rule (A32).
     """
     raw = series.tolist()
     result = ColumnResult([None] * len(raw))
     if not raw:
         return result
-    if pd.api.types.infer_dtype(series, skipna=True) != "string":
-        pending = [position for position, value in enumerate(raw) if not is_missing(value)]
-        _apply(rule, raw, pending, result)
-        return result
-    return _normalize_text_column(raw, rule, result)
+    if pd.api.types.infer_dtype(series, skipna=True) == "string":
+        try:
+            text = pa.array(raw, type=pa.string())
+        except UnicodeEncodeError:  # a lone surrogate, which Arrow's UTF-8 cannot hold
+            pass
+        else:
+            return _normalize_text_column(raw, text, rule, result)
+    pending = [position for position, value in enumerate(raw) if not is_missing(value)]
+    _apply(rule, raw, pending, result)
+    return result
 
 
-def _normalize_text_column(raw: list[Any], rule: Callable[[Any], Any], result: ColumnResult) -> ColumnResult:
+def _normalize_text_column(
+    raw: list[Any], text: pa.Array, rule: Callable[[Any], Any], result: ColumnResult
+) -> ColumnResult:
     """:func:`normalize_column` for a column of text (what every CSV gives), without a Python
     step per row beyond the missing-value test: the fast path decides what it can, then the
     rule runs once per distinct key and the outcomes are spread back by position."""
     function = rule.func if isinstance(rule, partial) else rule
-    text = pa.array(raw, type=pa.string())
     values = np.full(len(raw), None, dtype=object)
     # Present: not null, and not blank by str.strip()'s measure (hence its whitespace set).
-    trimmed = pc.utf8_length(pc.utf8_trim(text, characters=PYTHON_WHITESPACE))
-    pending = pc.fill_null(pc.greater(trimmed, 0), False).to_numpy(zero_copy_only=False)
+    trimmed = pc.utf8_trim(text, characters=PYTHON_WHITESPACE)
+    pending = pc.fill_null(pc.greater(pc.utf8_length(trimmed), 0), False).to_numpy(zero_copy_only=False)
+    for position, problem in _text_problems(text, trimmed, raw).items():
+        if pending[position]:
+            result.errors[position] = problem
+            pending[position] = False
     make_keys = _CACHE_KEYS.get(function)
     keys = make_keys(text) if make_keys is not None else None
     fast = _FAST_PATHS.get(function)
@@ -739,6 +882,10 @@ def _apply(rule: Callable[[Any], Any], raw: list[Any], positions: list[int], res
     """:func:`normalize_column` for typed values (SQL, Parquet, JSON): the rule on each position."""
     for position in positions:
         value = raw[position]
+        problem = _text_problem(value) if isinstance(value, str) else None
+        if problem is not None:
+            result.errors[position] = problem
+            continue
         try:
             ok, output = _cached_outcome(rule, value)
         except TypeError:  # unhashable: lists and dicts from JSON columns

@@ -21,8 +21,12 @@ rules without copying them::
 
 - :func:`check_column_map` fails at once, listing the extract's columns, when the map names a
   column the extract lacks (:func:`iter_mapped_rows` calls it on the first chunk);
+  :func:`check_people_column_map`, :func:`rows_key_column` and :func:`check_rows_column_map`
+  check a map against its job before anything is read (the command line and the jobs share them);
 - :func:`iter_mapped_rows` numbers rows across chunks, applies one rule per mapped field with
-  :func:`~listsync.sync.normalize.normalize_column`, and yields :class:`MappedRow` objects;
+  :func:`~listsync.sync.normalize.normalize_column`, and yields :class:`MappedRow` objects; a
+  row the file holds malformed (a CSV row with a field too many or too few) comes with that
+  reason alone;
 - :func:`violation_reasons` turns a client ``InvalidRecordError`` into reasons naming columns;
 - :class:`Deduplicator` keeps the first row per key and accounts for the others.
 """
@@ -56,7 +60,7 @@ from listsync.sync.normalize import (
     to_json_value,
 )
 from listsync.sync.rejects import Rejects
-from listsync.sync.sources import ROW_NUMBER
+from listsync.sync.sources import ROW_NUMBER, ROW_PROBLEMS
 
 __all__ = [
     "ACCOUNT_DOMAIN",
@@ -69,10 +73,13 @@ __all__ = [
     "PreparedRows",
     "Rule",
     "check_column_map",
+    "check_people_column_map",
+    "check_rows_column_map",
     "iter_mapped_rows",
     "prepare_people",
     "prepare_rows",
     "reject_row",
+    "rows_key_column",
     "violation_reasons",
 ]
 
@@ -108,6 +115,45 @@ def check_column_map(column_map: Mapping[str, str], columns: Iterable[Any]) -> N
             f"column_map names {len(missing)} column(s) the extract does not have: {_names(missing)}; "
             f"the extract has: {_names(available)}"
         )
+
+
+def check_people_column_map(column_map: Mapping[str, str]) -> None:
+    """Check a people column map: known fields only, one column each, ``account_domain`` and
+    ``first_name`` mapped.
+
+    :raises ColumnMappingError: naming the fields at fault and the fields there are.
+    """
+    _check_targets(column_map, (*PERSON_FIELDS, ACCOUNT_DOMAIN), (ACCOUNT_DOMAIN, "first_name"))
+
+
+def rows_key_column(column_map: Mapping[str, str], key_column_id: str) -> str:
+    """The extract column a rows column map maps to the List's key column ``key_column_id``.
+
+    :raises ColumnMappingError: no column, or more than one, is mapped to it.
+    """
+    sources = [column for column, target in column_map.items() if target == key_column_id]
+    if len(sources) != 1:
+        raise ColumnMappingError(
+            f"column_map must map exactly one extract column to the key column {key_column_id!r}; "
+            f"it maps {len(sources)}: {dict(column_map)!r}"
+        )
+    return sources[0]
+
+
+def check_rows_column_map(
+    column_map: Mapping[str, str], key_column: str, json_columns: Collection[str] = ()
+) -> None:
+    """Check a rows column map: the key column (an extract column) and the JSON columns mapped,
+    one column per List column id.
+
+    :raises ColumnMappingError: naming the columns at fault.
+    """
+    unmapped = [column for column in (key_column, *json_columns) if column not in column_map]
+    if unmapped:
+        raise ColumnMappingError(
+            f"key_column and json_columns must be mapped in column_map; not mapped: {_names(unmapped)}"
+        )
+    _check_targets(column_map, column_map.values(), ())
 
 
 def _check_targets(
@@ -162,8 +208,15 @@ class MappedRow:
 
     @functools.cached_property
     def original(self) -> dict[str, Any]:
-        """Every column of the extract row as read (built only when asked for, e.g. on reject)."""
-        return {name: values[self._position] for name, values in self._chunk.columns.items()}
+        """Every column of the extract row as read (built only when asked for, e.g. on reject);
+        a lone surrogate, which no file can hold as text, is written as its escape (``\\ud800``)."""
+        return {name: _writable(values[self._position]) for name, values in self._chunk.columns.items()}
+
+
+def _writable(value: Any) -> Any:
+    if isinstance(value, str) and not value.isascii():
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
 
 
 class _Chunk:
@@ -193,6 +246,9 @@ def iter_mapped_rows(
     :raises ColumnMappingError: on the first chunk, when a mapped column is missing. A later
         chunk without a mapped column (JSON lines whose records all omit a key) reads it as
         missing values.
+
+    A row whose chunk names it in ``frame.attrs[ROW_PROBLEMS]`` (see
+    :func:`~listsync.sync.sources.read_extract`) comes with that reason only, every field failed.
     """
     columns = {target: column for column, target in column_map.items()}
     next_number = 1
@@ -202,6 +258,7 @@ def iter_mapped_rows(
         if not checked:
             check_column_map(column_map, frame.columns)
             checked = True
+        problems: Mapping[int, str] = frame.attrs.get(ROW_PROBLEMS) or {}
         numbers = (
             frame.index.tolist()
             if frame.index.name == ROW_NUMBER
@@ -217,6 +274,11 @@ def iter_mapped_rows(
         }
         for position, row_number in enumerate(numbers):
             stats.read += 1
+            problem = problems.get(row_number)
+            if problem is not None:
+                # Its values may sit in the wrong columns: the one reason is the row's shape.
+                yield MappedRow(int(row_number), {}, [problem], set(results), columns, chunk, position)
+                continue
             values: dict[str, Any] = {}
             reasons: list[str] = []
             failed: set[str] = set()
@@ -357,7 +419,7 @@ def prepare_people(
     the two (A16).
     """
     check_region(default_region)
-    _check_targets(column_map, (*PERSON_FIELDS, ACCOUNT_DOMAIN), (ACCOUNT_DOMAIN, "first_name"))
+    check_people_column_map(column_map)
     stats = PrepareStats()
     survivors: Deduplicator[tuple[str, str], Person] = Deduplicator(
         rejects, stats, "account domain and identity"
@@ -449,12 +511,7 @@ def prepare_rows(
     """
     if key_kind not in ("domain", "text"):
         raise ValueError(f"key_kind must be 'domain' or 'text', got {key_kind!r}")
-    unmapped = [column for column in (key_column, *json_columns) if column not in column_map]
-    if unmapped:
-        raise ColumnMappingError(
-            f"key_column and json_columns must be mapped in column_map; not mapped: {_names(unmapped)}"
-        )
-    _check_targets(column_map, column_map.values(), ())
+    check_rows_column_map(column_map, key_column, json_columns)
     key_id = column_map[key_column]
     rules: dict[str, Rule] = {column_id: to_json_value for column_id in column_map.values()}
     rules.update({column_map[column]: parse_json for column in json_columns})

@@ -12,7 +12,14 @@
   extract, with the columns concerned);
 - an index holding the row number: the 1-based position of the row in the whole extract,
   continuing across chunks (its name is :data:`ROW_NUMBER`). Rejects and duplicate reports
-  quote it.
+  quote it;
+- one column per name: a header naming a column twice (in a file or a query) is an error;
+- the rows a CSV file holds malformed (more or fewer fields than its header) still there, each
+  with its reason in ``frame.attrs[ROW_PROBLEMS]`` (``{row number: reason}``), for the job to
+  reject it (see :mod:`listsync.sync.csvfile`).
+
+Files are told by their bytes as well as their names: a gzip file is read decompressed
+(``contacts.csv.gz``), a Parquet file or UTF-16 text under another name is an error saying so.
 
 Memory stays bounded by ``chunk_size``: files are parsed incrementally and SQL results are
 streamed with a server-side cursor where the driver has one.
@@ -21,6 +28,7 @@ streamed with a server-side cursor where the driver has one.
 from __future__ import annotations
 
 import codecs
+import gzip
 import io
 import json
 import logging
@@ -33,10 +41,20 @@ from typing import IO, Any, Literal, Protocol
 
 import pandas as pd
 
-from listsync.client.errors import ListSyncError
+from listsync.progress import Progress
+from listsync.sync.csvfile import ROW_PROBLEMS, read_csv
 from listsync.sync.normalize import resolve_timezone
+from listsync.sync.options import ExtractError, check_encoding
 
-__all__ = ["ROW_NUMBER", "ExtractError", "FileFormat", "check_encoding", "read_extract"]
+__all__ = [
+    "ROW_NUMBER",
+    "ROW_PROBLEMS",
+    "ExtractError",
+    "FileFormat",
+    "check_delimiter",
+    "check_encoding",
+    "read_extract",
+]
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +74,6 @@ _SUFFIXES: dict[str, FileFormat] = {
     ".ndjson": "jsonl",
     ".json": "jsonl",
 }
-
-
-class ExtractError(ListSyncError, ValueError):
-    """The extract cannot be read as asked; the message says what to change."""
 
 
 class _Openable(Protocol):
@@ -92,16 +106,17 @@ def read_extract(
     :param params: bound parameters of ``sql``.
     :param file_format: ``"csv"``, ``"parquet"`` or ``"jsonl"``; by default taken from the
         file's suffix (``.csv``/``.tsv``/``.txt``, ``.parquet``/``.pq``, ``.jsonl``/``.ndjson``/
-        ``.json``).
-    :param delimiter: the CSV field separator, one character; ``","`` by default (tab for
-        ``.tsv``).
+        ``.json``, each maybe followed by ``.gz``).
+    :param delimiter: the CSV field separator, one character other than a quote or a line
+        break; ``","`` by default (tab for ``.tsv``).
     :param encoding: the text encoding of CSV and JSON lines. With the default, UTF-8, a
         byte-order mark says otherwise: a UTF-16 one reads the file as UTF-16, a UTF-8 one is
         skipped. Text that is not in the encoding raises :class:`ExtractError` naming it.
     :param chunk_size: rows per DataFrame.
     :param naive_timezone: the zone of timestamps that carry no offset (IANA name).
     :raises ExtractError: a wrong combination of arguments, an unknown format, a malformed
-        JSON line (with its line number) or a delimiter longer than one character.
+        JSON line (with its line number), a quote never closed (with its line number), a
+        column named twice, or a delimiter that is not one character.
     """
     if chunk_size < 1:
         raise ExtractError(f"chunk_size must be at least 1, got {chunk_size}")
@@ -117,16 +132,23 @@ def read_extract(
         fmt = file_format or _format_from_suffix(source)
         if fmt not in _FORMATS:
             raise ExtractError(f"unknown file_format {fmt!r}; use 'csv', 'parquet' or 'jsonl'")
-        if delimiter is not None and len(delimiter) != 1:
-            raise ExtractError(f"delimiter must be one character, got {delimiter!r}")
+        check_delimiter(delimiter)
         check_encoding(encoding)
         name = str(source)
         frames = _read_file(source, fmt, delimiter, encoding, chunk_size)
     return _finish(frames, zone, name)
 
 
+def check_delimiter(delimiter: str | None) -> None:
+    """:raises ExtractError: ``delimiter`` is not one character, or is a quote or a line break."""
+    if delimiter is not None and (len(delimiter) != 1 or not delimiter.isascii() or delimiter in '"\r\n'):
+        raise ExtractError(
+            f"delimiter must be one character other than a quote or a line break, got {delimiter!r}"
+        )
+
+
 def _format_from_suffix(source: Any) -> FileFormat:
-    name = str(getattr(source, "name", None) or source).lower()
+    name = str(getattr(source, "name", None) or source).lower().removesuffix(".gz")
     for suffix, fmt in _SUFFIXES.items():
         if name.endswith(suffix):
             return fmt
@@ -150,26 +172,31 @@ def _open(source: Any, stack: ExitStack) -> IO[bytes]:
     raise ExtractError(f"cannot open {source!r}: expected a path or an object with open()")
 
 
-def check_encoding(encoding: str) -> None:
-    """:raises ExtractError: ``encoding`` names no text encoding Python knows."""
-    try:
-        codecs.lookup(encoding)
-    except LookupError:
-        raise ExtractError(
-            f"unknown encoding {encoding!r}: give one such as utf-8, latin-1, cp1252 or utf-16"
-        ) from None
-
-
 def _read_file(
     source: Any, fmt: FileFormat, delimiter: str | None, encoding: str, chunk_size: int
 ) -> Iterator[pd.DataFrame]:
     with ExitStack() as stack:
         handle = _open(source, stack)
-        codec = _codec(handle, encoding)
+        head = _head(handle)
+        compressed = head.startswith(_GZIP_MAGIC)
+        if compressed:
+            unpacked: Any = gzip.GzipFile(fileobj=handle, mode="rb")
+            handle = stack.enter_context(unpacked)
+            head = _head(handle)
+        codec = encoding
         try:
+            if head.startswith(_PARQUET_MAGIC) and fmt != "parquet":
+                raise ExtractError(
+                    f"this is a Parquet file (it starts with {_PARQUET_MAGIC.decode()}), not {fmt}: "
+                    "rename it to end in .parquet"
+                )
+            if fmt != "parquet":
+                codec = _codec(head, encoding)
+                if not compressed:
+                    _warn_if_large(source, handle, head)
             if fmt == "csv":
                 sep = delimiter or ("\t" if str(source).lower().endswith(".tsv") else ",")
-                yield from _read_csv(handle, sep, codec, chunk_size)
+                yield from read_csv(handle, sep=sep, encoding=codec, chunk_size=chunk_size)
             elif fmt == "parquet":
                 yield from _read_parquet(handle, chunk_size)
             else:
@@ -192,37 +219,98 @@ def _read_file(
 
 
 _BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+_GZIP_MAGIC = b"\x1f\x8b"
+_PARQUET_MAGIC = b"PAR1"
+_HEAD = 1 << 16
+"""Bytes looked at before a file is read: what kind of file it is, how many rows it may hold."""
 
 
-def _codec(handle: IO[bytes], encoding: str) -> str:
-    """The codec to read text with: ``encoding``, or, for the default UTF-8, the one a BOM names."""
+def _head(handle: IO[bytes]) -> bytes:
+    """The first bytes of ``handle`` (up to :data:`_HEAD`), left for the reader to read again."""
+    if hasattr(handle, "peek"):
+        return handle.peek(_HEAD)[:_HEAD]
+    if getattr(handle, "seekable", lambda: False)():
+        head = handle.read(_HEAD)
+        handle.seek(0)
+        return head
+    return b""
+
+
+def _codec(head: bytes, encoding: str) -> str:
+    """The codec to read text with: ``encoding``, or, for the default UTF-8, the one a BOM names.
+
+    :raises ExtractError: read as UTF-8, the text would be UTF-16 without a byte-order mark (every
+        other byte a zero), which decodes without an error into text full of NUL characters.
+    """
     if codecs.lookup(encoding).name != "utf-8":
         return encoding
-    start = handle.peek(4)[:4] if hasattr(handle, "peek") else b""
-    # Without a BOM in view (a stream that cannot peek), utf-8-sig still skips a UTF-8 one.
-    return next((codec for bom, codec in _BOMS if start.startswith(bom)), "utf-8-sig")
+    codec = next((codec for bom, codec in _BOMS if head.startswith(bom)), None)
+    if codec is not None:
+        return codec
+    sample = head[:4096]
+    for kind, zeros in (("utf-16-le", sample[1::2]), ("utf-16-be", sample[0::2])):
+        if len(zeros) >= 8 and zeros.count(0) > len(zeros) * 3 // 4:
+            raise ExtractError(
+                f"this looks like {kind.upper()} text without a byte-order mark (every other byte is "
+                f"zero), not utf-8; give its encoding: --encoding {kind} on the command line, "
+                f"encoding='{kind}' on the operators"
+            )
+    # utf-8-sig skips a UTF-8 BOM that was not in view (a stream that cannot peek).
+    return "utf-8-sig"
 
 
-def _read_csv(handle: IO[bytes], sep: str, encoding: str, chunk_size: int) -> Iterator[pd.DataFrame]:
-    try:
-        reader = pd.read_csv(
-            handle,
-            sep=sep,
-            dtype=object,  # identifiers stay text: no float coercion, leading zeros kept
-            keep_default_na=False,
-            na_values=[""],  # only an empty field is missing; "NA" or "null" are data
-            encoding=encoding,
-            chunksize=chunk_size,
+#: Memory a job holds per extract row until it writes: it keeps every prepared record (the
+#: people sync of ``benchmarks/read_normalize.py`` holds 1,000,000 rows in about 1.5 GB).
+PREPARED_ROW_BYTES = 1600
+
+
+def _warn_if_large(source: Any, handle: IO[bytes], head: bytes) -> None:
+    """Log a warning when the rows the file's size suggests would take more than half the
+    machine's memory once prepared (estimated from the lines of its first bytes)."""
+    size, memory = _file_size(handle), _memory_size()
+    lines = head.count(b"\n") or head.count(b"\r")
+    if not size or not memory or not lines:
+        return
+    rows = size * lines // len(head)
+    peak = rows * PREPARED_ROW_BYTES
+    if peak > memory // 2:
+        log.warning(
+            "Extract %s: %s holds about %d rows; a job keeps them all until it writes, about %s, and "
+            "this machine has %s of memory: split the extract, or run it where there is more memory",
+            source,
+            _bytes(size),
+            rows,
+            _bytes(peak),
+            _bytes(memory),
         )
-    except pd.errors.EmptyDataError:
-        raise ExtractError("the CSV extract is empty: it has not even a header row") from None
-    with reader:
-        yield from reader
 
 
-def _frame(columns: dict[str, list[Any]]) -> pd.DataFrame:
-    # dtype=object stops pandas from turning strings into its str dtype or ints with None into floats.
-    return pd.DataFrame(columns, dtype=object)
+def _bytes(size: int) -> str:
+    return f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.1f} MiB"
+
+
+def _file_size(handle: IO[bytes]) -> int | None:
+    try:
+        return os.fstat(handle.fileno()).st_size
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        size = getattr(handle, "size", None)  # fsspec files (object storage)
+        return size if isinstance(size, int) else None
+
+
+def _memory_size() -> int | None:
+    """The machine's physical memory in bytes, where the system says."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _frame(names: Sequence[Any], columns: Sequence[Sequence[Any]]) -> pd.DataFrame:
+    # dtype=object stops pandas from turning strings into its str dtype or ints with None into
+    # floats; columns go in by position, so two of one name both arrive (and _finish refuses them).
+    frame = pd.DataFrame(dict(enumerate(columns)), dtype=object)
+    frame.columns = pd.Index(list(names), dtype=object)
+    return frame
 
 
 def _read_parquet(handle: IO[bytes], chunk_size: int) -> Iterator[pd.DataFrame]:
@@ -231,9 +319,9 @@ def _read_parquet(handle: IO[bytes], chunk_size: int) -> Iterator[pd.DataFrame]:
     parquet = pq.ParquetFile(handle)
     names = parquet.schema_arrow.names
     for batch in parquet.iter_batches(batch_size=chunk_size):
-        yield _frame({name: batch.column(i).to_pylist() for i, name in enumerate(names)})
+        yield _frame(names, [column.to_pylist() for column in batch.columns])
     if parquet.metadata.num_rows == 0:
-        yield _frame({name: [] for name in names})
+        yield _frame(names, [[] for _ in names])
 
 
 def _read_jsonl(handle: IO[bytes], encoding: str, chunk_size: int) -> Iterator[pd.DataFrame]:
@@ -248,6 +336,10 @@ def _read_jsonl(handle: IO[bytes], encoding: str, chunk_size: int) -> Iterator[p
             raise ExtractError(
                 f"line {line_number} of the JSON lines extract is not valid JSON: {exc}"
             ) from exc
+        except RecursionError:
+            raise ExtractError(
+                f"line {line_number} of the JSON lines extract is nested too deep to be read"
+            ) from None
         if not isinstance(record, dict):
             raise ExtractError(
                 f"line {line_number} of the JSON lines extract is a {type(record).__name__}, not an object"
@@ -269,7 +361,7 @@ def _records_frame(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
                 columns[key] = [None] * position
     for key, values in columns.items():
         values.extend(record.get(key) for record in records[len(values) :])
-    return _frame(columns)
+    return _frame(list(columns), list(columns.values()))
 
 
 def _read_sql(
@@ -292,9 +384,9 @@ def _read_sql(
             produced = False
             for rows in result.partitions(chunk_size):
                 produced = True
-                yield _frame({name: [row[i] for row in rows] for i, name in enumerate(columns)})
+                yield _frame(columns, [[row[i] for row in rows] for i in range(len(columns))])
             if not produced:
-                yield _frame({name: [] for name in columns})
+                yield _frame(columns, [[] for _ in columns])
     except sa.exc.SQLAlchemyError as exc:
         # The driver's own words, first line only: the rest repeats the query and a link.
         detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
@@ -308,10 +400,14 @@ def _read_sql(
 
 
 def _finish(frames: Iterable[pd.DataFrame], zone: tzinfo, name: str) -> Iterator[pd.DataFrame]:
-    """Number the rows across chunks, turn every missing value into None, make datetimes aware."""
+    """Number the rows across chunks, turn every missing value into None, make datetimes aware,
+    refuse a column named twice, and key the reasons of malformed rows by row number."""
     start = 1
     logged = False
+    progress = Progress(log, "Extract %s: %d rows read so far")
     for raw in frames:
+        if start == 1:
+            _check_unique_columns(raw.columns, name)
         as_objects = raw.astype(object)
         frame = as_objects.where(as_objects.notna(), None)
         naive = _localize_naive(frame, zone)
@@ -324,8 +420,23 @@ def _finish(frames: Iterable[pd.DataFrame], zone: tzinfo, name: str) -> Iterator
             )
             logged = True
         frame.index = pd.RangeIndex(start, start + len(frame), name=ROW_NUMBER)
+        frame.attrs.pop(ROW_PROBLEMS, None)
+        problems = raw.attrs.get(ROW_PROBLEMS)
+        if problems:
+            frame.attrs[ROW_PROBLEMS] = {start + position: reason for position, reason in problems.items()}
         start += len(frame)
+        progress(name, start - 1)
         yield frame
+
+
+def _check_unique_columns(columns: pd.Index, name: str) -> None:
+    """:raises ExtractError: a column name is given twice (every column but one would be lost)."""
+    repeated = sorted({str(column) for column in columns[columns.duplicated()]})
+    if repeated:
+        raise ExtractError(
+            f"{name} has more than one column named {', '.join(map(repr, repeated))}: give each column "
+            "its own name (in a query, an alias)"
+        )
 
 
 def _localize_naive(frame: pd.DataFrame, zone: tzinfo) -> list[str]:

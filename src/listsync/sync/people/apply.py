@@ -16,6 +16,8 @@ from listsync.client.writers import (
     WriteReport,
     chunk_by_account,
 )
+from listsync.sync.options import PEOPLE_WRITE_KINDS as WRITE_KINDS
+from listsync.sync.options import people_chunk_sizes as chunk_sizes
 from listsync.sync.people.plan import PeoplePlan, PlannedAdd, PlannedDelete, PlannedPatch, item_key
 from listsync.sync.people.read import NOT_IN_LIST, difference, people_index, read_accounts
 from listsync.sync.plan import ProgressLogger, wait_for_late_writes
@@ -25,8 +27,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-
-WRITE_KINDS: tuple[str, ...] = ("add", "patch", "delete")
 
 #: Sends of one people add in all, the first included, while its outcome stays unknown.
 MAX_ADD_ATTEMPTS = 3
@@ -292,24 +292,3 @@ def _replacement(patch: PlannedPatch) -> dict[str, Any]:
     """The whole person a refused patch stands for: the List's fields with the changes applied."""
     person = {**patch.current, **patch.patch}
     return {name: value for name, value in person.items() if value is not None}
-
-
-def chunk_sizes(chunk_size: int | Mapping[str, int]) -> dict[str, int]:
-    """People per request for each write kind, from one number or a per-kind mapping.
-
-    :raises ValueError: a kind other than add, patch or delete, or a size below 1 or above
-        the service's cap (A21).
-    """
-    if isinstance(chunk_size, Mapping):
-        unknown = sorted(set(chunk_size) - set(WRITE_KINDS))
-        if unknown:
-            raise ValueError(
-                f"chunk_size keys must be among {', '.join(WRITE_KINDS)}; got {', '.join(unknown)}"
-            )
-        sizes = {kind: int(chunk_size.get(kind, PEOPLE_PER_REQUEST)) for kind in WRITE_KINDS}
-    else:
-        sizes = dict.fromkeys(WRITE_KINDS, int(chunk_size))
-    for kind, size in sizes.items():
-        if not 1 <= size <= PEOPLE_PER_REQUEST:
-            raise ValueError(f"chunk_size for {kind} must be between 1 and {PEOPLE_PER_REQUEST}, got {size}")
-    return sizes

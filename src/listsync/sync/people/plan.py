@@ -6,22 +6,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from listsync.client.models import is_merged_on_add, person_identity, person_match
 from listsync.sync.normalize import NormalizationError, normalize_domain, normalize_profile_url
+from listsync.sync.options import DeleteScope, SyncMode, check_sync_options
 from listsync.sync.prepare import PERSON_FIELDS
 
 if TYPE_CHECKING:
     pass
 
-
-SyncMode = Literal["upsert", "mirror"]
-DeleteScope = Literal["accounts_in_source", "list"]
-SYNC_MODES: tuple[str, ...] = ("upsert", "mirror")
-DELETE_SCOPES: tuple[str, ...] = ("accounts_in_source", "list")
 
 #: What a source person or a List person may be: a mapping with ``account_domain`` and person
 #: fields, or a model with those attributes (``ListedPerson``, ``Person``).
@@ -241,17 +237,6 @@ def _repairs(listed: list[_ListPerson], in_scope: Callable[[str], bool]) -> list
                 copy.claimed = True  # removed here, not by the mirror deletes
                 repairs.append(PlannedDelete(domain, identity, _match_of(copy.fields), copy=number))
     return repairs
-
-
-def check_sync_options(mode: str, delete_scope: str) -> None:
-    """Check ``mode`` and ``delete_scope`` (callers check early, before reading anything).
-
-    :raises ValueError: an unknown mode or delete scope, naming the allowed values.
-    """
-    if mode not in SYNC_MODES:
-        raise ValueError(f"mode must be one of {', '.join(SYNC_MODES)}; got {mode!r}")
-    if delete_scope not in DELETE_SCOPES:
-        raise ValueError(f"delete_scope must be one of {', '.join(DELETE_SCOPES)}; got {delete_scope!r}")
 
 
 def _index_list(

@@ -10,12 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from listsync.client.errors import ListSyncError
 from listsync.client.models import CellUpdate, RowAdd
-from listsync.client.writers import (
-    CELL_UPDATES_PER_REQUEST,
-    ROW_DELETES_PER_REQUEST,
-    ROWS_PER_REQUEST,
-    Keyed,
-)
+from listsync.client.writers import Keyed
+from listsync.sync.options import ADD_ROWS, DELETE_ROWS, UPDATE_CELLS
+from listsync.sync.options import rows_chunk_sizes as chunk_sizes
 from listsync.sync.plan import ProgressLogger, wait_for_late_writes
 from listsync.sync.rows.plan import CellChange, RowAddition, RowRemoval, RowsPlan
 
@@ -25,15 +22,9 @@ if TYPE_CHECKING:
 _log = logging.getLogger(__name__)
 
 
-#: Request kinds, as counted in summaries and as keys of ``chunk_size`` mappings.
-ADD_ROWS, UPDATE_CELLS, DELETE_ROWS, GET_ROWS = "add_rows", "update_cells", "delete_rows", "get_rows"
-
-#: Default chunk sizes: the per-request caps of docs/assumptions.md A21.
-DEFAULT_CHUNK_SIZES: dict[str, int] = {
-    ADD_ROWS: ROWS_PER_REQUEST,
-    UPDATE_CELLS: CELL_UPDATES_PER_REQUEST,
-    DELETE_ROWS: ROW_DELETES_PER_REQUEST,
-}
+#: Re-reads of row adds of unknown outcome, counted in summaries beside the write kinds
+#: (:data:`~listsync.sync.options.ADD_ROWS`, ``UPDATE_CELLS``, ``DELETE_ROWS``).
+GET_ROWS = "get_rows"
 
 #: Sends of one row add in all, the first included, while its outcome stays unknown; then it fails.
 MAX_ADD_ATTEMPTS = 3
@@ -85,35 +76,6 @@ class ApplyOutcome:
         """Set ``rows_updated``: rows whose every planned cell update is known written."""
         unsettled = self.failed_keys("update") | {change.key for change, _ in self.unknown_changes}
         self.rows_updated = len({c.row_id for c in self.written_changes if c.key not in unsettled})
-
-
-def chunk_sizes(chunk_size: int | Mapping[str, int] | None) -> dict[str, int]:
-    """Items per request for each kind (:data:`ADD_ROWS`, :data:`UPDATE_CELLS`, :data:`DELETE_ROWS`).
-
-    ``None`` gives the service's caps (A21: 500 rows, 1,000 cell updates, 1,000 row deletes);
-    one number applies to every kind, each kind keeping at most its cap; a mapping sets kinds
-    one by one (the others keep their cap).
-
-    :raises ValueError: an unknown kind, or a size below 1 or above its kind's cap.
-    """
-    if chunk_size is None:
-        return dict(DEFAULT_CHUNK_SIZES)
-    if not isinstance(chunk_size, Mapping):
-        if int(chunk_size) < 1:
-            raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
-        return {kind: min(int(chunk_size), cap) for kind, cap in DEFAULT_CHUNK_SIZES.items()}
-    unknown = sorted(set(chunk_size) - set(DEFAULT_CHUNK_SIZES))
-    if unknown:
-        raise ValueError(
-            f"chunk_size keys must be among {', '.join(DEFAULT_CHUNK_SIZES)}; got {', '.join(unknown)}"
-        )
-    sizes = {kind: int(chunk_size.get(kind, cap)) for kind, cap in DEFAULT_CHUNK_SIZES.items()}
-    for kind, size in sizes.items():
-        if not 1 <= size <= DEFAULT_CHUNK_SIZES[kind]:
-            raise ValueError(
-                f"chunk_size for {kind} must be between 1 and {DEFAULT_CHUNK_SIZES[kind]}, got {size}"
-            )
-    return sizes
 
 
 def apply_rows_plan(

@@ -38,7 +38,7 @@ def read_current_rows(
         )
         return page.rows, page.more, page.total
 
-    rows = [current_row(row) for row in iter_offset_pages(fetch)]
+    rows = [current_row(row) for row in iter_offset_pages(fetch, what=f"rows of {table_id}")]
     return rows, requests
 
 

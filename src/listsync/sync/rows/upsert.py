@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob
 from listsync.sync.plan import OpenableFile, build_summary
-from listsync.sync.prepare import ColumnMappingError, PreparedRows, prepare_rows
+from listsync.sync.prepare import PreparedRows, prepare_rows, rows_key_column
 from listsync.sync.rows.apply import (
     ADD_ROWS,
     DELETE_ROWS,
@@ -90,19 +90,14 @@ def upsert_rows(
     :raises SyncFailedError: rows failed and ``fail_on_error`` is set; the rest was written.
     """
     sizes = chunk_sizes(chunk_size)  # a bad setting fails before anything is read
-    source_keys = [column for column, target in column_map.items() if target == key_column]
-    if len(source_keys) != 1:
-        raise ColumnMappingError(
-            f"column_map must map exactly one extract column to the key column {key_column!r}; "
-            f"it maps {len(source_keys)}: {dict(column_map)!r}"
-        )
+    source_key = rows_key_column(column_map, key_column)
     job = _RowsUpsert(
         client=client,
         table_id=table_id,
         frames=frames,
         column_map=column_map,
         key_column=key_column,
-        source_key=source_keys[0],
+        source_key=source_key,
         key_kind=key_kind,
         json_columns=json_columns,
         delete_missing=delete_missing,

@@ -1,0 +1,328 @@
+"""The example DAGs on a real Airflow cluster, run by the scheduler and a Celery worker.
+
+``deploy/cluster.py`` (what ``make cluster`` runs) starts the deployment once for the module:
+PostgreSQL metadata database, Redis broker, api-server, scheduler, dag-processor, triggerer and one
+Celery worker, with the settings docker-compose.yml uses, the emulator and a PostgreSQL warehouse
+holding the example data. Runs are started as a user starts them (``airflow dags trigger``,
+unpausing), never with ``dags test``:
+
+* the nightly sync's summary, read from XCom through the REST API, says what the List now holds;
+* the signal backfill catches up on its ten days. The emulator's rate windows last
+  :data:`WINDOW_SECONDS` instead of a minute, and the cluster's policy
+  (``airflow_local_settings.py`` here) scales the operator's deferral threshold to them: windows
+  are waited for in the worker, and the first request's Retry-After, longer than a window, defers
+  the task to the triggerer. In the middle of :data:`KILL_DAY`, the worker's task process and its
+  Celery pool process are killed with SIGKILL; the retry resumes from the checkpoint, and no event
+  is lost or sent twice without the summary saying so.
+
+The cluster is stopped, and its databases dropped, whatever happens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import psutil
+import pytest
+import yaml
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+LAUNCHER = REPO / "deploy" / "cluster.py"
+POLICY = Path(__file__).with_name("airflow_local_settings.py")
+NIGHTLY = "crm_to_list_nightly"
+BACKFILL = "signal_backfill"
+INGEST_TASK = "ingest_signal_events"
+TABLE_ID = "tbl_accounts"
+WINDOW_SECONDS = 2
+# Page visits (an Event signal) are held to this many a window, so each day waits for two or
+# three windows, in its worker.
+EVENT_LIMIT = 15
+# The first event request is answered 429 with this Retry-After: longer than a window, so the
+# task defers (the policy's threshold is DEFER_AFTER_SECONDS).
+RETRY_AFTER_SECONDS = 5
+KILL_DAY = "2026-11-04"
+START_TIMEOUT = 300.0
+RUN_TIMEOUT = 240.0
+# Endpoints of /_emulator/stats that change a List.
+LIST_WRITES = (
+    "POST /v1/lists/{tableId}/rows",
+    "PATCH /v1/lists/{tableId}/cells",
+    "DELETE /v1/lists/{tableId}/rows",
+    "POST /v1/lists/{tableId}/targetable-people",
+    "PATCH /v1/lists/{tableId}/targetable-people",
+    "DELETE /v1/lists/{tableId}/targetable-people",
+)
+
+
+class Cluster:
+    """A running cluster: its ``cluster.json``, the Airflow CLI and REST API, and the emulator."""
+
+    def __init__(self, state: dict[str, Any], launcher: ModuleType) -> None:
+        self.state = state
+        self.env = {**launcher.inherited_environment(), **state["env"]}
+        self.api = httpx.Client(base_url=state["urls"]["ui"] + "/api/v2", timeout=30)
+        token = httpx.post(state["urls"]["ui"] + "/auth/token", json=state["login"], timeout=30)
+        token.raise_for_status()
+        self.api.headers["Authorization"] = f"Bearer {token.json()['access_token']}"
+
+    def airflow(self, *args: str) -> str:
+        result = subprocess.run(
+            [str(Path(sys.executable).with_name("airflow")), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 0, f"airflow {' '.join(args)} failed:\n{result.stderr[-3000:]}"
+        return result.stdout
+
+    def get(self, path: str, **params: Any) -> Any:
+        response = self.api.get(path, params=params)
+        response.raise_for_status()
+        return response.json()
+
+    def task_instances(self, dag_id: str) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = self.get(f"/dags/{dag_id}/dagRuns/~/taskInstances", limit=100)[
+            "task_instances"
+        ]
+        return found
+
+    def return_value(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
+        path = f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}"
+        value: dict[str, Any] = self.get(f"{path}/xcomEntries/return_value")["value"]
+        return value
+
+    def emulator(self, what: str) -> Any:
+        response = httpx.get(f"{self.state['urls']['emulator']}/_emulator/{what}", timeout=30)
+        response.raise_for_status()
+        return response.json()
+
+    def wait_for_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while True:
+            run: dict[str, Any] = self.get(f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}")
+            if run["state"] in {"success", "failed"}:
+                return run
+            assert time.monotonic() < deadline, f"{dag_id} {run_id} still {run['state']}; see {self.logs}"
+            time.sleep(1)
+
+    @property
+    def logs(self) -> str:
+        return str(Path(self.state["processes"]["scheduler"]["log"]).parent)
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    postgres_url: str, redis_url: str, launcher: ModuleType, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    root = tmp_path_factory.mktemp("cluster")
+    config = yaml.safe_load((REPO / "examples" / "emulator.yaml").read_text())
+    config["window_seconds"] = WINDOW_SECONDS
+    config["rate_limits"] = {"Event": EVENT_LIMIT}
+    config["faults"] = {
+        "rules": [
+            {
+                "endpoint": "POST /v1/events/batch",
+                "kind": "rate_limit",
+                "retry_after_seconds": RETRY_AFTER_SECONDS,
+                "times": 1,
+            }
+        ]
+    }
+    (root / "emulator.yaml").write_text(yaml.safe_dump(config))
+    directory = root / "deployment"
+    command = [
+        sys.executable, str(LAUNCHER), "start", "--dir", str(directory),
+        "--postgres", postgres_url, "--redis", redis_url,
+        "--emulator-config", str(root / "emulator.yaml"), "--local-settings", str(POLICY),
+        # The executor's report of the lost task makes it a retry at once; the heartbeat timeout
+        # is the fallback, shortened from five minutes.
+        "--set", "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT=60",
+        "--timeout", str(START_TIMEOUT),
+    ]  # fmt: skip
+    try:
+        started = subprocess.run(
+            command, capture_output=True, text=True, timeout=START_TIMEOUT * 2, check=False
+        )
+        assert started.returncode == 0, f"the cluster did not start:\n{started.stderr[-3000:]}"
+        running = Cluster(json.loads((directory / "cluster.json").read_text()), launcher)
+        with running.api:
+            yield running
+    finally:
+        stopped = subprocess.run(
+            [sys.executable, str(LAUNCHER), "stop", "--dir", str(directory)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert stopped.returncode == 0, stopped.stderr
+
+
+def plan_keys(path: str, action: str, key: str) -> set[str]:
+    lines = Path(path).read_text().splitlines()
+    return {entry[key] for entry in map(json.loads, lines) if entry["action"] == action}
+
+
+def test_a_nightly_run_triggered_on_the_cluster_leaves_the_list_its_summary_describes(cluster: Cluster):
+    # Triggered for the date the scheduler would run next, so unpausing adds no run of its own.
+    logical_date = cluster.get(f"/dags/{NIGHTLY}")["next_dagrun_logical_date"]
+    run_id = "nightly_on_the_cluster"
+    cluster.airflow("dags", "trigger", NIGHTLY, "--logical-date", logical_date, "--run-id", run_id)
+    cluster.airflow("dags", "unpause", NIGHTLY)
+
+    assert cluster.wait_for_run(NIGHTLY, run_id)["state"] == "success"
+    summary = cluster.return_value(NIGHTLY, run_id, "report")
+    rows, people = summary["rows"], summary["people"]
+    held = cluster.emulator("state")["lists"][TABLE_ID]["rows"]
+    stats = cluster.emulator("stats")["endpoints"]
+
+    # The List started empty: it holds the rows and people the run says it added, the accounts
+    # its plan lists, and the emulator received the write requests the summary counts.
+    assert rows["rows_added"] > 0 and people["added"] > 0
+    assert rows["failed"] == people["failed"] == 0
+    assert len(held) == rows["rows_added"] - rows["rows_deleted"]
+    assert {row["cells"]["domain"] for row in held} == plan_keys(rows["plan_path"], "add", "key")
+    assert sum(len(row["people"]) for row in held) == people["added"] - people["deleted"]
+    assert {row["accountDomain"] for row in held if row["people"]} == plan_keys(
+        people["plan_path"], "add", "account_domain"
+    )
+    writes = sum(stats.get(endpoint, {}).get("requests", 0) for endpoint in LIST_WRITES)
+    assert writes == rows["requests"]["total"] + people["requests"]["total"]
+
+
+def warehouse_events(cluster: Cluster) -> dict[str, str]:
+    """Event id -> the day (YYYY-MM-DD) it happened, for every row of the warehouse's events."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(cluster.state["env"]["AIRFLOW_CONN_LISTSYNC_WAREHOUSE"])
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text("SELECT event_id, occurred_at FROM signal_events")).all()
+    finally:
+        engine.dispose()
+    return {event_id: occurred_at.date().isoformat() for event_id, occurred_at in rows}
+
+
+def kill_task(cluster: Cluster, task_instance: dict[str, Any]) -> bool:
+    """SIGKILL the task's process and the Celery pool process running it; ``False`` when the task
+    has no process on the worker at this moment."""
+    worker = psutil.Process(cluster.state["processes"]["celery-worker"]["pid"])
+    try:
+        task = psutil.Process(task_instance["pid"])
+        pool = task.parent()
+    except (psutil.Error, TypeError):
+        return False
+    if pool is None or pool.ppid() != worker.pid:
+        return False
+    os.kill(task.pid, signal.SIGKILL)
+    os.kill(pool.pid, signal.SIGKILL)
+    return True
+
+
+def test_a_deferrable_backfill_survives_sigkill_of_its_worker_processes(cluster: Cluster):
+    days = warehouse_events(cluster)
+    cluster.airflow("dags", "unpause", BACKFILL)
+
+    states_seen: set[str] = set()
+    killed_at: int | None = None  # how many of the day's events the service held then
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while True:
+        tis = cluster.task_instances(BACKFILL)
+        states_seen.update(ti["state"] for ti in tis)
+        assert not [ti for ti in tis if ti["state"] == "failed"], f"a day failed; see {cluster.logs}"
+        if len(tis) == len(set(days.values())) and all(ti["state"] == "success" for ti in tis):
+            break
+        victim = next((ti for ti in tis if ti["logical_date"].startswith(KILL_DAY)), None)
+        if killed_at is None and victim is not None and victim["state"] == "running":
+            held = {
+                e["reference"]
+                for e in cluster.emulator("state")["events"]
+                if days.get(e["reference"]) == KILL_DAY
+            }
+            if (
+                held
+                and len(held) < sum(day == KILL_DAY for day in days.values())
+                and kill_task(cluster, victim)
+            ):
+                killed_at = len(held)
+        assert time.monotonic() < deadline, (
+            f"the backfill is not done: {sorted(map(str, states_seen))}; see {cluster.logs}"
+        )
+        time.sleep(0.2)
+
+    assert killed_at is not None, f"{KILL_DAY} ended before its worker processes could be killed"
+    assert "deferred" in states_seen, "no wait was deferred to the triggerer"
+    by_day = {ti["logical_date"][:10]: ti for ti in tis}
+    assert by_day[KILL_DAY]["try_number"] >= 2, "the killed task was not retried"
+    assert {ti["try_number"] for day, ti in by_day.items() if day != KILL_DAY} == {1}
+
+    received = Counter(event["reference"] for event in cluster.emulator("state")["events"])
+    accounted = 0
+    for day, ti in sorted(by_day.items()):
+        summary = cluster.return_value(BACKFILL, ti["dag_run_id"], INGEST_TASK)
+        held = {reference: n for reference, n in received.items() if days[reference] == day}
+        # Nothing the summary counts as acknowledged is missing, and every copy the service
+        # holds beyond the first is one the summary owns up to.
+        assert summary["acknowledged"] == len(held), day
+        assert sum(n - 1 for n in held.values()) <= summary["possibly_duplicated"], day
+        accounted += summary["acknowledged"] + summary["rows_rejected"] + summary["rejected_by_service"]
+        if day == KILL_DAY:
+            # The retry picked up every event the killed try had got to the service: acknowledged
+            # (resumed after) or in flight (sent again, and counted as possibly duplicated).
+            resumed = sum((summary["resumed_from"] or {}).values())
+            assert resumed + summary["possibly_duplicated"] >= killed_at, summary
+    # No event of the warehouse went unaccounted for: each was ingested or rejected with a reason.
+    assert accounted == len(days)
+    assert set(received) <= set(days)
+
+
+def process_group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def test_stop_ends_every_process_and_drops_the_databases(cluster: Cluster, postgres_url: str, redis_url: str):
+    import redis
+    import sqlalchemy as sa
+
+    directory = Path(cluster.state["processes"]["scheduler"]["log"]).parents[1]
+    stopped = subprocess.run(
+        [sys.executable, str(LAUNCHER), "stop", "--dir", str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert stopped.returncode == 0, stopped.stderr
+    # Each component led a process group of its own; none has a process left (Celery's pool and
+    # task processes included).
+    groups = {record["pid"] for record in cluster.state["processes"].values()}
+    assert [p.info for p in psutil.process_iter(["pid", "name"]) if process_group(p.pid) in groups] == []
+    with redis.Redis.from_url(redis_url, db=cluster.state["redis_db"]) as broker:
+        assert broker.dbsize() == 0
+    engine = sa.create_engine(postgres_url)
+    try:
+        with engine.connect() as conn:
+            names = conn.execute(sa.text("SELECT datname FROM pg_database")).scalars().all()
+    finally:
+        engine.dispose()
+    assert not [name for name in names if name in cluster.state["databases"]]
