@@ -164,14 +164,19 @@ def cluster(
         with running.api:
             yield running
     finally:
-        stopped = subprocess.run(
-            [sys.executable, str(LAUNCHER), "stop", "--dir", str(directory)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert stopped.returncode == 0, stopped.stderr
+        stop(directory)
+
+
+def stop(directory: Path) -> None:
+    """``deploy/cluster.py stop`` on the cluster started in ``directory``."""
+    stopped = subprocess.run(
+        [sys.executable, str(LAUNCHER), "stop", "--dir", str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert stopped.returncode == 0, stopped.stderr
 
 
 def plan_keys(path: str, action: str, key: str) -> set[str]:
@@ -304,15 +309,8 @@ def test_stop_ends_every_process_and_drops_the_databases(cluster: Cluster, postg
     import sqlalchemy as sa
 
     directory = Path(cluster.state["processes"]["scheduler"]["log"]).parents[1]
-    stopped = subprocess.run(
-        [sys.executable, str(LAUNCHER), "stop", "--dir", str(directory)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    stop(directory)
 
-    assert stopped.returncode == 0, stopped.stderr
     # Each component led a process group of its own; none has a process left (Celery's pool and
     # task processes included).
     groups = {record["pid"] for record in cluster.state["processes"].values()}

@@ -15,8 +15,9 @@ parsed), does not import pandas.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from listsync.lazy import lazy_names
 
 if TYPE_CHECKING:
     from listsync.sync.normalize import NORMALIZATION_VERSION, NormalizationError
@@ -64,12 +65,4 @@ _MODULES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _MODULES, __all__)
