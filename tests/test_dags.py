@@ -51,7 +51,13 @@ def test_every_dag_file_imports_without_errors():
     bag = DagBag(dag_folder=str(DAGS))
 
     assert bag.import_errors == {}
-    assert set(bag.dag_ids) == {"crm_to_list_nightly", "segment_lists", "signal_backfill", "upsert_rows"}
+    assert set(bag.dag_ids) == {
+        "crm_to_list_nightly",
+        "segment_lists",
+        "sharded_people_sync",
+        "signal_backfill",
+        "upsert_rows",
+    }
     for path in DAGS.glob("*.py"):
         assert any(dag.fileloc == str(path) for dag in bag.dags.values()), f"{path.name} defines no DAG"
 
@@ -449,3 +455,53 @@ def test_segment_lists_dag_fills_each_list_from_a_map_index_named_after_it(
     # Every map index wrote its own plan and rejects files, in the run's folder.
     assert len(set(files)) == len(files) == 2 * len(SEGMENT_LISTS)
     assert {Path(file).parent for file in files} == {connections / "segment_lists" / "20261121T030000"}
+
+
+@pytest.mark.slow
+def test_sharded_people_sync_dag_mirrors_the_list_in_four_shards_that_add_up_to_the_nightly_sync(
+    connections, warehouse, segment_emulator_url, run_dag
+):
+    sharded = repo_dag("sharded_people_sync")
+    nightly = repo_dag("crm_to_list_nightly")
+    people = sharded.get_task("sync_targetable_people")
+    # The same extract and column map as the nightly sync's people.
+    assert people.partial_kwargs["sql"] == nightly.get_task("sync_targetable_people").sql
+    assert people.partial_kwargs["column_map"] == nightly.get_task("sync_targetable_people").column_map
+
+    run = run_dag(sharded, logical_date=datetime(2026, 11, 22, 2, tzinfo=timezone.utc))
+
+    assert run.state == "success"
+    mapped = sorted(
+        (ti for ti in run.get_task_instances() if ti.task_id == "sync_targetable_people"),
+        key=lambda ti: ti.map_index,
+    )
+    assert [ti.rendered_map_index for ti in mapped] == [f"shard {index}/4" for index in range(4)]
+    summaries = [ti.xcom_pull(task_ids="sync_targetable_people", map_indexes=ti.map_index) for ti in mapped]
+    folder = connections / "sharded_people_sync" / "20261122T020000"
+    assert [Path(summary["plan_path"]) for summary in summaries] == [
+        folder / f"people.shard-{index}-of-4.plan.jsonl" for index in range(4)
+    ]
+    combined = next(ti for ti in run.get_task_instances() if ti.task_id == "report").xcom_pull(
+        task_ids="report"
+    )
+    rows = emulator_json(segment_emulator_url, "state")["lists"][TABLE_ID]["rows"]
+    listed = sum(len(row["people"]) for row in rows)
+    assert combined["shards"] == [f"{index}/4" for index in range(4)]
+    assert combined["added"] == listed > 0
+    assert combined["added"] == sum(summary["added"] for summary in summaries)
+    assert all(summary["added"] > 0 for summary in summaries)
+    # Every extract row was passed, rejected or collapsed by one shard and left by the other three.
+    extract_rows = summaries[0]["read"]
+    assert combined["passed"] + combined["rejected"] + combined["duplicates"] == extract_rows
+    assert (combined["read"], combined["other_shards"]) == (extract_rows, 0)
+
+    # The unsharded nightly sync, run now on the same data, finds nothing left to write.
+    nightly_run = run_dag(nightly, logical_date=datetime(2026, 11, 23, 2, tzinfo=timezone.utc))
+
+    assert nightly_run.state == "success"
+    summary = json.loads(
+        (connections / "crm_to_list_nightly" / "20261123T020000" / "summary.json").read_text()
+    )
+    assert summary["people"]["requests"]["total"] == 0
+    assert summary["people"]["unchanged"] == listed
+    assert summary["people"]["rejected"] == combined["rejected"]

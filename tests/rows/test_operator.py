@@ -85,6 +85,7 @@ def test_templated_fields_are_the_documented_ones() -> None:
         "rejects_path",
         "plan_path",
         "user_id",
+        "shard",
     }
     assert all(hasattr(operator, name) for name in operator.template_fields)
 

@@ -47,7 +47,13 @@ def test_rows_become_validated_events_with_every_row_accounted_for() -> None:
     rejects = Rejects()
     prepared = prepare_events([frame(ROWS)], MAPPING, rejects=rejects)
 
-    assert prepared.stats.to_dict() == {"read": 5, "passed": 2, "rejected": 2, "duplicates": 1}
+    assert prepared.stats.to_dict() == {
+        "read": 5,
+        "passed": 2,
+        "rejected": 2,
+        "duplicates": 1,
+        "other_shards": 0,
+    }
     # Chronological order, whatever the extract's row order.
     assert [e.signal for e in prepared.events] == ["page_visit", "seats_used"]
     visit, seats = prepared.events
@@ -111,7 +117,13 @@ def test_reference_column_is_used_and_clashes_are_rejected_naming_the_first_row(
     rejects = Rejects()
     prepared = prepare_events([frame(rows)], mapping, rejects=rejects)
 
-    assert prepared.stats.to_dict() == {"read": 6, "passed": 1, "rejected": 4, "duplicates": 1}
+    assert prepared.stats.to_dict() == {
+        "read": 6,
+        "passed": 1,
+        "rejected": 4,
+        "duplicates": 1,
+        "other_shards": 0,
+    }
     (event,) = prepared.events
     assert event.to_wire() == {
         "signal": "deal_stage",
@@ -191,7 +203,13 @@ def test_a_json_data_column_holding_nan_is_rejected_rather_than_sent_as_null() -
     rejects = Rejects()
     prepared = prepare_events([frame(rows)], mapping, rejects=rejects)
 
-    assert prepared.stats.to_dict() == {"read": 2, "passed": 1, "rejected": 1, "duplicates": 0}
+    assert prepared.stats.to_dict() == {
+        "read": 2,
+        "passed": 1,
+        "rejected": 1,
+        "duplicates": 0,
+        "other_shards": 0,
+    }
     assert [event.data for event in prepared.events] == [{"seats": 3}]
     assert [record["row"] for record in rejects.records] == [1]
     assert "NaN" in rejects.records[0]["reasons"][0]

@@ -68,7 +68,13 @@ def test_people_are_normalised_and_grouped_by_domain_and_identity(tmp_path: Path
     rejects = Rejects()
     prepared = prepare_people(read_extract(csv), PEOPLE_MAP, rejects=rejects)
     assert rejects.records == []
-    assert prepared.stats.to_dict() == {"read": 2, "passed": 2, "rejected": 0, "duplicates": 0}
+    assert prepared.stats.to_dict() == {
+        "read": 2,
+        "passed": 2,
+        "rejected": 0,
+        "duplicates": 0,
+        "other_shards": 0,
+    }
     jane = prepared.people["acme.com"]["email:jane@acme.com"]
     assert jane.first_name == "Jane" and jane.last_name == "Doe"
     assert jane.phone_number == "+14155552671"
@@ -88,7 +94,13 @@ def test_every_reason_of_a_bad_row_is_kept_with_its_column() -> None:
     ]
     rejects = Rejects()
     prepared = prepare_people(frames_of(rows, 10), PEOPLE_MAP, rejects=rejects)
-    assert prepared.stats.to_dict() == {"read": 2, "passed": 0, "rejected": 2, "duplicates": 0}
+    assert prepared.stats.to_dict() == {
+        "read": 2,
+        "passed": 0,
+        "rejected": 2,
+        "duplicates": 0,
+        "other_shards": 0,
+    }
     first, second = rejects.records
     assert first["row"] == 1
     reasons = " | ".join(first["reasons"])
@@ -125,7 +137,13 @@ def test_duplicates_collapse_and_clashes_keep_the_first_row(chunk_size: int) -> 
     ]
     rejects = Rejects()
     prepared = prepare_people(frames_of(rows, chunk_size), PEOPLE_MAP, rejects=rejects)
-    assert prepared.stats.to_dict() == {"read": 5, "passed": 2, "rejected": 2, "duplicates": 1}
+    assert prepared.stats.to_dict() == {
+        "read": 5,
+        "passed": 2,
+        "rejected": 2,
+        "duplicates": 1,
+        "other_shards": 0,
+    }
     assert prepared.people["acme.com"]["email:jane@acme.com"].phone_number == "+14155552671"
     assert set(prepared.people) == {"acme.com", "other.com"}
     assert [record["row"] for record in rejects.records] == [3, 5]
@@ -216,7 +234,13 @@ def test_rows_with_bad_keys_or_values_are_rejected_and_duplicate_keys_handled() 
     ]
     rejects = Rejects()
     prepared = prepare_rows(frames_of(rows, 2), ROWS_MAP, "Website", rejects=rejects, json_columns=["Meta"])
-    assert prepared.stats.to_dict() == {"read": 6, "passed": 1, "rejected": 4, "duplicates": 1}
+    assert prepared.stats.to_dict() == {
+        "read": 6,
+        "passed": 1,
+        "rejected": 4,
+        "duplicates": 1,
+        "other_shards": 0,
+    }
     assert prepared.rows["acme.com"]["revenue"] == 1
     by_row = {record["row"]: record["reasons"] for record in rejects.records}
     assert "the key is empty" in by_row[2][0]
@@ -261,7 +285,7 @@ def test_shared_pieces_number_rows_normalise_and_account() -> None:
         (1, {"email": "a@x.com", "timestamp": datetime(2024, 5, 1, tzinfo=timezone.utc)}),
         (3, {}),
     ]
-    assert stats.to_dict() == {"read": 3, "passed": 2, "rejected": 1, "duplicates": 0}
+    assert stats.to_dict() == {"read": 3, "passed": 2, "rejected": 1, "duplicates": 0, "other_shards": 0}
     assert rejects.records[0]["row"] == 2
     assert rejects.records[0]["original"] == {"Who": "bad", "When": "soon"}
     assert len(rejects.records[0]["reasons"]) == 2
@@ -351,7 +375,13 @@ def test_json_lines_chunks_without_a_mapped_key_read_it_as_missing(tmp_path: Pat
     path.write_text("\n".join(json.dumps(line) for line in lines))
     column_map = {"domain": "account_domain", "first": "first_name", "email": "email", "personas": "personas"}
     prepared = prepare_people(read_extract(path, chunk_size=1), column_map, rejects=Rejects())
-    assert prepared.stats.to_dict() == {"read": 2, "passed": 2, "rejected": 0, "duplicates": 0}
+    assert prepared.stats.to_dict() == {
+        "read": 2,
+        "passed": 2,
+        "rejected": 0,
+        "duplicates": 0,
+        "other_shards": 0,
+    }
     assert prepared.people["acme.com"]["email:jane@acme.com"].personas == ["champion"]
     assert prepared.people["acme.com"]["email:john@acme.com"].personas is None
 
@@ -366,7 +396,13 @@ def test_json_text_with_nan_or_infinity_is_rejected_not_sent() -> None:
     ]
     rejects = Rejects()
     prepared = prepare_rows(frames_of(rows, 10), ROWS_MAP, "Website", rejects=rejects, json_columns=["Meta"])
-    assert prepared.stats.to_dict() == {"read": 3, "passed": 1, "rejected": 2, "duplicates": 0}
+    assert prepared.stats.to_dict() == {
+        "read": 3,
+        "passed": 1,
+        "rejected": 2,
+        "duplicates": 0,
+        "other_shards": 0,
+    }
     assert list(prepared.rows) == ["c.com"]
     by_row = {record["row"]: record["reasons"] for record in rejects.records}
     assert "not valid JSON" in by_row[1][0] and "NaN" in by_row[1][0]
@@ -388,7 +424,13 @@ def test_rows_differing_only_by_true_and_1_clash_rather_than_collapse() -> None:
     prepared = prepare_rows(
         frames_of(rows, 10), {"id": "id", "flag": "flag", "n": "n"}, "id", rejects=rejects, key_kind="text"
     )
-    assert prepared.stats.to_dict() == {"read": 6, "passed": 3, "rejected": 2, "duplicates": 1}
+    assert prepared.stats.to_dict() == {
+        "read": 6,
+        "passed": 3,
+        "rejected": 2,
+        "duplicates": 1,
+        "other_shards": 0,
+    }
     assert prepared.rows["a"]["flag"] is True
     reasons = [(record["row"], record["reasons"][0]) for record in rejects.records]
     assert [row for row, _ in reasons] == [2, 6]
@@ -408,7 +450,13 @@ def test_people_of_one_account_sharing_a_profile_url_clash_like_a_shared_identit
     ]
     rejects = Rejects()
     prepared = prepare_people(frames_of(rows, 2), PEOPLE_MAP, rejects=rejects)
-    assert prepared.stats.to_dict() == {"read": 5, "passed": 2, "rejected": 2, "duplicates": 1}
+    assert prepared.stats.to_dict() == {
+        "read": 5,
+        "passed": 2,
+        "rejected": 2,
+        "duplicates": 1,
+        "other_shards": 0,
+    }
     assert list(prepared.people["acme.com"]) == ["email:jane@acme.com"]
     assert [record["row"] for record in rejects.records] == [2, 3]
     for record in rejects.records:
@@ -423,7 +471,13 @@ def test_a_row_of_another_width_than_the_header_is_rejected_alone_with_its_shape
     with Rejects() as rejects:
         prepared = prepare_rows(read_extract(path), column_map, "domain", rejects=rejects)
     assert list(prepared.rows) == ["beta.io"]
-    assert prepared.stats.to_dict() == {"read": 3, "passed": 1, "rejected": 2, "duplicates": 0}
+    assert prepared.stats.to_dict() == {
+        "read": 3,
+        "passed": 1,
+        "rejected": 2,
+        "duplicates": 0,
+        "other_shards": 0,
+    }
     # Its values may sit in the wrong columns, so its shape is the one reason given.
     short = "line 2 has 2 fields, the header has 3: give the missing values"
     long = "line 4 has 4 fields, the header has 3: quote a value that holds ','"

@@ -114,7 +114,8 @@ def add_extract_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_plan_arguments(group: argparse._ArgumentGroup, *, noun: str, overwrite_help: str) -> None:
     """Add the options of a List write that plans first (``sync-people``, ``upsert-rows``): the
-    delete and reject limits, null overwrites, the dry run, the failure policy and the files.
+    delete and reject limits, null overwrites, the dry run, the failure policy, the files and
+    the shard.
 
     :param noun: what the job writes, for the help ("people", "rows").
     :param overwrite_help: the help of ``--overwrite-with-null``.
@@ -141,6 +142,12 @@ def add_plan_arguments(group: argparse._ArgumentGroup, *, noun: str, overwrite_h
     )
     group.add_argument("--rejects-path", metavar="FILE", help="write rejected rows here as JSON lines")
     group.add_argument("--plan-path", metavar="FILE", help="write the plan here as JSON lines")
+    group.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="sync only shard I of N (0 <= I < N) of the accounts or keys, split by a hash; "
+        "the N runs together sync the whole List",
+    )
 
 
 def plan_sync_arguments(args: argparse.Namespace) -> dict[str, Any]:
@@ -154,6 +161,7 @@ def plan_sync_arguments(args: argparse.Namespace) -> dict[str, Any]:
         "rejects_path": args.rejects_path,
         "plan_path": args.plan_path,
         "max_reject_fraction": args.max_reject_fraction,
+        "shard": args.shard,
     }
 
 
@@ -259,9 +267,12 @@ def check_plan_arguments(args: argparse.Namespace) -> None:
     """Check the options :func:`add_plan_arguments` added, before anything is read or sent.
 
     :raises ValueError: ``--max-delete-fraction`` or ``--max-reject-fraction`` is not between 0
-        and 1, or no file can be written at ``--rejects-path`` or ``--plan-path``.
+        and 1, no file can be written at ``--rejects-path`` or ``--plan-path``, or ``--shard`` is
+        not ``I/N``.
     """
-    from listsync.sync.options import check_output_file
+    from listsync.sync.options import check_output_file, parse_shard
+
+    check_option("--shard", parse_shard, args.shard)
 
     for what, option, path in (
         ("the rejects file", "--rejects-path", args.rejects_path),

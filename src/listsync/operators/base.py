@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from listsync.operators.extract import check_extract_arguments, checked_storage_path, read_operator_extract
-from listsync.sync.options import check_encoding, resolve_timezone
+from listsync.sync.options import check_encoding, parse_shard, resolve_timezone
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -190,6 +190,9 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
     :param plan_path: where the plan goes, as JSON lines: a local path or an object-storage URI.
     :param user_id: the service user to act as; overrides the connection's ``user_id``.
     :param max_reject_fraction: fail before writing when a larger share of the rows is rejected.
+    :param shard: ``"i/n"``: sync only shard ``i`` of ``n`` of the accounts (people) or keys (rows),
+        e.g. mapped with ``.expand(shard=[f"{i}/4" for i in range(4)])``; checked when the DAG is
+        parsed unless it holds a template, else as the task runs. None: the whole List.
     :param kwargs: the parameters of :class:`ListSyncExtractOperator` and ``BaseOperator``.
     """
 
@@ -204,9 +207,13 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         plan_path: str | None = None,
         user_id: str | None = None,
         max_reject_fraction: float = 1.0,
+        shard: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if shard is not None and "{{" not in shard and "{%" not in shard:
+            parse_shard(shard)
+        self.shard = shard
         self.table_id = table_id
         self.column_map = column_map
         self.max_delete_fraction = max_delete_fraction
@@ -219,7 +226,7 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
     def plan_sync_arguments(self) -> dict[str, Any]:
         """The keyword arguments ``sync_people`` and ``upsert_rows`` share, from this operator's
         parameters: delete, null, failure and reject policies, the dry run, and the rejects and
-        plan files (see :meth:`output_file`)."""
+        plan files (see :meth:`output_file`), and the shard."""
         return {
             "max_delete_fraction": self.max_delete_fraction,
             "overwrite_with_null": self.overwrite_with_null,
@@ -228,6 +235,7 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
             "rejects_path": self.output_file(self.rejects_path),
             "plan_path": self.output_file(self.plan_path, "plan_path"),
             "max_reject_fraction": self.max_reject_fraction,
+            "shard": self.shard,
         }
 
     def service_dataset_name(self) -> str:

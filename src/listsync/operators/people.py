@@ -62,6 +62,9 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
     :param max_reject_fraction: fail before writing when a larger share of the rows is rejected
         (default 1.0: rejects are counted, never fatal).
     :param default_region: region of phone numbers written without ``+`` (ISO 3166 code).
+    :param shard: ``"i/n"``: sync only the accounts whose normalised domain hashes to shard ``i``
+        of ``n``, e.g. ``.partial(...).expand(shard=[f"{i}/4" for i in range(4)])``; the summary
+        says the shard and counts its List (see ``combine_summaries``). (templated)
     :param naive_timezone: the zone (IANA name, default ``"UTC"``) of extract timestamps written
         without an offset; an unknown name fails when the DAG is parsed.
     """
@@ -74,6 +77,7 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
         "rejects_path",
         "plan_path",
         "user_id",
+        "shard",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql", "column_map": "json"}
     ui_color = "#d7ecfa"

@@ -52,6 +52,8 @@ class UpsertRowsOperator(ListSyncPlanOperator):
     :param json_columns: extract columns whose text holds JSON, parsed before comparing: objects,
         arrays, and numbers from a CSV for a number column (jsonb and numeric columns need no mark).
     :param max_reject_fraction: fail before writing when more of the extract is rejected.
+    :param shard: ``"i/n"``: upsert only the keys whose normalised text hashes to shard ``i`` of
+        ``n``, e.g. ``.partial(...).expand(shard=[f"{i}/4" for i in range(4)])``. (templated)
     :param naive_timezone: the zone (IANA name, default ``"UTC"``) of extract timestamps written
         without an offset; an unknown name fails when the DAG is parsed.
     """
@@ -64,6 +66,7 @@ class UpsertRowsOperator(ListSyncPlanOperator):
         "rejects_path",
         "plan_path",
         "user_id",
+        "shard",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql", "column_map": "json"}
     ui_color = "#d6eaf8"

@@ -11,7 +11,9 @@ sizes) and :mod:`listsync.sync.events` (the event mapping).
 from __future__ import annotations
 
 import codecs
+import hashlib
 import os
+import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -38,10 +40,12 @@ __all__ = [
     "DeleteScope",
     "EventMapping",
     "ExtractError",
+    "Shard",
     "SyncMode",
     "check_encoding",
     "check_output_file",
     "check_sync_options",
+    "parse_shard",
     "people_chunk_sizes",
     "resolve_timezone",
     "rows_chunk_sizes",
@@ -105,6 +109,46 @@ def check_output_file(path: str | os.PathLike[str], what: str, advice: str) -> N
             pass
     except OSError as exc:
         raise ValueError(f"cannot write {what} {os.fspath(path)} ({exc.strerror or exc}); {advice}") from None
+
+
+# --- shards of a List sync ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` of ``count``: the accounts (people) or keys (rows) whose normalised text
+    hashes to ``index``, on the extract's side and the List's alike.
+
+    The hash is BLAKE2b of the UTF-8 text, its first 8 bytes as an integer, modulo ``count``: the
+    same on every machine and Python version, unlike ``hash()``.
+    """
+
+    index: int
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def holds(self, key: str) -> bool:
+        """Whether the normalised account domain or row key ``key`` is in this shard."""
+        # surrogatepass: a lone surrogate cannot be UTF-8, yet its row must land in one shard.
+        digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+        return int.from_bytes(digest, "big") % self.count == self.index
+
+
+def parse_shard(shard: str | Shard | None) -> Shard | None:
+    """The shard ``"i/n"`` names (``"0/4"`` is the first of four); None for None (no sharding).
+
+    :raises ValueError: not two whole numbers ``i/n`` with ``n >= 1`` and ``0 <= i < n``.
+    """
+    if shard is None or isinstance(shard, Shard):
+        return shard
+    match = re.fullmatch(r"\s*([0-9]+)\s*/\s*([0-9]+)\s*", str(shard))
+    if match is None or not int(match[1]) < int(match[2]):
+        raise ValueError(
+            f'shard must be "i/n" with 0 <= i < n, such as "0/4" (the first of four); got {shard!r}'
+        )
+    return Shard(int(match[1]), int(match[2]))
 
 
 # --- the people sync -----------------------------------------------------------------------

@@ -12,7 +12,7 @@ into a plan; before the plan is applied, the same few steps run for every job:
   change (an empty extract, or more deletes than ``max_delete_fraction`` of the List);
 - :class:`ProgressLogger` logs progress while the plan is applied, at least every 10 %;
 - :func:`build_summary` assembles the JSON summary an operator returns to XCom and the command
-  line prints.
+  line prints; :func:`combine_summaries` adds up the summaries of the shards of one sync.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ __all__ = [
     "UnsafeDeleteError",
     "build_summary",
     "check_delete_safety",
+    "combine_summaries",
     "prepare_with_rejects",
     "wait_for_late_writes",
     "write_plan_file",
@@ -327,6 +328,78 @@ def build_summary(
     # Fail here, in the job, rather than later when Airflow serialises the XCom.
     json.dumps(summary)
     return summary
+
+
+def combine_summaries(summaries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """One summary for the shards of one sync (``sync_people`` or ``upsert_rows`` run with
+    ``shard="i/n"``), e.g. for a task downstream of a mapped sync.
+
+    Every shard reads the whole extract, so the combined ``read`` is the extract's rows once and
+    ``other_shards`` the rows of shards not combined (0 when all are): ``read = passed + rejected
+    + duplicates + other_shards`` holds for the combination as for each shard. The other counts
+    are summed, and so are the counts by kind (``requests``, ``planned``); failure reasons are
+    merged (the :data:`MAX_FAILURE_REASONS` most frequent kept) and drift reasons joined.
+    ``shard`` gives way to ``shards``, the shards combined in order, so that a missing one shows.
+    Other values are kept where the shards agree (the List, the mode); where they differ (each
+    shard's plan and rejects files) they become the list of each shard's values, in shard order.
+
+    :raises ValueError: no summary, a summary without a shard, shards of different counts or a
+        shard twice, summaries of different Lists, or shards that read different extracts.
+    """
+    items = list(summaries)
+    shards = [str(summary.get("shard")) for summary in items]
+    parsed = [shard.split("/") for shard in shards if shard.count("/") == 1]
+    if not items or len(parsed) != len(items):
+        raise ValueError(
+            f"combine_summaries needs the summaries of sharded runs (with a shard); got shards {shards}"
+        )
+    if len({count for _, count in parsed}) > 1 or len(set(shards)) < len(shards):
+        raise ValueError(f"combine_summaries needs the distinct shards of one sync; got shards {shards}")
+    tables = {summary.get("table_id") for summary in items}
+    if len(tables) > 1:
+        raise ValueError(f"combine_summaries needs the shards of one List; got {sorted(map(str, tables))}")
+    read = {summary.get("read", 0) for summary in items}
+    if len(read) > 1:
+        raise ValueError(
+            f"combine_summaries needs shards that read one extract; they read {sorted(read)} rows"
+        )
+    indices = [int(index) for index, _ in parsed]
+    ordered = [summary for _, summary in sorted(zip(indices, items, strict=True), key=lambda pair: pair[0])]
+    combined: dict[str, Any] = {"shards": [summary["shard"] for summary in ordered]}
+    for name in dict.fromkeys(name for summary in ordered for name in summary):
+        values = [summary.get(name) for summary in ordered]
+        if name == "shard":
+            continue
+        if name == "read":
+            combined[name] = values[0]
+        elif name == "other_shards":
+            # Each shard counts every row of the others: those of the shards combined, len - 1 times.
+            combined[name] = sum(value or 0 for value in values) - (len(values) - 1) * ordered[0]["read"]
+        elif name == "failure_reasons":
+            combined[name] = dict(_added(values).most_common(MAX_FAILURE_REASONS))
+        elif name == "drift_reasons":
+            combined[name] = list(
+                itertools.islice(itertools.chain(*(v or [] for v in values)), MAX_FAILURE_REASONS)
+            )
+        elif all(_is_count(value) for value in values):
+            combined[name] = sum(values)
+        elif all(isinstance(value, Mapping) and all(map(_is_count, value.values())) for value in values):
+            combined[name] = dict(_added(values))
+        else:
+            combined[name] = values[0] if all(value == values[0] for value in values) else values
+    return combined
+
+
+def _added(counts: Iterable[Mapping[str, int] | None]) -> Counter[str]:
+    """The counts added up by key (a zero kept: ``requests`` lists every kind)."""
+    total: Counter[str] = Counter()
+    for value in counts:
+        total.update(value or {})
+    return total
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def wait_for_late_writes(client: ListSyncClient, settle_after: float | None) -> None:

@@ -1,12 +1,15 @@
 """From extract chunks to records the service accepts: map, normalise, validate, deduplicate, account.
 
 Two jobs are built here, :func:`prepare_people` and :func:`prepare_rows`. Every row read ends up
-in exactly one place, so ``read == passed + rejected + duplicates`` (:class:`PrepareStats`):
+in exactly one place, so ``read == passed + rejected + duplicates + other_shards``
+(:class:`PrepareStats`):
 
 - passed: normalised, valid, and the first row with its key;
 - rejected: recorded in :class:`~listsync.sync.rejects.Rejects` with its row number, original
   values and every reason (normalisation, validation, or a clash with an earlier row);
-- duplicates: identical, after normalisation, to a row already passed, so collapsed into it.
+- duplicates: identical, after normalisation, to a row already passed, so collapsed into it;
+- other_shards: in a sharded sync (:class:`~listsync.sync.options.Shard`), a row whose account
+  domain or key belongs to another shard, left to that shard's run.
 
 The pieces are public so another job (``prepare_events`` in ``sync/events.py``) follows the same
 rules without copying them::
@@ -39,6 +42,7 @@ from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, 
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
+import numpy as np
 import pandas as pd
 from pydantic import BaseModel
 
@@ -59,6 +63,7 @@ from listsync.sync.normalize import (
     parse_json,
     to_json_value,
 )
+from listsync.sync.options import Shard
 from listsync.sync.rejects import Rejects
 from listsync.sync.sources import ROW_NUMBER, ROW_PROBLEMS
 
@@ -177,12 +182,13 @@ def _check_targets(
 
 @dataclass
 class PrepareStats:
-    """Where the rows of an extract went; ``read == passed + rejected + duplicates``."""
+    """Where the rows of an extract went; ``read == passed + rejected + duplicates + other_shards``."""
 
     read: int = 0
     passed: int = 0
     rejected: int = 0
     duplicates: int = 0
+    other_shards: int = 0
 
     def to_dict(self) -> dict[str, int]:
         """The counts as a JSON-ready dict (for task summaries)."""
@@ -235,6 +241,9 @@ def iter_mapped_rows(
     column_map: Mapping[str, str],
     rules: Mapping[str, Rule],
     stats: PrepareStats,
+    *,
+    shard: Shard | None = None,
+    shard_field: str = "",
 ) -> Iterator[MappedRow]:
     """Yield every row of ``frames`` with its mapped fields normalised; count each in ``stats.read``.
 
@@ -243,6 +252,11 @@ def iter_mapped_rows(
     :param column_map: extract column → field name.
     :param rules: field → rule (see :mod:`listsync.sync.normalize`); fields without a rule are
         trimmed text (:func:`~listsync.sync.normalize.normalize_text`).
+    :param shard: yield only the rows of this shard, counting the others in ``stats.other_shards``
+        (and ``stats.read``). A row belongs to the shard of its ``shard_field`` normalised; when
+        that field is missing or fails its rule, of its text trimmed and lower-cased, so that
+        exactly one shard rejects it.
+    :param shard_field: the field (a target of ``column_map``) that places a row in a shard.
     :raises ColumnMappingError: on the first chunk, when a mapped column is missing. A later
         chunk without a mapped column (JSON lines whose records all omit a key) reads it as
         missing values.
@@ -253,23 +267,30 @@ def iter_mapped_rows(
     columns = {target: column for column, target in column_map.items()}
     next_number = 1
     checked = False
-    for frame in frames:
-        chunk = _Chunk(frame)
+    for whole in frames:
         if not checked:
-            check_column_map(column_map, frame.columns)
+            check_column_map(column_map, whole.columns)
             checked = True
-        problems: Mapping[int, str] = frame.attrs.get(ROW_PROBLEMS) or {}
+        problems: Mapping[int, str] = whole.attrs.get(ROW_PROBLEMS) or {}
         numbers = (
-            frame.index.tolist()
-            if frame.index.name == ROW_NUMBER
-            else list(range(next_number, next_number + len(frame)))
+            whole.index.tolist()
+            if whole.index.name == ROW_NUMBER
+            else list(range(next_number, next_number + len(whole)))
         )
-        next_number += len(frame)
+        next_number += len(whole)
+        frame = whole
+        if shard is not None:
+            # Sorted out before the other columns are normalised: this task's work is its shard's.
+            column = columns[shard_field]
+            kept = _in_shard(_column(whole, column), rules.get(shard_field, normalize_text), shard)
+            others = len(whole) - int(kept.sum())
+            stats.read += others
+            stats.other_shards += others
+            frame = whole[kept]
+            numbers = [number for number, keep in zip(numbers, kept, strict=True) if keep]
+        chunk = _Chunk(frame)
         results = {
-            target: normalize_column(
-                frame[column] if column in frame.columns else pd.Series([None] * len(frame), dtype=object),
-                rules.get(target, normalize_text),
-            )
+            target: normalize_column(_column(frame, column), rules.get(target, normalize_text))
             for column, target in column_map.items()
         }
         for position, row_number in enumerate(numbers):
@@ -290,6 +311,24 @@ def iter_mapped_rows(
                 elif result.values[position] is not None:
                     values[target] = result.values[position]
             yield MappedRow(int(row_number), values, reasons, failed, columns, chunk, position)
+
+
+def _column(frame: pd.DataFrame, column: str) -> pd.Series:
+    """``frame[column]``; missing values when a later chunk lacks the column."""
+    if column in frame.columns:
+        return frame[column]
+    return pd.Series([None] * len(frame), index=frame.index, dtype=object)
+
+
+def _in_shard(series: pd.Series, rule: Rule, shard: Shard) -> np.ndarray:
+    """Which values of ``series`` are in ``shard``, normalised by ``rule`` (else their text trimmed
+    and lower-cased); each distinct value is hashed once."""
+    normalised = pd.Series(normalize_column(series, rule).values, index=series.index, dtype=object)
+    text = series.astype(object).where(series.notna(), "").astype(str).str.strip().str.lower()
+    keys = normalised.where(normalised.notna(), text)
+    codes, distinct = pd.factorize(keys)
+    held = np.fromiter((shard.holds(str(key)) for key in distinct), dtype=bool, count=len(distinct))
+    return held[codes]
 
 
 def violation_reasons(error: InvalidRecordError, row: MappedRow) -> list[str]:
@@ -397,6 +436,7 @@ def prepare_people(
     *,
     rejects: Rejects,
     default_region: str = "US",
+    shard: Shard | None = None,
 ) -> PreparedPeople:
     """Map, normalise, validate and deduplicate the people of an extract.
 
@@ -407,6 +447,8 @@ def prepare_people(
         ``account_domain``. ``account_domain`` and ``first_name`` must be mapped.
     :param rejects: where rejected rows go.
     :param default_region: region of phone numbers written without ``+`` (ISO 3166 code).
+    :param shard: keep only the people of this shard's account domains (see
+        :func:`iter_mapped_rows`); the others are counted in ``other_shards``.
     :raises ColumnMappingError: a mapped column is not in the extract, a field is unknown,
         mapped twice, or a required field is not mapped.
 
@@ -427,7 +469,8 @@ def prepare_people(
     domain_column = next(column for column, target in column_map.items() if target == ACCOUNT_DOMAIN)
     # (account domain, profile URL) -> (row number, identity) of the first person passed with it.
     profile_urls: dict[tuple[str, str], tuple[int, str]] = {}
-    for row in iter_mapped_rows(frames, column_map, person_rules(default_region), stats):
+    rules = person_rules(default_region)
+    for row in iter_mapped_rows(frames, column_map, rules, stats, shard=shard, shard_field=ACCOUNT_DOMAIN):
         reasons = list(row.reasons)
         domain = row.values.pop(ACCOUNT_DOMAIN, None)
         if domain is None and ACCOUNT_DOMAIN not in row.failed:
@@ -488,6 +531,7 @@ def prepare_rows(
     rejects: Rejects,
     key_kind: Literal["domain", "text"] = "domain",
     json_columns: Collection[str] = (),
+    shard: Shard | None = None,
 ) -> PreparedRows:
     """Map an extract's rows to List cells, one row per key.
 
@@ -499,6 +543,8 @@ def prepare_rows(
         → ``acme.com``); ``"text"``: trimmed text.
     :param json_columns: extract columns whose text holds JSON (objects, arrays, numbers...);
         their values are parsed. Values from JSON/jsonb/Parquet struct columns need no mark.
+    :param shard: keep only the rows of this shard's keys (see :func:`iter_mapped_rows`); the
+        others are counted in ``other_shards``.
     :raises ColumnMappingError: a mapped column is missing from the extract, the key column
         or a JSON column is not mapped, or two columns map to one column id.
 
@@ -518,7 +564,7 @@ def prepare_rows(
     rules[key_id] = normalize_domain if key_kind == "domain" else normalize_text
     stats = PrepareStats()
     survivors: Deduplicator[str, dict[str, Any]] = Deduplicator(rejects, stats, f"key {key_column!r}")
-    for row in iter_mapped_rows(frames, column_map, rules, stats):
+    for row in iter_mapped_rows(frames, column_map, rules, stats, shard=shard, shard_field=key_id):
         reasons = list(row.reasons)
         key = row.values.get(key_id)
         if key is None and key_id not in row.failed:

@@ -3,7 +3,7 @@ by, and how they differ from what a planned write meant."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from listsync.client.models import person_identity
@@ -22,6 +22,7 @@ from listsync.sync.people.plan import (
 
 if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient
+    from listsync.sync.options import Shard
 
 
 #: List people as read back: account domain → a key they can be found by (:func:`person_keys`) → the
@@ -58,6 +59,19 @@ def read_accounts(
     wanted = set(domains)
     everyone = client.iter_targetable_people(table_id, page_size=page_size)
     return [person for person in everyone if list_domain(account_domain_of(person)) in wanted], "client"
+
+
+def people_in_shard(people: Iterable[PersonRecord], shard: Shard) -> Iterator[PersonRecord]:
+    """The List people whose account domain, normalised like the extract's (:func:`list_domain`),
+    is in ``shard``; each distinct domain is normalised and hashed once."""
+    held: dict[str | None, bool] = {}
+    for person in people:
+        domain = account_domain_of(person)
+        in_shard = held.get(domain)
+        if in_shard is None:
+            in_shard = held[domain] = shard.holds(list_domain(domain))
+        if in_shard:
+            yield person
 
 
 NOT_IN_LIST = "not in the List"

@@ -12,8 +12,10 @@ from listsync.client.writers import (
     PEOPLE_PER_REQUEST,
 )
 from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob
+from listsync.sync.options import Shard, parse_shard
 from listsync.sync.people.apply import PeopleApplyResult, apply_people_plan, chunk_sizes
 from listsync.sync.people.plan import DeleteScope, PeoplePlan, SyncMode, check_sync_options, plan_people_sync
+from listsync.sync.people.read import people_in_shard
 from listsync.sync.people.verify import PeopleVerification, verify_people
 from listsync.sync.plan import OpenableFile, build_summary
 from listsync.sync.prepare import PreparedPeople, prepare_people
@@ -45,6 +47,7 @@ def sync_people(
     max_reject_fraction: float = 1.0,
     default_region: str = "US",
     page_size: int = 1000,
+    shard: str | Shard | None = None,
 ) -> dict[str, Any]:
     """Make the List's targetable people match an extract; return the JSON summary.
 
@@ -73,7 +76,12 @@ def sync_people(
     :param max_reject_fraction: fail before writing when more of the extract's rows are rejected.
     :param default_region: region of phone numbers written without ``+``.
     :param page_size: people per page when reading the List.
-    :return: the summary: rows ``read``, ``rejected``, ``duplicates``; people ``added``,
+    :param shard: ``"i/n"``: sync only the accounts whose normalised domain hashes to shard ``i``
+        of ``n`` (:class:`~listsync.sync.options.Shard`), in the extract and in the List alike;
+        extract rows of other shards are counted in ``other_shards``, and the List counts and
+        delete safety are the shard's. The ``n`` runs together sync the whole List. None: all.
+    :return: the summary: ``shard``; rows ``read``, ``rejected``, ``duplicates``,
+        ``other_shards``; people ``added``,
         ``updated``, ``deleted``, ``unchanged``, ``failed`` (people not written, including the
         ``conflicts``: extract people whose identity several List people share), ``conflicts``,
         ``not_found``;
@@ -87,6 +95,7 @@ def sync_people(
     check_sync_options(mode, delete_scope)
     chunk_sizes(chunk_size)
     job = _PeopleSync(
+        shard=parse_shard(shard),
         client=client,
         table_id=table_id,
         frames=frames,
@@ -124,16 +133,22 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
     chunk_size: int | Mapping[str, int]
     default_region: str
     page_size: int
+    shard: Shard | None
 
     def prepare(self, rejects: Rejects) -> PreparedPeople:
         return prepare_people(
-            self.frames, self.column_map, rejects=rejects, default_region=self.default_region
+            self.frames,
+            self.column_map,
+            rejects=rejects,
+            default_region=self.default_region,
+            shard=self.shard,
         )
 
     def plan(self, prepared: PreparedPeople) -> PeoplePlan:
+        listed = self.client.iter_targetable_people(self.table_id, page_size=self.page_size)
         plan = plan_people_sync(
             prepared.people,
-            self.client.iter_targetable_people(self.table_id, page_size=self.page_size),
+            listed if self.shard is None else people_in_shard(listed, self.shard),
             fields=set(self.column_map.values()),
             mode=self.mode,
             delete_scope=self.delete_scope,
@@ -209,6 +224,7 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
             isolation_requests=result.isolation_requests,
             verify_filter=verification.filter,
             table_id=self.table_id,
+            shard=None if self.shard is None else str(self.shard),
             mode=self.mode,
             delete_scope=self.delete_scope,
             dry_run=self.dry_run,

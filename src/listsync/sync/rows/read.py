@@ -11,6 +11,7 @@ from listsync.sync.rows.plan import CurrentRow
 
 if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient
+    from listsync.sync.options import Shard
 
 
 #: Rows per GET rows page: the largest page the service allows (A22), so a read costs least.
@@ -18,7 +19,12 @@ ROWS_PAGE_SIZE = 1000
 
 
 def read_current_rows(
-    client: ListSyncClient, table_id: str, key_column: str, *, page_size: int = ROWS_PAGE_SIZE
+    client: ListSyncClient,
+    table_id: str,
+    key_column: str,
+    *,
+    page_size: int = ROWS_PAGE_SIZE,
+    keep: Callable[[CurrentRow], bool] | None = None,
 ) -> tuple[list[CurrentRow], int]:
     """Read every List row whose ``key_column`` cell is not empty, page by page.
 
@@ -26,6 +32,8 @@ def read_current_rows(
     not depend on how the service pages a List without a filter. Rows without a key cannot be
     matched to the extract and are not read.
 
+    :param keep: keep only the rows it accepts (e.g. :func:`in_shard`), page by page, so that the
+        rows left out are never all held at once.
     :return: the rows (cells' ``value``, never ``computedValue``) and the GET requests sent.
     """
     requests = 0
@@ -38,8 +46,8 @@ def read_current_rows(
         )
         return page.rows, page.more, page.total
 
-    rows = [current_row(row) for row in iter_offset_pages(fetch, what=f"rows of {table_id}")]
-    return rows, requests
+    rows = (current_row(row) for row in iter_offset_pages(fetch, what=f"rows of {table_id}"))
+    return [row for row in rows if keep is None or keep(row)], requests
 
 
 def current_row(row: Row) -> CurrentRow:
@@ -69,3 +77,21 @@ def list_key_normalizer(key_kind: str) -> Callable[[Any], str | None]:
             return str(value)
 
     return normalize
+
+
+def in_shard(
+    key_column: str, normalize_key: Callable[[Any], str | None], shard: Shard
+) -> Callable[[CurrentRow], bool]:
+    """The ``keep`` of :func:`read_current_rows` for ``shard``: whether a List row's key, normalised
+    like the extract's (:func:`list_key_normalizer`), is in it. Each distinct key is hashed once;
+    rows sharing a key land in one shard."""
+    held: dict[str, bool] = {}
+
+    def keep(row: CurrentRow) -> bool:
+        key = normalize_key(row.cells.get(key_column)) or ""
+        kept = held.get(key)
+        if kept is None:
+            kept = held[key] = shard.holds(key)
+        return kept
+
+    return keep

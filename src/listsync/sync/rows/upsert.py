@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob
+from listsync.sync.options import Shard, parse_shard
 from listsync.sync.plan import OpenableFile, build_summary
 from listsync.sync.prepare import PreparedRows, prepare_rows, rows_key_column
 from listsync.sync.rows.apply import (
@@ -21,7 +22,7 @@ from listsync.sync.rows.apply import (
     chunk_sizes,
 )
 from listsync.sync.rows.plan import RowsPlan, plan_entries, plan_rows_upsert
-from listsync.sync.rows.read import list_key_normalizer, read_current_rows
+from listsync.sync.rows.read import in_shard, list_key_normalizer, read_current_rows
 from listsync.sync.rows.verify import RowsVerification, verify_rows
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ def upsert_rows(
     rejects_path: str | os.PathLike[str] | OpenableFile | None = None,
     plan_path: str | os.PathLike[str] | OpenableFile | None = None,
     max_reject_fraction: float = 1.0,
+    shard: str | Shard | None = None,
 ) -> dict[str, Any]:
     """Make the List's rows match the extract, writing only what differs; return the JSON summary.
 
@@ -76,7 +78,12 @@ def upsert_rows(
     :param plan_path: where the plan goes (JSON lines), as ``rejects_path``; None: no plan file,
         except in a dry run (then a temporary file).
     :param max_reject_fraction: fail before reading the List when more of the extract is rejected.
-    :return: the summary: extract rows ``read``, ``rejected``, ``duplicates``; ``rows_added``,
+    :param shard: ``"i/n"``: upsert only the keys whose normalised text hashes to shard ``i`` of
+        ``n`` (:class:`~listsync.sync.options.Shard`), in the extract and in the List alike;
+        extract rows of other shards are counted in ``other_shards``, and the List counts and
+        delete safety are the shard's. The ``n`` runs together upsert the whole List. None: all.
+    :return: the summary: ``shard``; extract rows ``read``, ``rejected``, ``duplicates``,
+        ``other_shards``; ``rows_added``,
         ``rows_updated``, ``cells_updated``, ``rows_deleted``, ``unchanged``, ``failed`` (extract
         rows not written, including those blocked by a duplicate key, and rows not deleted),
         ``duplicate_keys_in_list``, ``rows_resent`` (row adds sent again after a re-read);
@@ -92,6 +99,7 @@ def upsert_rows(
     sizes = chunk_sizes(chunk_size)  # a bad setting fails before anything is read
     source_key = rows_key_column(column_map, key_column)
     job = _RowsUpsert(
+        shard=parse_shard(shard),
         client=client,
         table_id=table_id,
         frames=frames,
@@ -131,6 +139,7 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
     delete_missing: bool
     overwrite_with_null: bool
     chunk_sizes: dict[str, int]
+    shard: Shard | None
     #: GET rows requests the read of the List took (set by :meth:`plan`).
     read_requests: int = field(default=0, init=False)
 
@@ -142,17 +151,22 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
             rejects=rejects,
             key_kind=self.key_kind,
             json_columns=self.json_columns,
+            shard=self.shard,
         )
 
     def plan(self, prepared: PreparedRows) -> RowsPlan:
-        current, self.read_requests = read_current_rows(self.client, self.table_id, self.key_column)
+        normalize_key = list_key_normalizer(self.key_kind)
+        keep = None if self.shard is None else in_shard(self.key_column, normalize_key, self.shard)
+        current, self.read_requests = read_current_rows(
+            self.client, self.table_id, self.key_column, keep=keep
+        )
         plan = plan_rows_upsert(
             prepared.rows.values(),
             current,
             key_column=self.key_column,
             delete_missing=self.delete_missing,
             overwrite_with_null=self.overwrite_with_null,
-            normalize_key=list_key_normalizer(self.key_kind),
+            normalize_key=normalize_key,
         )
         _log.info(
             "Plan for %s: %d rows to add, %d cells to update on %d rows, %d rows to delete, %d unchanged "
@@ -221,6 +235,7 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
             drift_reasons=verification.drift,
             isolation_requests=applied.isolation_requests,
             table_id=self.table_id,
+            shard=None if self.shard is None else str(self.shard),
             key_column=self.key_column,
             delete_missing=self.delete_missing,
             dry_run=self.dry_run,
