@@ -226,6 +226,7 @@ def people_dag(dag_id: str, source: Path, *, table_id: str = TABLE, **options: A
         ("unsafe delete", {"mode": "mirror", "max_delete_fraction": 0.1}),
         ("wrong key", {"listsync_conn_id": "listsync_wrong_key"}),
         ("missing List", {"table_id": "tbl_nowhere"}),
+        ("over max_memory", {"max_memory": "100MiB"}),
     ],
 )
 def test_what_a_retry_cannot_fix_fails_the_task_without_retrying(

@@ -114,8 +114,8 @@ def add_extract_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_plan_arguments(group: argparse._ArgumentGroup, *, noun: str, overwrite_help: str) -> None:
     """Add the options of a List write that plans first (``sync-people``, ``upsert-rows``): the
-    delete and reject limits, null overwrites, the dry run, the failure policy, the files and
-    the shard.
+    delete and reject limits, null overwrites, the dry run, the failure policy, the files,
+    the shard and the memory limit.
 
     :param noun: what the job writes, for the help ("people", "rows").
     :param overwrite_help: the help of ``--overwrite-with-null``.
@@ -148,6 +148,13 @@ def add_plan_arguments(group: argparse._ArgumentGroup, *, noun: str, overwrite_h
         help="sync only shard I of N (0 <= I < N) of the accounts or keys, split by a hash; "
         "the N runs together sync the whole List",
     )
+    group.add_argument(
+        "--max-memory",
+        default="auto",
+        metavar="SIZE",
+        help="fail as soon as the rows read would take more memory than SIZE (bytes, or e.g. 2GiB, "
+        "500MB); auto (default): half the machine's or container's memory; off: no limit",
+    )
 
 
 def plan_sync_arguments(args: argparse.Namespace) -> dict[str, Any]:
@@ -162,6 +169,7 @@ def plan_sync_arguments(args: argparse.Namespace) -> dict[str, Any]:
         "plan_path": args.plan_path,
         "max_reject_fraction": args.max_reject_fraction,
         "shard": args.shard,
+        "max_memory": args.max_memory,
     }
 
 
@@ -268,11 +276,12 @@ def check_plan_arguments(args: argparse.Namespace) -> None:
 
     :raises ValueError: ``--max-delete-fraction`` or ``--max-reject-fraction`` is not between 0
         and 1, no file can be written at ``--rejects-path`` or ``--plan-path``, or ``--shard`` is
-        not ``I/N``.
+        not ``I/N``, or ``--max-memory`` is not a size.
     """
-    from listsync.sync.options import check_output_file, parse_shard
+    from listsync.sync.options import check_output_file, parse_max_memory, parse_shard
 
     check_option("--shard", parse_shard, args.shard)
+    check_option("--max-memory", parse_max_memory, args.max_memory)
 
     for what, option, path in (
         ("the rejects file", "--rejects-path", args.rejects_path),

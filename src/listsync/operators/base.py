@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from listsync.operators.extract import check_extract_arguments, checked_storage_path, read_operator_extract
-from listsync.sync.options import check_encoding, parse_shard, resolve_timezone
+from listsync.sync.options import (
+    MAX_MEMORY_AUTO,
+    check_encoding,
+    parse_max_memory,
+    parse_shard,
+    resolve_timezone,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -106,7 +112,8 @@ class ListSyncExtractOperator(BaseOperator):
     def failing_the_airflow_way(self, context: Context) -> Iterator[None]:
         """Around a job: what a retry cannot fix fails the task at once, without its retries
         (``AirflowFailException``): an unsafe delete, too many rejects, a key the service refuses,
-        a List it does not have, a checkpoint of other events, a bad setting. A job that wrote
+        a List it does not have, a checkpoint of other events, a bad setting, a sync that would
+        take more than ``max_memory`` (a retry would need as much). A job that wrote
         what it could and failed the rest pushes its summary to XCom (``return_value``) before the
         task fails, so the numbers of the failed run are there for a person or a downstream task;
         its retry writes only what is still missing. An error that says more about the address
@@ -193,6 +200,11 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
     :param shard: ``"i/n"``: sync only shard ``i`` of ``n`` of the accounts (people) or keys (rows),
         e.g. mapped with ``.expand(shard=[f"{i}/4" for i in range(4)])``; checked when the DAG is
         parsed unless it holds a template, else as the task runs. None: the whole List.
+    :param max_memory: fail the task, without retries, as soon as the rows read would take more
+        memory than this: bytes or a size such as ``"2GiB"``, checked when the DAG is parsed.
+        ``"auto"`` (default): half the worker's memory (or its container's),
+        worked out on the worker; None, 0 or ``"off"``: no limit. Split a List too big for it with
+        ``shard``.
     :param kwargs: the parameters of :class:`ListSyncExtractOperator` and ``BaseOperator``.
     """
 
@@ -208,12 +220,16 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         user_id: str | None = None,
         max_reject_fraction: float = 1.0,
         shard: str | None = None,
+        max_memory: int | str | None = MAX_MEMORY_AUTO,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         if shard is not None and "{{" not in shard and "{%" not in shard:
             parse_shard(shard)
+        if max_memory != MAX_MEMORY_AUTO:  # "auto" is the worker's, worked out as the task runs
+            parse_max_memory(max_memory)
         self.shard = shard
+        self.max_memory = max_memory
         self.table_id = table_id
         self.column_map = column_map
         self.max_delete_fraction = max_delete_fraction
@@ -226,7 +242,7 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
     def plan_sync_arguments(self) -> dict[str, Any]:
         """The keyword arguments ``sync_people`` and ``upsert_rows`` share, from this operator's
         parameters: delete, null, failure and reject policies, the dry run, and the rejects and
-        plan files (see :meth:`output_file`), and the shard."""
+        plan files (see :meth:`output_file`), the shard and the memory limit."""
         return {
             "max_delete_fraction": self.max_delete_fraction,
             "overwrite_with_null": self.overwrite_with_null,
@@ -236,6 +252,7 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
             "plan_path": self.output_file(self.plan_path, "plan_path"),
             "max_reject_fraction": self.max_reject_fraction,
             "shard": self.shard,
+            "max_memory": self.max_memory,
         }
 
     def service_dataset_name(self) -> str:

@@ -65,6 +65,10 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
     :param shard: ``"i/n"``: sync only the accounts whose normalised domain hashes to shard ``i``
         of ``n``, e.g. ``.partial(...).expand(shard=[f"{i}/4" for i in range(4)])``; the summary
         says the shard and counts its List (see ``combine_summaries``). (templated)
+    :param max_memory: fail the task, without retries and before reading further, once the rows
+        read would take more memory than this: bytes or a size such as ``"2GiB"``; ``"auto"``
+        (default): half the worker's memory; None, 0 or ``"off"``: no limit. The
+        message says how many shards would fit.
     :param naive_timezone: the zone (IANA name, default ``"UTC"``) of extract timestamps written
         without an offset; an unknown name fails when the DAG is parsed.
     """

@@ -54,6 +54,10 @@ class UpsertRowsOperator(ListSyncPlanOperator):
     :param max_reject_fraction: fail before writing when more of the extract is rejected.
     :param shard: ``"i/n"``: upsert only the keys whose normalised text hashes to shard ``i`` of
         ``n``, e.g. ``.partial(...).expand(shard=[f"{i}/4" for i in range(4)])``. (templated)
+    :param max_memory: fail the task, without retries and before reading further, once the rows
+        read would take more memory than this: bytes or a size such as ``"2GiB"``; ``"auto"``
+        (default): half the worker's memory; None, 0 or ``"off"``: no limit. The
+        message says how many shards would fit.
     :param naive_timezone: the zone (IANA name, default ``"UTC"``) of extract timestamps written
         without an offset; an unknown name fails when the DAG is parsed.
     """

@@ -4,6 +4,7 @@
 
     prepare the extract (rejects written, max_reject_fraction enforced)
     read the List and plan                  # pure planning once the List is read
+                                            # (both counted by the memory guard, max_memory)
     write the plan file                     # for review; always in a dry run
     check delete safety                     # a broken extract never wipes a List
     apply, then read back what was touched  # not in a dry run
@@ -16,6 +17,7 @@ its summary counts. Everything else, the order above included, lives here once.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -24,6 +26,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+from listsync.sync.memory import MemoryGuard, RowCosts
+from listsync.sync.options import Shard
 from listsync.sync.plan import (
     OpenableFile,
     PreparedExtract,
@@ -80,6 +84,9 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
     :param plan_path: where the plan goes; None: no plan file, except in a dry run.
     :param max_reject_fraction: fail before reading the List when more of the extract is rejected.
     :param max_delete_fraction: the largest share of the List one run may delete.
+    :param shard: the run's shard; None: the whole List.
+    :param max_memory: fail as soon as the rows read would take more bytes at the peak
+        (:class:`~listsync.sync.memory.MemoryGuard`); None: no limit.
     """
 
     #: What the job writes ("people", "rows"): names its temporary files and its messages.
@@ -99,14 +106,22 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
     plan_path: Destination
     max_reject_fraction: float
     max_delete_fraction: float
+    shard: Shard | None
+    max_memory: int | None
 
     @abstractmethod
-    def prepare(self, rejects: Rejects) -> PreparedT:
-        """Read and prepare the extract, giving every rejected row to ``rejects``."""
+    def memory_costs(self) -> RowCosts:
+        """What an extract row and a List item take at the peak (see :mod:`listsync.sync.memory`)."""
 
     @abstractmethod
-    def plan(self, prepared: PreparedT) -> PlanT:
-        """Read the List and plan the writes that make it match ``prepared``; log the plan."""
+    def prepare(self, rejects: Rejects, memory: MemoryGuard) -> PreparedT:
+        """Read and prepare the extract, giving every rejected row to ``rejects`` and the rows
+        of each chunk to ``memory.count_extract`` as they are read."""
+
+    @abstractmethod
+    def plan(self, prepared: PreparedT, memory: MemoryGuard) -> PlanT:
+        """Read the List, its items through ``memory.count_list``, and plan the writes that make
+        it match ``prepared``; log the plan."""
 
     @abstractmethod
     def plan_entries(self, plan: PlanT) -> Iterable[Mapping[str, Any]]:
@@ -134,14 +149,21 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         :raises TooManyRejectsError: more than ``max_reject_fraction`` of the rows were rejected.
         :raises UnsafeDeleteError: the deletes look like a broken extract; nothing was written.
         :raises SyncFailedError: something failed or drifted and ``fail_on_error`` is set.
+        :raises MemoryLimitError: the rows read would take more than ``max_memory``.
         """
+        memory = MemoryGuard(
+            self.max_memory,
+            self.memory_costs(),
+            what=f"the {self.title.lower()} of {self.table_id}",
+            shard=self.shard,
+        )
         prepared, rejects_path = prepare_with_rejects(
-            self.prepare,
+            functools.partial(self.prepare, memory=memory),
             self.rejects_path,
             max_reject_fraction=self.max_reject_fraction,
             prefix=f"listsync-{self.noun}-rejects-",
         )
-        plan = self.plan(prepared)
+        plan = self.plan(prepared, memory)
         plan_path = write_requested_plan(
             self.plan_entries(plan),
             self.plan_path,

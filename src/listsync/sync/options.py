@@ -33,6 +33,7 @@ __all__ = [
     "ADD_ROWS",
     "DELETE_ROWS",
     "DELETE_SCOPES",
+    "MAX_MEMORY_AUTO",
     "PEOPLE_WRITE_KINDS",
     "ROWS_CHUNK_CAPS",
     "SYNC_MODES",
@@ -45,6 +46,9 @@ __all__ = [
     "check_encoding",
     "check_output_file",
     "check_sync_options",
+    "default_max_memory",
+    "format_bytes",
+    "parse_max_memory",
     "parse_shard",
     "people_chunk_sizes",
     "resolve_timezone",
@@ -149,6 +153,69 @@ def parse_shard(shard: str | Shard | None) -> Shard | None:
             f'shard must be "i/n" with 0 <= i < n, such as "0/4" (the first of four); got {shard!r}'
         )
     return Shard(int(match[1]), int(match[2]))
+
+
+# --- the memory a List sync may take -------------------------------------------------------
+
+#: ``max_memory`` that asks for :func:`default_max_memory`, worked out where the sync runs.
+MAX_MEMORY_AUTO = "auto"
+_MEMORY_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "tb": 1000**4,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+    "tib": 1024**4,
+}
+_MEMORY_OFF = ("off", "none", "0")
+
+
+def default_max_memory() -> int:
+    """Half the memory this process may use (its cgroup's limit in a container, else the
+    machine's): the other half stays for the task runner, the worker and other tasks."""
+    available = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path, encoding="ascii") as handle:
+                text = handle.read().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            available = min(available, int(text))
+    return available // 2
+
+
+def parse_max_memory(max_memory: int | str | None) -> int | None:
+    """``max_memory`` in bytes: a whole number of bytes, or a number with a unit (``"2GiB"``,
+    ``"500MB"``, ``"1.5 GB"``; KB, MB, GB, TB count by 1000, KiB, MiB, GiB, TiB by 1024);
+    ``"auto"`` for :func:`default_max_memory`. None, 0 and ``"off"``: no limit (None).
+
+    :raises ValueError: anything else, naming the forms allowed.
+    """
+    if max_memory is None or max_memory == 0 or str(max_memory).strip().lower() in _MEMORY_OFF:
+        return None
+    if isinstance(max_memory, str) and max_memory.strip().lower() == MAX_MEMORY_AUTO:
+        return default_max_memory()
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([a-zA-Z]*)\s*", str(max_memory))
+    unit = _MEMORY_UNITS.get(match[2].lower()) if match is not None else None
+    if isinstance(max_memory, bool) or match is None or unit is None or isinstance(max_memory, float):
+        raise ValueError(
+            'max_memory must be a number of bytes or a size such as "2GiB", "500MB" or "1.5 GB" '
+            f'("auto": the default; "off": no limit); got {max_memory!r}'
+        )
+    return int(float(match[1]) * unit) or None
+
+
+def format_bytes(size: float) -> str:
+    """``size`` bytes for a message: ``"5.1 GiB"``, ``"500 MiB"``."""
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= scale:
+            return f"{size / scale:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{int(size)} bytes"
 
 
 # --- the people sync -----------------------------------------------------------------------

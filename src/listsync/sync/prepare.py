@@ -244,6 +244,7 @@ def iter_mapped_rows(
     *,
     shard: Shard | None = None,
     shard_field: str = "",
+    on_chunk: Callable[[int], None] | None = None,
 ) -> Iterator[MappedRow]:
     """Yield every row of ``frames`` with its mapped fields normalised; count each in ``stats.read``.
 
@@ -257,6 +258,8 @@ def iter_mapped_rows(
         that field is missing or fails its rule, of its text trimmed and lower-cased, so that
         exactly one shard rejects it.
     :param shard_field: the field (a target of ``column_map``) that places a row in a shard.
+    :param on_chunk: called with the number of rows of each chunk (of the shard) before they are
+        normalised, e.g. :meth:`~listsync.sync.memory.MemoryGuard.count_extract`.
     :raises ColumnMappingError: on the first chunk, when a mapped column is missing. A later
         chunk without a mapped column (JSON lines whose records all omit a key) reads it as
         missing values.
@@ -288,6 +291,8 @@ def iter_mapped_rows(
             stats.other_shards += others
             frame = whole[kept]
             numbers = [number for number, keep in zip(numbers, kept, strict=True) if keep]
+        if on_chunk is not None:
+            on_chunk(len(frame))
         chunk = _Chunk(frame)
         results = {
             target: normalize_column(_column(frame, column), rules.get(target, normalize_text))
@@ -437,6 +442,7 @@ def prepare_people(
     rejects: Rejects,
     default_region: str = "US",
     shard: Shard | None = None,
+    on_chunk: Callable[[int], None] | None = None,
 ) -> PreparedPeople:
     """Map, normalise, validate and deduplicate the people of an extract.
 
@@ -449,6 +455,8 @@ def prepare_people(
     :param default_region: region of phone numbers written without ``+`` (ISO 3166 code).
     :param shard: keep only the people of this shard's account domains (see
         :func:`iter_mapped_rows`); the others are counted in ``other_shards``.
+    :param on_chunk: given each chunk's row count (of the shard) as it is read (see
+        :func:`iter_mapped_rows`).
     :raises ColumnMappingError: a mapped column is not in the extract, a field is unknown,
         mapped twice, or a required field is not mapped.
 
@@ -470,7 +478,9 @@ def prepare_people(
     # (account domain, profile URL) -> (row number, identity) of the first person passed with it.
     profile_urls: dict[tuple[str, str], tuple[int, str]] = {}
     rules = person_rules(default_region)
-    for row in iter_mapped_rows(frames, column_map, rules, stats, shard=shard, shard_field=ACCOUNT_DOMAIN):
+    for row in iter_mapped_rows(
+        frames, column_map, rules, stats, shard=shard, shard_field=ACCOUNT_DOMAIN, on_chunk=on_chunk
+    ):
         reasons = list(row.reasons)
         domain = row.values.pop(ACCOUNT_DOMAIN, None)
         if domain is None and ACCOUNT_DOMAIN not in row.failed:
@@ -532,6 +542,7 @@ def prepare_rows(
     key_kind: Literal["domain", "text"] = "domain",
     json_columns: Collection[str] = (),
     shard: Shard | None = None,
+    on_chunk: Callable[[int], None] | None = None,
 ) -> PreparedRows:
     """Map an extract's rows to List cells, one row per key.
 
@@ -545,6 +556,8 @@ def prepare_rows(
         their values are parsed. Values from JSON/jsonb/Parquet struct columns need no mark.
     :param shard: keep only the rows of this shard's keys (see :func:`iter_mapped_rows`); the
         others are counted in ``other_shards``.
+    :param on_chunk: given each chunk's row count (of the shard) as it is read (see
+        :func:`iter_mapped_rows`).
     :raises ColumnMappingError: a mapped column is missing from the extract, the key column
         or a JSON column is not mapped, or two columns map to one column id.
 
@@ -564,7 +577,9 @@ def prepare_rows(
     rules[key_id] = normalize_domain if key_kind == "domain" else normalize_text
     stats = PrepareStats()
     survivors: Deduplicator[str, dict[str, Any]] = Deduplicator(rejects, stats, f"key {key_column!r}")
-    for row in iter_mapped_rows(frames, column_map, rules, stats, shard=shard, shard_field=key_id):
+    for row in iter_mapped_rows(
+        frames, column_map, rules, stats, shard=shard, shard_field=key_id, on_chunk=on_chunk
+    ):
         reasons = list(row.reasons)
         key = row.values.get(key_id)
         if key is None and key_id not in row.failed:

@@ -12,7 +12,8 @@ from listsync.client.writers import (
     PEOPLE_PER_REQUEST,
 )
 from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob
-from listsync.sync.options import Shard, parse_shard
+from listsync.sync.memory import PEOPLE_COSTS, MemoryGuard, RowCosts
+from listsync.sync.options import MAX_MEMORY_AUTO, Shard, parse_max_memory, parse_shard
 from listsync.sync.people.apply import PeopleApplyResult, apply_people_plan, chunk_sizes
 from listsync.sync.people.plan import DeleteScope, PeoplePlan, SyncMode, check_sync_options, plan_people_sync
 from listsync.sync.people.read import people_in_shard
@@ -48,6 +49,7 @@ def sync_people(
     default_region: str = "US",
     page_size: int = 1000,
     shard: str | Shard | None = None,
+    max_memory: int | str | None = MAX_MEMORY_AUTO,
 ) -> dict[str, Any]:
     """Make the List's targetable people match an extract; return the JSON summary.
 
@@ -80,6 +82,10 @@ def sync_people(
         of ``n`` (:class:`~listsync.sync.options.Shard`), in the extract and in the List alike;
         extract rows of other shards are counted in ``other_shards``, and the List counts and
         delete safety are the shard's. The ``n`` runs together sync the whole List. None: all.
+    :param max_memory: fail, before reading further, as soon as the extract rows and List people
+        read so far would take more memory than this (:mod:`listsync.sync.memory`): bytes, or a
+        size such as ``"2GiB"`` (:func:`~listsync.sync.options.parse_max_memory`). ``"auto"``:
+        half the memory the machine or container has; None, 0 or ``"off"``: no limit.
     :return: the summary: ``shard``; rows ``read``, ``rejected``, ``duplicates``,
         ``other_shards``; people ``added``,
         ``updated``, ``deleted``, ``unchanged``, ``failed`` (people not written, including the
@@ -90,12 +96,14 @@ def sync_people(
     :raises UnsafeDeleteError: the planned deletes look like a broken extract (nothing written).
     :raises TooManyRejectsError: more than ``max_reject_fraction`` of the rows were rejected.
     :raises SyncFailedError: some people failed and ``fail_on_error``.
+    :raises MemoryLimitError: the sync would take more than ``max_memory``; nothing was written.
     """
     # Bad settings fail before anything is read.
     check_sync_options(mode, delete_scope)
     chunk_sizes(chunk_size)
     job = _PeopleSync(
         shard=parse_shard(shard),
+        max_memory=parse_max_memory(max_memory),
         client=client,
         table_id=table_id,
         frames=frames,
@@ -133,22 +141,25 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
     chunk_size: int | Mapping[str, int]
     default_region: str
     page_size: int
-    shard: Shard | None
 
-    def prepare(self, rejects: Rejects) -> PreparedPeople:
+    def memory_costs(self) -> RowCosts:
+        return PEOPLE_COSTS
+
+    def prepare(self, rejects: Rejects, memory: MemoryGuard) -> PreparedPeople:
         return prepare_people(
             self.frames,
             self.column_map,
             rejects=rejects,
             default_region=self.default_region,
             shard=self.shard,
+            on_chunk=memory.count_extract,
         )
 
-    def plan(self, prepared: PreparedPeople) -> PeoplePlan:
+    def plan(self, prepared: PreparedPeople, memory: MemoryGuard) -> PeoplePlan:
         listed = self.client.iter_targetable_people(self.table_id, page_size=self.page_size)
         plan = plan_people_sync(
             prepared.people,
-            listed if self.shard is None else people_in_shard(listed, self.shard),
+            memory.count_list(listed if self.shard is None else people_in_shard(listed, self.shard)),
             fields=set(self.column_map.values()),
             mode=self.mode,
             delete_scope=self.delete_scope,

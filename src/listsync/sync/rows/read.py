@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from listsync.client.models import Row
@@ -25,6 +25,7 @@ def read_current_rows(
     *,
     page_size: int = ROWS_PAGE_SIZE,
     keep: Callable[[CurrentRow], bool] | None = None,
+    counted: Callable[[Iterator[CurrentRow]], Iterable[CurrentRow]] | None = None,
 ) -> tuple[list[CurrentRow], int]:
     """Read every List row whose ``key_column`` cell is not empty, page by page.
 
@@ -34,6 +35,9 @@ def read_current_rows(
 
     :param keep: keep only the rows it accepts (e.g. :func:`in_shard`), page by page, so that the
         rows left out are never all held at once.
+    :param counted: passes the rows kept on as they are read, e.g.
+        :meth:`~listsync.sync.memory.MemoryGuard.count_list`, which fails before the next page
+        when they would take too much memory.
     :return: the rows (cells' ``value``, never ``computedValue``) and the GET requests sent.
     """
     requests = 0
@@ -47,7 +51,8 @@ def read_current_rows(
         return page.rows, page.more, page.total
 
     rows = (current_row(row) for row in iter_offset_pages(fetch, what=f"rows of {table_id}"))
-    return [row for row in rows if keep is None or keep(row)], requests
+    kept = (row for row in rows if keep is None or keep(row))
+    return list(kept if counted is None else counted(kept)), requests
 
 
 def current_row(row: Row) -> CurrentRow:

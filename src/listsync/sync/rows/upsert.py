@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob
-from listsync.sync.options import Shard, parse_shard
+from listsync.sync.memory import MemoryGuard, RowCosts, rows_costs
+from listsync.sync.options import MAX_MEMORY_AUTO, Shard, parse_max_memory, parse_shard
 from listsync.sync.plan import OpenableFile, build_summary
 from listsync.sync.prepare import PreparedRows, prepare_rows, rows_key_column
 from listsync.sync.rows.apply import (
@@ -53,6 +54,7 @@ def upsert_rows(
     plan_path: str | os.PathLike[str] | OpenableFile | None = None,
     max_reject_fraction: float = 1.0,
     shard: str | Shard | None = None,
+    max_memory: int | str | None = MAX_MEMORY_AUTO,
 ) -> dict[str, Any]:
     """Make the List's rows match the extract, writing only what differs; return the JSON summary.
 
@@ -82,6 +84,10 @@ def upsert_rows(
         ``n`` (:class:`~listsync.sync.options.Shard`), in the extract and in the List alike;
         extract rows of other shards are counted in ``other_shards``, and the List counts and
         delete safety are the shard's. The ``n`` runs together upsert the whole List. None: all.
+    :param max_memory: fail, before reading further, as soon as the extract rows and List rows
+        read so far would take more memory than this (:mod:`listsync.sync.memory`): bytes, or a
+        size such as ``"2GiB"`` (:func:`~listsync.sync.options.parse_max_memory`). ``"auto"``:
+        half the memory the machine or container has; None, 0 or ``"off"``: no limit.
     :return: the summary: ``shard``; extract rows ``read``, ``rejected``, ``duplicates``,
         ``other_shards``; ``rows_added``,
         ``rows_updated``, ``cells_updated``, ``rows_deleted``, ``unchanged``, ``failed`` (extract
@@ -95,11 +101,13 @@ def upsert_rows(
     :raises TooManyRejectsError: more than ``max_reject_fraction`` of the rows were rejected.
     :raises UnsafeDeleteError: the deletes look like a broken extract; nothing was written.
     :raises SyncFailedError: rows failed and ``fail_on_error`` is set; the rest was written.
+    :raises MemoryLimitError: the upsert would take more than ``max_memory``; nothing was written.
     """
     sizes = chunk_sizes(chunk_size)  # a bad setting fails before anything is read
     source_key = rows_key_column(column_map, key_column)
     job = _RowsUpsert(
         shard=parse_shard(shard),
+        max_memory=parse_max_memory(max_memory),
         client=client,
         table_id=table_id,
         frames=frames,
@@ -139,11 +147,13 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
     delete_missing: bool
     overwrite_with_null: bool
     chunk_sizes: dict[str, int]
-    shard: Shard | None
     #: GET rows requests the read of the List took (set by :meth:`plan`).
     read_requests: int = field(default=0, init=False)
 
-    def prepare(self, rejects: Rejects) -> PreparedRows:
+    def memory_costs(self) -> RowCosts:
+        return rows_costs(len(self.column_map))
+
+    def prepare(self, rejects: Rejects, memory: MemoryGuard) -> PreparedRows:
         return prepare_rows(
             self.frames,
             self.column_map,
@@ -152,13 +162,14 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
             key_kind=self.key_kind,
             json_columns=self.json_columns,
             shard=self.shard,
+            on_chunk=memory.count_extract,
         )
 
-    def plan(self, prepared: PreparedRows) -> RowsPlan:
+    def plan(self, prepared: PreparedRows, memory: MemoryGuard) -> RowsPlan:
         normalize_key = list_key_normalizer(self.key_kind)
         keep = None if self.shard is None else in_shard(self.key_column, normalize_key, self.shard)
         current, self.read_requests = read_current_rows(
-            self.client, self.table_id, self.key_column, keep=keep
+            self.client, self.table_id, self.key_column, keep=keep, counted=memory.count_list
         )
         plan = plan_rows_upsert(
             prepared.rows.values(),

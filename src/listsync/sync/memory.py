@@ -1,0 +1,135 @@
+"""The memory guard of the List syncs: fail early, with what to do, rather than run out of memory.
+
+A List sync holds every prepared extract row and every List person or row it reads as Python
+objects, so its peak grows with both. :class:`MemoryGuard` counts them as they are read (extract
+chunks as they are prepared, List pages as they come) and estimates the peak from per-row costs
+measured on this code: the growth of peak RSS between dry runs at 20,000, 100,000 and 200,000
+rows, each side on its own and planned in full (adds for every extract row, deletes for every
+List item: the worst case), rounded up by about 10%. For the benchmark of benchmarks/RESULTS.md
+(597 MiB at 100,000 people, 4,376 MiB at 1,000,000) they give 574 MiB and 4,119 MiB. As soon as
+the estimate passes ``max_memory`` the guard raises :class:`MemoryLimitError`, before the next
+chunk or page is read. A sharded run counts only its shard's rows: sharding is the way to fit a
+big List on small workers.
+
+===========================  ===============================  ============================
+per row                      measured (bytes)                 counted (bytes)
+===========================  ===============================  ============================
+people sync, extract row     2,250-2,480 (6 columns)          2,600
+people sync, List person     1,270-1,310                      1,400
+rows upsert, extract row     1,390-1,640 (6), 2,440 (16)      850 + 105 per mapped column
+rows upsert, List row        1,070 (6 columns), 1,840 (16)    600 + 80 per mapped column
+===========================  ===============================  ============================
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TypeVar
+
+from listsync.client.errors import ListSyncError
+from listsync.sync.options import Shard, format_bytes
+
+__all__ = [
+    "BASE_MEMORY",
+    "PEOPLE_COSTS",
+    "MemoryGuard",
+    "MemoryLimitError",
+    "RowCosts",
+    "rows_costs",
+]
+
+T = TypeVar("T")
+
+#: What a sync process holds before its first row (interpreter, pandas, the client): 180 MiB.
+BASE_MEMORY = 180 * 1024**2
+
+
+class MemoryLimitError(ListSyncError, ValueError):
+    """A sync would need more memory than ``max_memory``; the message says how to split it."""
+
+
+@dataclass(frozen=True)
+class RowCosts:
+    """What one row takes at a sync's peak, in bytes: an extract row (of the run's shard) and
+    one List person or row (``list_noun`` names them in messages)."""
+
+    extract: int
+    listed: int
+    list_noun: str
+
+
+#: The people sync's costs.
+PEOPLE_COSTS = RowCosts(extract=2_600, listed=1_400, list_noun="List people")
+
+
+def rows_costs(columns: int) -> RowCosts:
+    """The rows upsert's costs with ``columns`` mapped columns (the key included)."""
+    return RowCosts(extract=850 + 105 * columns, listed=600 + 80 * columns, list_noun="List rows")
+
+
+class MemoryGuard:
+    """Counts a sync's rows as they are read and fails when their estimated peak passes ``limit``.
+
+    :param limit: ``max_memory`` in bytes (:func:`~listsync.sync.options.parse_max_memory`);
+        None: count, never fail.
+    :param costs: the job's per-row costs.
+    :param what: the sync, for the message ("the people sync of tbl_x").
+    :param shard: the run's shard, for the advice.
+    """
+
+    def __init__(self, limit: int | None, costs: RowCosts, *, what: str, shard: Shard | None) -> None:
+        self.limit = limit
+        self.costs = costs
+        self.what = what
+        self.shard = shard
+        self.extract_rows = 0
+        self.list_rows = 0
+
+    def estimate(self) -> int:
+        """The peak the rows counted so far need, in bytes."""
+        return BASE_MEMORY + self.extract_rows * self.costs.extract + self.list_rows * self.costs.listed
+
+    def count_extract(self, rows: int) -> None:
+        """Count ``rows`` extract rows of the run's shard, read and about to be prepared.
+
+        :raises MemoryLimitError: the estimate passes the limit.
+        """
+        self.extract_rows += rows
+        self._check()
+
+    def count_list(self, items: Iterable[T]) -> Iterator[T]:
+        """``items`` (List people or rows of the run's shard, as read), counted as they go by.
+
+        :raises MemoryLimitError: the estimate passes the limit, before the next item is read.
+        """
+        if self.limit is None:
+            yield from items
+            return
+        room = (self.limit - BASE_MEMORY - self.extract_rows * self.costs.extract) // self.costs.listed
+        for item in items:
+            self.list_rows += 1
+            if self.list_rows > room:
+                self._check()
+            yield item
+
+    def _check(self) -> None:
+        if self.limit is None or self.estimate() <= self.limit:
+            return
+        rows = f"{self.extract_rows:,} extract rows and {self.list_rows:,} {self.costs.list_noun}"
+        need = f"{self.what} would need about {format_bytes(self.estimate())} for {rows} so far"
+        limit = f"max_memory={format_bytes(self.limit)}"
+        if self.limit <= BASE_MEMORY:
+            raise MemoryLimitError(
+                f"{need}, more than {limit}, below the {format_bytes(BASE_MEMORY)} a sync takes "
+                "before its first row: raise max_memory"
+            )
+        count = 1 if self.shard is None else self.shard.count
+        tasks = max(2, count * math.ceil((self.estimate() - BASE_MEMORY) / (self.limit - BASE_MEMORY)))
+        further = " further" if self.shard is not None else ""
+        raise MemoryLimitError(
+            f'{need}, more than {limit}: split it{further} with shard="i/n" (about 1/n each, e.g. '
+            f'shard over {tasks} tasks or more: shard="0/{tasks}" to "{tasks - 1}/{tasks}") '
+            "or raise max_memory"
+        )

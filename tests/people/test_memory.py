@@ -1,0 +1,204 @@
+"""sync_people with ``max_memory``: it fails before reading further once the rows read would take too
+much, while preparing the extract or reading the List, and only then."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from listsync.cli import main
+from listsync.client import ListSyncClient
+from listsync.emulator import Emulator
+from listsync.operators.people import SyncTargetablePeopleOperator
+from listsync.sync.memory import BASE_MEMORY, PEOPLE_COSTS, MemoryLimitError
+from listsync.sync.normalize import normalize_domain
+from listsync.sync.options import Shard
+from listsync.sync.people import sync_people
+
+TABLE = "tbl_people"
+API_KEY = "sk_test_people_secret"  # the emulator's key in conftest.py
+COLUMN_MAP = {"domain": "account_domain", "email": "email", "first": "first_name"}
+DOMAINS = ("acme.com", "beta.io", "gamma.org")  # the accounts of conftest.py
+LIST_PEOPLE = 30
+GET_PEOPLE = "GET /v1/lists/{tableId}/targetable-people"
+
+
+def limit(extract_rows: int, list_people: int) -> int:
+    """A max_memory that holds exactly this many extract rows and List people."""
+    return BASE_MEMORY + extract_rows * PEOPLE_COSTS.extract + list_people * PEOPLE_COSTS.listed
+
+
+def chunk(first: int, rows: int) -> pd.DataFrame:
+    numbers = range(first, first + rows)
+    return pd.DataFrame(
+        {
+            "domain": [DOMAINS[number % 3] for number in numbers],
+            "email": [f"new{number}@{DOMAINS[number % 3]}" for number in numbers],
+            "first": [f"New{number}" for number in numbers],
+        }
+    )
+
+
+@pytest.fixture
+def seeded(client: ListSyncClient, emulator: Emulator) -> ListSyncClient:
+    """The List holds 30 people, 10 on each account."""
+    client.add_people(
+        TABLE,
+        [
+            {
+                "accountDomain": domain,
+                "people": [{"email": f"p{i}@{domain}", "first_name": f"P{i}"} for i in range(10)],
+            }
+            for domain in DOMAINS
+        ],
+    )
+    emulator.stats.clear()
+    return client
+
+
+def test_a_sync_under_the_limit_runs(
+    seeded: ListSyncClient, write_requests: Callable[[], dict[str, int]]
+) -> None:
+    summary = sync_people(
+        seeded, TABLE, [chunk(0, 4)], COLUMN_MAP, max_memory=limit(4, LIST_PEOPLE), page_size=5
+    )
+
+    assert (summary["added"], summary["list_people"]) == (4, LIST_PEOPLE)
+    assert write_requests()["add"] == 1
+
+
+def test_too_big_an_extract_fails_while_prepared_before_the_next_chunk(
+    seeded: ListSyncClient, emulator: Emulator, write_requests: Callable[[], dict[str, int]]
+) -> None:
+    chunks_read = []
+
+    def frames() -> Iterator[pd.DataFrame]:
+        for number in range(5):
+            chunks_read.append(number)
+            yield chunk(number * 3, 3)
+
+    with pytest.raises(MemoryLimitError) as failure:
+        sync_people(seeded, TABLE, frames(), COLUMN_MAP, max_memory=limit(5, 0))
+
+    message = str(failure.value)
+    assert message.startswith("the people sync of tbl_people would need about ")
+    assert "for 6 extract rows and 0 List people so far, more than max_memory=" in message
+    assert 'split it with shard="i/n"' in message and message.endswith("or raise max_memory")
+    assert chunks_read == [0, 1]
+    assert emulator.stats.requests[GET_PEOPLE] == 0
+    assert write_requests() == {"add": 0, "patch": 0, "delete": 0}
+
+
+def test_too_big_a_list_fails_while_read_before_the_next_page(
+    seeded: ListSyncClient, emulator: Emulator, write_requests: Callable[[], dict[str, int]]
+) -> None:
+    with pytest.raises(MemoryLimitError, match="for 2 extract rows and 13 List people so far"):
+        sync_people(seeded, TABLE, [chunk(0, 2)], COLUMN_MAP, max_memory=limit(2, 12), page_size=5)
+
+    assert emulator.stats.requests[GET_PEOPLE] == 3  # the third page held the 13th person
+    assert write_requests() == {"add": 0, "patch": 0, "delete": 0}
+
+
+def test_a_sharded_sync_counts_its_own_rows_only(seeded: ListSyncClient) -> None:
+    shard = Shard(1, 3)
+    extract = chunk(0, 12)
+    own = sum(shard.holds(normalize_domain(domain)) for domain in extract["domain"])
+    own_list = 10 * sum(shard.holds(domain) for domain in DOMAINS)
+    assert 0 < own < 12 and own_list < LIST_PEOPLE  # the test needs both shards to hold some
+
+    summary = sync_people(
+        seeded, TABLE, [extract], COLUMN_MAP, shard="1/3", max_memory=limit(own, own_list), dry_run=True
+    )
+    assert summary["planned"]["add"] == own
+
+    with pytest.raises(MemoryLimitError) as failure:
+        sync_people(seeded, TABLE, [extract], COLUMN_MAP, shard="1/3", max_memory=limit(own, own_list - 1))
+    message = str(failure.value)
+    assert f"for {own} extract rows and {own_list} List people so far" in message
+    assert 'split it further with shard="i/n"' in message and "shard over 6 tasks" in message
+
+
+def test_no_limit_lets_any_sync_run(seeded: ListSyncClient) -> None:
+    for off in (None, 0, "off"):
+        summary = sync_people(seeded, TABLE, [chunk(0, 3)], COLUMN_MAP, max_memory=off, dry_run=True)
+        assert summary["planned"]["add"] == 3
+
+
+@pytest.fixture
+def cli(
+    emulator_url: str, seeded: ListSyncClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., int]:
+    monkeypatch.setenv("LISTSYNC_API_KEY", API_KEY)
+    chunk(0, 3).to_csv(tmp_path / "contacts.csv", index=False)
+
+    def run(*options: str) -> int:
+        return main(
+            [
+                "sync-people",
+                *(
+                    "--base-url",
+                    emulator_url,
+                    "--table-id",
+                    TABLE,
+                    "--source",
+                    str(tmp_path / "contacts.csv"),
+                ),
+                *(f"--map={column}={field}" for column, field in COLUMN_MAP.items()),
+                *options,
+            ]
+        )
+
+    return run
+
+
+def test_the_command_exits_1_with_one_line(
+    cli: Callable[..., int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli("--max-memory", "100MiB") == 1
+
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        "listsync sync-people: the people sync of tbl_people would need about 180 MiB for 3 extract rows "
+        "and 0 List people so far, more than max_memory=100 MiB, below the 180 MiB a sync takes before "
+        "its first row: raise max_memory"
+    ]
+
+
+def test_the_command_runs_under_its_limit(
+    cli: Callable[..., int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli("--max-memory", "1GiB", "--dry-run") == 0
+    assert '"add": 3' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("value", ["lots", "-1", "2 GX"])
+def test_the_command_refuses_a_bad_size_with_exit_2(
+    cli: Callable[..., int], capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    assert cli("--max-memory", value) == 2
+    assert (
+        '--max-memory: max_memory must be a number of bytes or a size such as "2GiB"'
+        in capsys.readouterr().err
+    )
+
+
+@pytest.mark.parametrize("value", ["lots", -1, 1.5])
+def test_the_operator_refuses_a_bad_size_when_the_dag_is_parsed(value: Any) -> None:
+    with pytest.raises(ValueError, match="max_memory must be a number of bytes"):
+        SyncTargetablePeopleOperator(
+            task_id="t", table_id=TABLE, column_map=COLUMN_MAP, source="x.csv", max_memory=value
+        )
+
+
+def test_the_operator_hands_its_limit_to_the_sync() -> None:
+    operator = SyncTargetablePeopleOperator(
+        task_id="t", table_id=TABLE, column_map=COLUMN_MAP, source="x.csv", max_memory="2GiB"
+    )
+    assert operator.plan_sync_arguments()["max_memory"] == "2GiB"
+    default = SyncTargetablePeopleOperator(task_id="d", table_id=TABLE, column_map=COLUMN_MAP, source="x.csv")
+    assert default.plan_sync_arguments()["max_memory"] == "auto"
