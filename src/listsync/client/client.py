@@ -321,7 +321,11 @@ class ListSyncClient:
             )
             return page.people, page.more, page.total
 
-        for person in iter_offset_pages(fetch, what=f"people of {table_id}"):
+        people = iter_offset_pages(fetch, what=f"people of {table_id}")
+        if not filters.active():
+            yield from people  # nothing to check: the unfiltered read of a whole List stays cheap
+            return
+        for person in people:
             broken = filters.failed_by(person)
             for name in broken:
                 if name not in ignored:
