@@ -1,12 +1,15 @@
-"""Rows upsert at scale: 50k extract rows x 10 columns, 5% of cells changed, 2% new rows.
+"""Rows upsert at scale: N extract rows x 10 columns, 5% of cells changed, 2% new rows.
 
-Run: ``.venv/bin/python benchmarks/rows_upsert.py [--append-results]``
+Run: ``.venv/bin/python benchmarks/rows_upsert.py [--rows N] [--naive] [--append-results]``
 
-The List holds 49,000 rows of 10 columns (a domain key, text, numbers, an enum, a JSON object,
-dates), loaded straight into an emulator's state. The extract holds the same 49,000 rows with
-5% of their non-key cells changed (22,050 cells, spread at random over rows and columns) plus
-1,000 new rows (2% of 50,000). Two runs, each against a fresh emulator in a child process:
+The List holds 98% of N rows (49,000 of the default 50,000) of 10 columns (a domain key, text,
+numbers, an enum, a JSON object, dates), loaded straight into an emulator's state. The extract
+holds the same rows with 5% of their non-key cells changed (22,050 cells at 50,000, spread at
+random over rows and columns) plus 2% new rows. Runs, each against a fresh emulator in a child
+process:
 
+- phases: ``prepare_rows``, ``read_current_rows`` and ``plan_rows_upsert`` timed one by one, with
+  the peak RSS they add to the process (which already holds the extract frame);
 - ours: ``upsert_rows`` (prepare, read the List by key, canonical diff, chunked writes of the
   changed cells and new rows only);
 - naive: the same preparation and List read, then every cell of every existing row rewritten
@@ -14,8 +17,9 @@ dates), loaded straight into an emulator's state. The extract holds the same 49,
 
 Both are timed end to end and their write requests counted by the emulator. Ours is compared
 with the minimum the chunk sizes allow (ceil(cells / 1000) + ceil(new rows / 500)); a second
-upsert over the same extract must send no write. Aim (issue 7): requests = minimum, >= 10x fewer
-than naive.
+upsert over the same extract must send no write. With ``--naive`` (the default up to 50,000
+rows) the naive run too. Aims: issue 7 (50,000 rows): requests = minimum, >= 10x fewer than naive;
+issue 15 (500,000 rows): prepare + plan <= 10 s and <= 1 GB.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import math
 import os
 import platform
 import random
+import resource
 import time
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
@@ -36,8 +41,6 @@ from child_emulator import SERVE_FLAG, ChildEmulator, requests_by_kind, serve_un
 RESULTS = Path(__file__).with_name("RESULTS.md")
 TABLE = "tbl_rows_bench"
 API_KEY = "sk_bench_rows"
-EXISTING = 49_000
-NEW = 1_000
 CHANGED_FRACTION = 0.05
 COLUMNS = (
     "domain",
@@ -71,7 +74,7 @@ ENDPOINTS = {
 def account(number: int) -> dict[str, Any]:
     """Row ``number`` of the List as the service stores it (JSON values)."""
     return {
-        "domain": f"acct{number:05d}.example",
+        "domain": f"acct{number:07d}.example",
         "name": f"Account {number}",
         "arr": number * 10.5,
         "plan": PLANS[number % 3],
@@ -97,14 +100,25 @@ def changed(column: str, value: Any) -> Any:
     return value + 1
 
 
-def extract_frame() -> tuple[pd.DataFrame, int]:
+def split(rows: int) -> tuple[int, int]:
+    """The rows the List holds and the extract's new rows (2%) of an extract of ``rows``."""
+    new = rows // 50
+    return rows - new, new
+
+
+def extract_frame(existing: int, new: int) -> tuple[pd.DataFrame, int]:
     """The extract and the number of cells it changes. Numbers stay numbers, dates come as
     ``date`` objects and JSON as dicts, as a typed warehouse query gives them."""
-    rows = [account(number) for number in range(EXISTING + NEW)]
+    rows = [account(number) for number in range(existing + new)]
     rng = random.Random(7)
-    cells = [(number, column) for number in range(EXISTING) for column in COLUMNS[1:]]
-    picked = rng.sample(cells, round(len(cells) * CHANGED_FRACTION))
-    for number, column in picked:
+    cells = len(COLUMNS) - 1
+    # Cell (number, column) as number * cells + column position, so millions are sampled cheaply.
+    picked = [
+        divmod(index, cells)
+        for index in rng.sample(range(existing * cells), round(existing * cells * CHANGED_FRACTION))
+    ]
+    for number, position in picked:
+        column = COLUMNS[1 + position]
         rows[number][column] = changed(column, rows[number][column])
     for row in rows:
         for column in ("renewal_date", "last_seen"):
@@ -115,7 +129,7 @@ def extract_frame() -> tuple[pd.DataFrame, int]:
 # -- the emulator, in a child process -----------------------------------------------------------
 
 
-def serve_emulator() -> None:
+def serve_emulator(existing: int) -> None:
     """Child process: load the List into an emulator, print its URL, serve until stdin closes."""
     from listsync.emulator import EmulatorConfig, ListConfig, create_app
     from listsync.emulator.state import Row
@@ -134,14 +148,44 @@ def serve_emulator() -> None:
     app = create_app(config)
     state = app.state.emulator.state
     lst = state.lists[TABLE]
-    for number in range(EXISTING):
+    for number in range(existing):
         row_id = state.new_row_id()
         lst.rows[row_id] = Row(row_id, account(number), "2026-01-01T00:00:00.000Z")
     lst.changed()
     serve_until_stdin_closes(app)
 
 
-# -- the two runs -------------------------------------------------------------------------------
+# -- the runs -----------------------------------------------------------------------------------
+
+
+def phases(url: str, frame: pd.DataFrame) -> dict[str, float]:
+    """Seconds of prepare, read List and plan, and the MiB of peak RSS they added."""
+    from listsync.client import ListSyncClient
+    from listsync.sync.prepare import prepare_rows
+    from listsync.sync.rejects import Rejects
+    from listsync.sync.rows import list_key_normalizer, plan_rows_upsert, read_current_rows
+
+    before = peak_rss_mib()
+    figures: dict[str, float] = {}
+    column_map = {column: column for column in COLUMNS}
+    with ListSyncClient(url, API_KEY, timeout=120.0) as client:
+        started = time.perf_counter()
+        prepared = prepare_rows([frame], column_map, "domain", rejects=Rejects())
+        figures["prepare"] = time.perf_counter() - started
+        started = time.perf_counter()
+        current, _ = read_current_rows(client, TABLE, "domain")
+        figures["read List"] = time.perf_counter() - started
+        started = time.perf_counter()
+        plan_rows_upsert(
+            prepared.rows.values(), current, key_column="domain", normalize_key=list_key_normalizer("domain")
+        )
+        figures["plan"] = time.perf_counter() - started
+    figures["added peak MiB"] = peak_rss_mib() - before
+    return figures
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
 def ours(url: str, frame: pd.DataFrame) -> tuple[dict[str, Any], float, dict[str, Any], float]:
@@ -197,51 +241,69 @@ def naive(url: str, frame: pd.DataFrame) -> tuple[int, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=50_000, help="extract rows (default 50,000)")
+    parser.add_argument(
+        "--naive",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also run the naive rewrite of every cell (default: up to 50,000 rows)",
+    )
     parser.add_argument("--append-results", action="store_true", help="append a section to RESULTS.md")
     parser.add_argument(SERVE_FLAG, action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    existing, new = split(args.rows)
     if args.serve_emulator:
-        serve_emulator()
+        serve_emulator(existing)
         return
+    with_naive = args.naive if args.naive is not None else args.rows <= 50_000
 
-    frame, changed_cells = extract_frame()
-    with ChildEmulator(__file__) as url:
+    frame, changed_cells = extract_frame(existing, new)
+    child = (__file__, "--rows", str(args.rows))
+    with ChildEmulator(*child) as url:
+        measured = phases(url, frame)
+    with ChildEmulator(*child) as url:
         summary, ours_seconds, again, read_seconds = ours(url, frame)
         ours_sent = requests_by_kind(url, ENDPOINTS)
         ours_sent["total"] = sum(ours_sent.values())
         # The second run's writes would show in the counters; prove there were none.
         assert ours_sent == {**summary["requests"]}, (ours_sent, summary["requests"])
-    with ChildEmulator(__file__) as url:
-        naive_failed, naive_seconds = naive(url, frame)
-        naive_sent = requests_by_kind(url, ENDPOINTS)
-
-    minimum = math.ceil(changed_cells / 1000) + math.ceil(NEW / 500)
-    naive_total = sum(naive_sent.values())
+    minimum = math.ceil(changed_cells / 1000) + math.ceil(new / 500)
     lines = [
-        f"List: {EXISTING:,} rows x {len(COLUMNS)} columns; extract: {len(frame):,} rows "
-        f"({changed_cells:,} cells changed = {CHANGED_FRACTION:.0%} of non-key cells, {NEW:,} new rows)",
+        f"List: {existing:,} rows x {len(COLUMNS)} columns; extract: {len(frame):,} rows "
+        f"({changed_cells:,} cells changed = {CHANGED_FRACTION:.0%} of non-key cells, {new:,} new rows)",
+        f"phases: prepare {measured['prepare']:.2f} s, read List {measured['read List']:.2f} s, "
+        f"plan {measured['plan']:.2f} s; prepare + plan {measured['prepare'] + measured['plan']:.2f} s; "
+        f"peak RSS {peak_rss_mib():,.0f} MiB, of which the phases added "
+        f"{measured['added peak MiB']:,.0f} MiB to the process holding the extract frame",
         f"ours: {ours_seconds:.2f} s end to end (prepare, read List, plan, write); "
         f"{summary['cells_updated']:,} cells updated on {summary['rows_updated']:,} rows, "
         f"{summary['rows_added']:,} rows added, {summary['unchanged']:,} unchanged, "
         f"{summary['failed']} failed",
-        f"of which reading the List over HTTP ({math.ceil(EXISTING / 1000)} GET pages of 1,000, "
+        f"of which reading the List over HTTP ({math.ceil(existing / 1000)} GET pages of 1,000, "
         f"both runs pay it): {read_seconds:.2f} s",
         f"ours write requests: {ours_sent['add_rows']} POST rows + {ours_sent['update_cells']} PATCH cells "
         f"= {ours_sent['total']}; minimum the chunk sizes allow: {minimum}",
-        f"naive (rewrite every cell): {naive_seconds:.2f} s; write requests "
-        f"{naive_sent['add_rows']} POST rows + {naive_sent['update_cells']} PATCH cells = {naive_total} "
-        f"({naive_failed} failed)",
-        f"ratio: {naive_total / ours_sent['total']:.1f}x fewer write requests, "
-        f"{naive_seconds / ours_seconds:.1f}x faster end to end",
         f"second run over the same extract: {again['requests']['total']} write requests, "
         f"{again['unchanged']:,} rows unchanged",
     ]
+    if with_naive:
+        with ChildEmulator(*child) as url:
+            naive_failed, naive_seconds = naive(url, frame)
+            naive_sent = requests_by_kind(url, ENDPOINTS)
+        naive_total = sum(naive_sent.values())
+        lines += [
+            f"naive (rewrite every cell): {naive_seconds:.2f} s; write requests "
+            f"{naive_sent['add_rows']} POST rows + {naive_sent['update_cells']} PATCH cells = {naive_total} "
+            f"({naive_failed} failed)",
+            f"ratio: {naive_total / ours_sent['total']:.1f}x fewer write requests, "
+            f"{naive_seconds / ours_seconds:.1f}x faster end to end",
+        ]
     for line in lines:
         print(line)
     if args.append_results:
         with RESULTS.open("a", encoding="utf-8") as results:
             results.write(
-                "\n## Rows upsert (benchmarks/rows_upsert.py), "
+                f"\n## Rows upsert, {args.rows:,} rows (benchmarks/rows_upsert.py), "
                 f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC\n\n"
                 f"Machine: 2 cores / 24 GiB, python-svc (Python {platform.python_version()}); "
                 f"emulator in a child process, a fresh one per run; load average at the end "
