@@ -10,7 +10,7 @@ clock, and ``rolling``, whose windows open at each signal's first event).
 Both runs start just after a window boundary, on a freshly reset emulator, and report:
 
 - utilisation = the minimum time the limits allow ÷ the time taken, both counted from the first
-  request (reading and preparing the extract comes before it). A signal with ``n`` events and a
+  request (reading the extract's first events comes before it). A signal with ``n`` events and a
   limit ``L`` per window cannot have its last event accepted before the start of its
   ``ceil(n / L)``-th window: that is ``(ceil(n / L) - 1) × window`` after the first request where
   windows open at a signal's first event, less the part of the first window already gone where
@@ -180,7 +180,7 @@ def run_listsync(emulator: Emulator, frame: pd.DataFrame) -> tuple[float, float]
 
 
 def run_naive(emulator: Emulator, frame: pd.DataFrame) -> tuple[float, float]:
-    events = [event.to_wire() for event in prepare_events([frame], MAPPING, rejects=Rejects()).events]
+    events = [event.to_wire() for event in prepare_events([frame], MAPPING, rejects=Rejects())]
     headers = {"Authorization": f"Bearer {API_KEY}"}
     transport = Timed()
     with httpx.Client(base_url=emulator.url, headers=headers, timeout=30, transport=transport) as http:

@@ -263,10 +263,22 @@ def prepared_events(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     events: list[Any] = []
     prepare = listsync.sync.events.prepare_events
 
+    class Recording:
+        """The stream ``prepare_events`` returned, noting each event it gives out."""
+
+        def __init__(self, stream: Any) -> None:
+            self._stream = stream
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._stream, name)
+
+        def __iter__(self) -> Any:
+            for event in self._stream:
+                events.append(event)
+                yield event
+
     def recording_prepare_events(*args: Any, **kwargs: Any) -> Any:
-        prepared = prepare(*args, **kwargs)
-        events.extend(prepared.events)
-        return prepared
+        return Recording(prepare(*args, **kwargs))
 
     monkeypatch.setattr(listsync.sync.events, "prepare_events", recording_prepare_events)
     return events

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from listsync.client import AuthenticationError, ServerError, UnexpectedResponseError
+from listsync.client.events import stream_events
 
 
 def events(signal: str, count: int, **extra: object) -> list[dict[str, object]]:
@@ -534,3 +535,91 @@ def test_an_answer_whose_window_has_already_ended_does_not_stall_the_signal():
     budget.observe(RateLimitInfo(limit=30, remaining=0, reset_at=100.4), now=100.4)
 
     assert (budget.available(100.4), budget.next_open(100.4)) == (30, 100.4)
+
+
+# -- stream_events: events read as they are sent ----------------------------------------------------
+
+
+def test_streamed_events_are_read_as_they_are_sent_and_few_wait_unsent(make_client, event_service):
+    service = event_service({"evt": 100, "st": 30})
+    client = make_client(service.handler)
+    waiting: list[int] = []
+
+    def source():
+        for i in range(600):
+            # Read so far minus settled: what the sender holds when it asks for this one.
+            waiting.append(i - len(service.ingested))
+            signal = "st" if i % 3 == 0 else "evt"
+            yield {"signal": signal, "identity": {"type": "account", "id": f"a{i}"}, "reference": f"r{i}"}
+
+    report = stream_events(client, source(), {"evt": "Event", "st": "State"}, max_queued=50)
+
+    assert report.acknowledged == 600 and report.pending == 0
+    assert Counter(service.ingested) == Counter(f"r{i}" for i in range(600))
+    assert max(waiting) <= 50
+    # Each signal's events went out in the order they were read.
+    for signal, step in (("st", lambda i: i % 3 == 0), ("evt", lambda i: i % 3 != 0)):
+        sent = [int(ref[1:]) for ref in service.ingested if step(int(ref[1:]))]
+        assert sent == sorted(sent), signal
+    assert report.signals["evt"].ack_ids == []  # one id per event would grow with the events
+
+
+def test_a_streamed_run_that_returns_early_reads_the_rest_to_count_it(make_client, event_service, clock):
+    service = event_service({"st": 30})
+    client = make_client(service.handler)
+    read = []
+
+    def source():
+        for i in range(100):
+            read.append(i)
+            yield {"signal": "st", "identity": {"type": "account", "id": f"a{i}"}, "reference": f"r{i}"}
+
+    report = stream_events(client, source(), {"st": "State"}, max_queued=10, max_wait=5)
+
+    assert report.acknowledged == 30
+    assert report.pending == 70
+    assert len(read) == 100
+    assert report.checkpoint == {"version": 1, "signals": {"st": {"prefix": 30, "ranges": []}}}
+
+
+def test_streamed_events_of_an_unknown_signal_are_refused_once_then_rejected_as_read(
+    make_client, event_service
+):
+    service = event_service({"evt": 100})
+    refusals = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        response = service.handler(request)
+        refusals.append(response.status_code == 404)
+        return response
+
+    client = make_client(handler)
+    source = (
+        {
+            "signal": "nope" if i % 2 else "evt",
+            "identity": {"type": "account", "id": "a"},
+            "reference": f"r{i}",
+        }
+        for i in range(400)
+    )
+
+    report = stream_events(client, source, {"evt": "Event", "nope": "Event"}, max_queued=20, batch_size=10)
+
+    assert len(report.signals["nope"].rejected) == 200
+    assert set(report.signals["nope"].rejected.values()) == {"Signals not found: nope"}
+    assert report.signals["evt"].acknowledged == 200
+    assert sum(refusals) == 1
+
+
+def test_the_checkpoint_stays_small_when_an_event_is_never_acknowledged(make_client, event_service):
+    service = event_service({"evt": 1000})
+    client = make_client(service.handler)
+    batch = events("evt", 500)
+    batch[3]["identity"] = {"type": "account"}  # invalid: rejected before sending, a gap for good
+
+    report = stream_events(client, batch, {"evt": "Metric"})
+
+    assert report.checkpoint == {"version": 1, "signals": {"evt": {"prefix": 3, "ranges": [[4, 500]]}}}
+    resumed = stream_events(client, events("evt", 500), {"evt": "Metric"}, checkpoint=report.checkpoint)
+    assert resumed.signals["evt"].skipped == 499
+    assert service.ingested.count("evt:3") == 1

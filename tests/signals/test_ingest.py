@@ -180,11 +180,11 @@ def test_a_checkpoint_for_other_events_is_refused(client: ListSyncClient) -> Non
     rows = mixed_rows(page_visits=10, seats=0, stages=0)
     store = CheckpointStore()
     ingest_events(client, frames(rows), MAPPING, rejects=Rejects(), checkpoints=store)
-    # A late row sorts among the acknowledged ones: positions no longer name the same events.
+    # A late row read before the acknowledged ones: positions no longer name the same events.
     late = {**rows[0], "event_id": "ev-late", "occurred_at": "2026-11-01T00:00:30Z"}
 
     with pytest.raises(CheckpointMismatchError, match="page_visit"):
-        ingest_events(client, frames([*rows, late]), MAPPING, rejects=Rejects(), checkpoints=store)
+        ingest_events(client, frames([late, *rows]), MAPPING, rejects=Rejects(), checkpoints=store)
 
 
 def test_dry_run_counts_and_sends_nothing(base_url: str) -> None:

@@ -1,4 +1,4 @@
-"""prepare_events: rows to events, rejects with reasons, duplicates, deterministic order."""
+"""prepare_events: rows to events in extract order, rejects with reasons, duplicates."""
 
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ ROWS = [
 def test_rows_become_validated_events_with_every_row_accounted_for() -> None:
     rejects = Rejects()
     prepared = prepare_events([frame(ROWS)], MAPPING, rejects=rejects)
+    events = list(prepared)
 
     assert prepared.stats.to_dict() == {
         "read": 5,
@@ -54,9 +55,9 @@ def test_rows_become_validated_events_with_every_row_accounted_for() -> None:
         "duplicates": 1,
         "other_shards": 0,
     }
-    # Chronological order, whatever the extract's row order.
-    assert [e.signal for e in prepared.events] == ["page_visit", "seats_used"]
-    visit, seats = prepared.events
+    # The extract's order: a retried task reading it again meets the events in the same order.
+    assert [e.signal for e in events] == ["seats_used", "page_visit"]
+    seats, visit = events
     assert visit.identity.model_dump() == {"type": "account", "id": "7"}
     assert visit.timestamp == "2026-11-01T09:00:00.000000Z"  # naive taken as UTC
     assert visit.data == {"seats": None, "plan": None}  # empty cells are sent as null
@@ -75,7 +76,7 @@ def test_rows_become_validated_events_with_every_row_accounted_for() -> None:
     assert by_row[4]["original"]["at"] == "yesterday"
 
 
-def test_order_and_references_do_not_depend_on_row_order_or_chunking() -> None:
+def test_events_come_in_extract_order_and_do_not_depend_on_chunking() -> None:
     rows = [
         {
             "signal": "page_visit",
@@ -87,14 +88,16 @@ def test_order_and_references_do_not_depend_on_row_order_or_chunking() -> None:
         for i in range(1, 8)
     ]
     rows.append({"signal": "page_visit", "account_id": "9", "seats": 0, "plan": "x", "at": None})
-    one = prepare_events([frame(rows)], MAPPING, rejects=Rejects())
-    shuffled = rows[::-1]
-    chunked = prepare_events([frame(shuffled[:3]), frame(shuffled[3:])], MAPPING, rejects=Rejects())
+    one = list(prepare_events([frame(rows)], MAPPING, rejects=Rejects()))
+    chunked = list(prepare_events([frame(rows[:3]), frame(rows[3:])], MAPPING, rejects=Rejects()))
+    reversed_rows = rows[::-1]
+    backwards = list(prepare_events([frame(reversed_rows)], MAPPING, rejects=Rejects()))
 
-    assert [e.to_wire() for e in one.events] == [e.to_wire() for e in chunked.events]
-    # Undated events go last; the service stamps them on arrival.
-    assert one.events[-1].timestamp is None
-    assert [e.identity.id for e in one.events] == ["1", "2", "3", "4", "5", "6", "7", "9"]
+    assert [e.to_wire() for e in one] == [e.to_wire() for e in chunked]
+    # Read backwards, the same events come backwards: the order is the extract's, not the clock's.
+    assert [e.to_wire() for e in backwards] == [e.to_wire() for e in one][::-1]
+    assert one[-1].timestamp is None  # the service stamps undated events on arrival
+    assert [e.identity.id for e in one] == ["1", "2", "3", "4", "5", "6", "7", "9"]
 
 
 def test_reference_column_is_used_and_clashes_are_rejected_naming_the_first_row() -> None:
@@ -116,6 +119,7 @@ def test_reference_column_is_used_and_clashes_are_rejected_naming_the_first_row(
     ]
     rejects = Rejects()
     prepared = prepare_events([frame(rows)], mapping, rejects=rejects)
+    (event,) = prepared
 
     assert prepared.stats.to_dict() == {
         "read": 6,
@@ -124,7 +128,6 @@ def test_reference_column_is_used_and_clashes_are_rejected_naming_the_first_row(
         "duplicates": 1,
         "other_shards": 0,
     }
-    (event,) = prepared.events
     assert event.to_wire() == {
         "signal": "deal_stage",
         "version": 1,
@@ -140,10 +143,11 @@ def test_reference_column_is_used_and_clashes_are_rejected_naming_the_first_row(
 
 
 def test_a_mapped_column_missing_from_the_extract_fails_at_once() -> None:
+    prepared = prepare_events(
+        [frame([{"signal": "s", "account_id": "1", "seats": 1, "at": None}])], MAPPING, rejects=Rejects()
+    )
     with pytest.raises(ColumnMappingError, match="'plan'"):
-        prepare_events(
-            [frame([{"signal": "s", "account_id": "1", "seats": 1, "at": None}])], MAPPING, rejects=Rejects()
-        )
+        next(iter(prepared))
 
 
 def test_aware_timestamps_from_typed_sources_are_used_as_they_are() -> None:
@@ -153,7 +157,7 @@ def test_aware_timestamps_from_typed_sources_are_used_as_they_are() -> None:
     at = pd.Timestamp(datetime(2026, 11, 1, 12, 30, tzinfo=timezone.utc)).tz_convert("Europe/Paris")
     prepared = prepare_events([pd.DataFrame({"id": [17], "at": [at]})], mapping, rejects=Rejects())
 
-    (event,) = prepared.events
+    (event,) = prepared
     assert event.timestamp == "2026-11-01T12:30:00.000000Z"
     assert event.identity.id == "17"
     assert event.data is None
@@ -176,20 +180,24 @@ def test_aware_timestamps_from_typed_sources_are_used_as_they_are() -> None:
     seed=st.randoms(use_true_random=False),
     chunk=st.integers(1, 10),
 )
-def test_any_extract_gives_the_same_events_whatever_its_row_order_and_chunks(
+def test_any_extract_gives_the_same_events_whatever_its_chunks_and_row_order(
     rows: list[dict], seed: random.Random, chunk: int
 ) -> None:
     shuffled = rows[:]
     seed.shuffle(shuffled)
     as_read = prepare_events([frame(rows)] if rows else [], MAPPING, rejects=Rejects())
-    reordered = prepare_events(
-        [frame(shuffled[i : i + chunk]) for i in range(0, len(shuffled), chunk)], MAPPING, rejects=Rejects()
+    events = [e.to_wire() for e in as_read]
+    rechunked = prepare_events(
+        [frame(rows[i : i + chunk]) for i in range(0, len(rows), chunk)], MAPPING, rejects=Rejects()
     )
+    reordered = prepare_events([frame(shuffled)] if rows else [], MAPPING, rejects=Rejects())
 
-    assert [e.to_wire() for e in as_read.events] == [e.to_wire() for e in reordered.events]
+    # The same extract in other chunks: the very same sequence. In another order: the same events.
+    assert [e.to_wire() for e in rechunked] == events
+    assert sorted(map(repr, (e.to_wire() for e in reordered))) == sorted(map(repr, events))
     stats = as_read.stats
     assert stats.read == len(rows) == stats.passed + stats.rejected + stats.duplicates
-    assert len({e.reference for e in as_read.events}) == len(as_read.events)
+    assert len({e["reference"] for e in events}) == len(events) == as_read.events
 
 
 def test_a_json_data_column_holding_nan_is_rejected_rather_than_sent_as_null() -> None:
@@ -202,6 +210,7 @@ def test_a_json_data_column_holding_nan_is_rejected_rather_than_sent_as_null() -
     ]
     rejects = Rejects()
     prepared = prepare_events([frame(rows)], mapping, rejects=rejects)
+    events = list(prepared)
 
     assert prepared.stats.to_dict() == {
         "read": 2,
@@ -210,7 +219,7 @@ def test_a_json_data_column_holding_nan_is_rejected_rather_than_sent_as_null() -
         "duplicates": 0,
         "other_shards": 0,
     }
-    assert [event.data for event in prepared.events] == [{"seats": 3}]
+    assert [event.data for event in events] == [{"seats": 3}]
     assert [record["row"] for record in rejects.records] == [1]
     assert "NaN" in rejects.records[0]["reasons"][0]
 
@@ -223,9 +232,11 @@ def test_timestamps_without_an_offset_are_read_in_the_naive_zone_and_the_log_say
         {"signal": "page_visit", "account_id": "2", "seats": 1, "plan": "team", "at": "2026-11-01T09:00:00Z"},
     ]
     with caplog.at_level("INFO", logger="listsync.sync.events"):
-        prepared = prepare_events([frame(rows)], MAPPING, rejects=Rejects(), naive_timezone="Europe/Paris")
+        events = list(
+            prepare_events([frame(rows)], MAPPING, rejects=Rejects(), naive_timezone="Europe/Paris")
+        )
 
-    assert sorted(event.timestamp for event in prepared.events) == [
+    assert sorted(event.timestamp for event in events) == [
         "2026-11-01T08:00:00.000000Z",
         "2026-11-01T09:00:00.000000Z",
     ]
@@ -237,6 +248,6 @@ def test_timestamps_without_an_offset_are_read_in_the_naive_zone_and_the_log_say
 def test_no_naive_zone_line_when_every_timestamp_has_an_offset(caplog: pytest.LogCaptureFixture) -> None:
     rows = [{"signal": "page_visit", "account_id": "1", "seats": 1, "plan": None, "at": "2026-11-01T09:00Z"}]
     with caplog.at_level("INFO", logger="listsync.sync.events"):
-        prepare_events([frame(rows)], MAPPING, rejects=Rejects())
+        list(prepare_events([frame(rows)], MAPPING, rejects=Rejects()))
 
     assert not [record for record in caplog.records if "without an offset" in record.getMessage()]

@@ -1,5 +1,8 @@
 """``send_events``: ingest any number of signal events at the pace the service allows.
 
+:func:`send_events` takes the events at once; :func:`stream_events` reads them as it sends,
+holding at most ``max_queued`` unsent (a backfill of millions of events in bounded memory).
+
 How it paces (spec §8): every signal has its own budget per window (Event 100, Metric 1,000,
 State 30 per minute, from ``signal_types``). A single-threaded loop builds each batch from every
 signal that has budget left, taking per signal at most what its window allows, so signals
@@ -28,7 +31,8 @@ Checkpoint format (JSON)::
     {"version": 1, "signals": {"<slug>": {"prefix": 120, "ranges": [[130, 135]], "maybe": [[135, 140]]}}}
 
 ``prefix`` counts the leading events of that signal (in the caller's order) that are
-acknowledged; ``ranges`` lists half-open position ranges acknowledged beyond it; ``maybe`` lists
+acknowledged; ``ranges`` lists half-open position ranges acknowledged beyond it (held as ranges
+in memory too, so their size follows the gaps, not the events); ``maybe`` lists
 the events possibly applied but not acknowledged: a batch is written there before it is sent, and
 stays there when its fate is unknown. A run resumed from the checkpoint sends those events again
 and counts them ``possibly_duplicated``, so a crash between a send and its checkpoint, or a try
@@ -38,10 +42,11 @@ were sent again after a send of unknown fate: possibly stored twice, whichever t
 
 from __future__ import annotations
 
+import bisect
 import logging
 import re
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -63,6 +68,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CHECKPOINT_VERSION = 1
+MAX_QUEUED_EVENTS = 20_000
+"""How many events :func:`stream_events` holds read but unsent, at most, by default."""
 _EVENT_INDEX = re.compile(r"^events\[(?P<index>\d+)\]")
 NO_SIGNAL = "(no signal)"
 """Report key for events that name no signal."""
@@ -177,26 +184,66 @@ class _Pending:
 
 
 class _Acked:
-    """One signal's positions: acknowledged (a prefix count plus ranges beyond it) and in doubt."""
+    """One signal's positions: acknowledged and in doubt.
+
+    The acknowledged positions are kept as sorted, disjoint half-open ranges: acknowledgements
+    come nearly in order, so there are few ranges however many events are acknowledged, and an
+    event that is never acknowledged (rejected) costs one gap, not a set entry per later event.
+    """
 
     def __init__(self, saved: Mapping[str, Any] | None = None) -> None:
         saved = saved or {}
-        self.positions: set[int] = set(range(int(saved.get("prefix", 0))))
-        self.positions.update(_from_ranges(saved.get("ranges", [])))
+        self.ranges: list[list[int]] = []
+        self.add_range(0, int(saved.get("prefix", 0)))
+        for start, end in saved.get("ranges", []):
+            self.add_range(int(start), int(end))
         self.in_doubt: set[int] = _from_ranges(saved.get("maybe", []))
         # Acknowledged after a send whose fate was unknown: possibly stored twice.
         self.twice: set[int] = _from_ranges(saved.get("twice", []))
 
+    def __contains__(self, position: int) -> bool:
+        index = bisect.bisect_right(self.ranges, position, key=_start) - 1
+        return index >= 0 and position < self.ranges[index][1]
+
+    def __bool__(self) -> bool:
+        return bool(self.ranges)
+
+    def add(self, position: int) -> None:
+        """Mark ``position`` acknowledged."""
+        if self.ranges and self.ranges[-1][1] == position:  # the usual case: the next one in order
+            self.ranges[-1][1] += 1
+        else:
+            self.add_range(position, position + 1)
+
+    def add_range(self, start: int, end: int) -> None:
+        """Mark the positions from ``start`` to ``end`` (excluded) acknowledged."""
+        if start >= end:
+            return
+        # The ranges that overlap or touch [start, end) are merged with it into one.
+        first = bisect.bisect_left(self.ranges, start, key=_end)
+        last = bisect.bisect_right(self.ranges, end, key=_start)
+        if first < last:
+            start = min(start, self.ranges[first][0])
+            end = max(end, self.ranges[last - 1][1])
+        self.ranges[first:last] = [[start, end]]
+
     def to_dict(self) -> dict[str, Any]:
-        prefix = 0
-        while prefix in self.positions:
-            prefix += 1
-        saved: dict[str, Any] = {"prefix": prefix, "ranges": _ranges(p for p in self.positions if p > prefix)}
+        prefix = self.ranges[0][1] if self.ranges and self.ranges[0][0] == 0 else 0
+        beyond = self.ranges[1:] if prefix else self.ranges
+        saved: dict[str, Any] = {"prefix": prefix, "ranges": [list(pair) for pair in beyond]}
         if self.in_doubt:
             saved["maybe"] = _ranges(self.in_doubt)
         if self.twice:
             saved["twice"] = _ranges(self.twice)
         return saved
+
+
+def _start(pair: list[int]) -> int:
+    return pair[0]
+
+
+def _end(pair: list[int]) -> int:
+    return pair[1]
 
 
 def _ranges(positions: Iterable[int]) -> list[list[int]]:
@@ -222,12 +269,15 @@ class _Sender:
         batch_size: int,
         checkpoint: Mapping[str, Any] | None,
         on_checkpoint: Callable[[dict[str, Any]], None] | None,
+        *,
+        keep_ack_ids: bool = True,
     ) -> None:
         if not 1 <= batch_size <= MAX_EVENTS_PER_BATCH:
             raise ValueError(f"batch_size must be between 1 and {MAX_EVENTS_PER_BATCH}")
         self.client = client
         self.batch_size = batch_size
         self.on_checkpoint = on_checkpoint
+        self.keep_ack_ids = keep_ack_ids
         self.limits = {
             slug: SIGNAL_TYPE_LIMITS.get(kind.strip().capitalize()) for slug, kind in signal_types.items()
         }
@@ -238,8 +288,17 @@ class _Sender:
         # Positions an earlier try may have had applied: counted possibly_duplicated when acknowledged.
         self.doubted = {slug: set(acked.in_doubt) for slug, acked in self.acked.items()}
         self.queues: dict[str, deque[_Pending]] = {}
+        self.queued = 0
         self.budgets: dict[str, SignalBudget] = {}
+        # The references of the events queued or in flight: one batch never carries two alike.
         self.references: set[str] = set()
+        # Events read, in all and per signal (the position of the next one).
+        self.read = 0
+        self.positions: dict[str, int] = {}
+        # Slugs the service said it does not know, with its message: their later events are
+        # rejected as they are read, not sent to be refused again.
+        self.unknown: dict[str, str] = {}
+        self.source: Iterator[SignalEvent | Mapping[str, Any]] | None = None
         self.rotation = 0
         self.report = IngestReport()
         # A wait for a window says every ten seconds which signals wait and for how long yet.
@@ -250,49 +309,94 @@ class _Sender:
     # -- intake ----------------------------------------------------------------------------------
 
     def take(self, events: Iterable[SignalEvent | Mapping[str, Any]]) -> None:
-        positions: dict[str, int] = {}
-        unnamed: list[_Pending] = []
-        for raw in events:
-            slug = _slug_of(raw)
-            position = positions.get(slug, 0)
-            positions[slug] = position + 1
-            if position in self._acked(slug).positions:
-                self.report.signal(slug).skipped += 1
-                continue
-            reference = _reference_of(raw) or f"{slug}:{position}"
-            try:
-                event = validate_event(raw)
-            except InvalidRecordError as exc:
-                self.report.signal(slug).rejected[reference] = str(exc)
-                continue
-            pending = _Pending(slug, position, event, maybe_sent=position in self.doubted.get(slug, ()))
-            if event.reference is None:
-                # Named once every caller reference is known, so a derived one never takes one.
-                unnamed.append(pending)
-            elif event.reference in self.references:
+        """Queue every event at once; derived references are named once every caller's is known,
+        so that a derived one never takes one a caller gave."""
+        unnamed = [
+            pending for raw in events if (pending := self._admit(raw)) and pending.event.reference is None
+        ]
+        for pending in unnamed:
+            self._name(pending)
+
+    def read_from(self, events: Iterable[SignalEvent | Mapping[str, Any]]) -> None:
+        """Read ``events`` as the run goes, keeping at most about ``max_queued`` of them queued."""
+        self.source = iter(events)
+
+    def _pull(self, wanted: int, read_at_least: int = 0) -> None:
+        """Read events from the source until ``wanted`` are queued and ``read_at_least`` read, or it ends."""
+        while self.source is not None and (self.queued < wanted or self.read < read_at_least):
+            raw = next(self.source, None)
+            if raw is None:
+                self.source = None
+            elif (pending := self._admit(raw)) is not None and pending.event.reference is None:
+                self._name(pending)
+
+    def _admit(self, raw: SignalEvent | Mapping[str, Any]) -> _Pending | None:
+        """Queue one event, unless it is acknowledged already or cannot be sent."""
+        slug = _slug_of(raw)
+        position = self.positions.get(slug, 0)
+        self.positions[slug] = position + 1
+        self.read += 1
+        if position in self._acked(slug):
+            self.report.signal(slug).skipped += 1
+            return None
+        reference = _reference_of(raw) or f"{slug}:{position}"
+        if slug in self.unknown:
+            self.report.signal(slug).rejected[reference] = self.unknown[slug]
+            return None
+        try:
+            event = validate_event(raw)
+        except InvalidRecordError as exc:
+            self.report.signal(slug).rejected[reference] = str(exc)
+            return None
+        if event.reference is not None:
+            if event.reference in self.references:
                 # Two events with one reference could not be told apart in the response.
                 self.report.signal(slug).rejected[reference] = "duplicate reference"
-                continue
-            else:
-                self.references.add(event.reference)
-            self.queues.setdefault(slug, deque()).append(pending)
-            self.budgets.setdefault(slug, SignalBudget(self.limits.get(slug)))
-        for pending in unnamed:
-            reference = f"{pending.signal}:{pending.position}"
-            suffix = 0
-            while reference in self.references:
-                suffix += 1
-                reference = f"{pending.signal}:{pending.position}#{suffix}"
-            self.references.add(reference)
-            pending.event = pending.event.model_copy(update={"reference": reference})
+                return None
+            self.references.add(event.reference)
+        pending = _Pending(slug, position, event, maybe_sent=position in self.doubted.get(slug, ()))
+        self.queues.setdefault(slug, deque()).append(pending)
+        self.queued += 1
+        self.budgets.setdefault(slug, SignalBudget(self.limits.get(slug)))
+        return pending
+
+    def _name(self, pending: _Pending) -> None:
+        reference = f"{pending.signal}:{pending.position}"
+        suffix = 0
+        while reference in self.references:
+            suffix += 1
+            reference = f"{pending.signal}:{pending.position}#{suffix}"
+        self.references.add(reference)
+        pending.event = pending.event.model_copy(update={"reference": reference})
+
+    def _settle(self, item: _Pending) -> None:
+        """``item`` is acknowledged or rejected: it leaves the references held."""
+        self.references.discard(item.reference)
+
+    def _unread(self) -> int:
+        """Read the rest of the source without sending; how many of its events are not acknowledged."""
+        left = 0
+        for raw in self.source or ():
+            slug = _slug_of(raw)
+            position = self.positions.get(slug, 0)
+            self.positions[slug] = position + 1
+            left += position not in self._acked(slug)
+        self.source = None
+        return left
 
     def _acked(self, slug: str) -> _Acked:
         return self.acked.setdefault(slug, _Acked())
 
     # -- the loop --------------------------------------------------------------------------------
 
-    def run(self, max_wait: float | None) -> IngestReport:
-        while any(self.queues.values()):
+    def run(self, max_wait: float | None, *, max_queued: int = 0, read_first: int = 0) -> IngestReport:
+        # Events are read before the first send up to ``read_first`` (so a caller checking them
+        # against a checkpoint has done so before anything goes), then as the queues empty.
+        self._pull(max_queued, read_first)
+        while True:
+            self._pull(max_queued)
+            if not self.queued:
+                break
             now = self.client.clock()
             batch = self._next_batch(now)
             if batch:
@@ -306,7 +410,7 @@ class _Sender:
                 break
             self.progress.sleep(wait, self.client.sleep, ", ".join(waiting))
             self._waited(wait, waiting)
-        self.report.pending = sum(len(queue) for queue in self.queues.values())
+        self.report.pending = self.queued + self._unread()
         self.report.checkpoint = self.checkpoint()
         return self.report
 
@@ -314,9 +418,7 @@ class _Sender:
         return {
             "version": CHECKPOINT_VERSION,
             "signals": {
-                slug: acked.to_dict()
-                for slug, acked in self.acked.items()
-                if acked.positions or acked.in_doubt
+                slug: acked.to_dict() for slug, acked in self.acked.items() if acked or acked.in_doubt
             },
         }
 
@@ -345,6 +447,7 @@ class _Sender:
             if not budget.known:
                 room = 1
             taken = [queue.popleft() for _ in range(min(room, len(queue)))]
+            self.queued -= len(taken)
             budget.spend(len(taken), now)
             batch.extend(taken)
             if alone or len(batch) >= self.batch_size:
@@ -447,10 +550,12 @@ class _Sender:
                 report.rate_limited_resends += 1
                 continue
             report.acknowledged += 1
-            report.ack_ids.append(ack_id)
+            if self.keep_ack_ids:
+                report.ack_ids.append(ack_id)
+            self._settle(item)
             report.possibly_duplicated += item.maybe_sent
             acked_positions = self._acked(item.signal)
-            acked_positions.positions.add(item.position)
+            acked_positions.add(item.position)
             acked_positions.in_doubt.discard(item.position)
             if item.maybe_sent:
                 acked_positions.twice.add(item.position)
@@ -504,7 +609,9 @@ class _Sender:
             report = self.report.signal(slug)
             for item in [i for i in batch if i.signal == slug] + list(self.queues.get(slug, ())):
                 report.rejected[item.reference] = exc.message
-            self.queues.pop(slug, None)
+                self._settle(item)
+            self.queued -= len(self.queues.pop(slug, ()))
+            self.unknown[slug] = exc.message
         self._settled_unapplied(batch)
         self._requeue([item for item in batch if item.signal not in unknown])
 
@@ -515,6 +622,7 @@ class _Sender:
         if len(batch) == 1 or (index is not None and index < len(batch)):
             bad = batch[index or 0]
             self.report.signal(bad.signal).rejected[bad.reference] = exc.message
+            self._settle(bad)
             rest = [item for item in batch if item is not bad]
             for item in batch:
                 self.budgets[item.signal].refund(1)
@@ -538,6 +646,7 @@ class _Sender:
             queue = self.queues.get(item.signal)
             if queue is not None:
                 queue.appendleft(item)
+                self.queued += 1
 
 
 def _slug_of(raw: SignalEvent | Mapping[str, Any]) -> str:
@@ -579,3 +688,43 @@ def send_events(
     sender = _Sender(client, signal_types or {}, batch_size, checkpoint, on_checkpoint)
     sender.take(events)
     return sender.run(max_wait)
+
+
+def stream_events(
+    client: ListSyncClient,
+    events: Iterable[SignalEvent | Mapping[str, Any]],
+    signal_types: Mapping[str, str] | None = None,
+    *,
+    batch_size: int = MAX_EVENTS_PER_BATCH,
+    checkpoint: Mapping[str, Any] | None = None,
+    on_checkpoint: Callable[[dict[str, Any]], None] | None = None,
+    max_wait: float | None = None,
+    max_queued: int = MAX_QUEUED_EVENTS,
+    read_first: int = 0,
+) -> IngestReport:
+    """:func:`send_events` for any number of events: read as they are sent, in bounded memory.
+
+    ``events`` is read lazily, at most ``max_queued`` of them waiting unsent at a time (a signal
+    whose window is spent holds the reading up once that many of its events wait). What this
+    asks of the caller, which :func:`send_events` would check over the whole list:
+
+    - every event carries a ``reference`` no other event of ``events`` has (two with one
+      reference are told apart only while both wait unsent); events without one are named
+      ``<signal>:<position>``, so mix the two only if no caller reference looks like that;
+    - the report's ``ack_ids`` stay empty (one id per event would grow with the events).
+
+    :param read_first: how many events to read before the first send, however many that
+        queues (the acknowledged ones among them are skipped as they are read): a caller that
+        checks the events it gives against those ``checkpoint`` was written for does so before
+        anything is sent.
+    :param max_queued: events held read but unsent, at most; 1 or more.
+
+    The other parameters, the report and the errors are those of :func:`send_events`. When
+    ``max_wait`` makes it return early, the rest of ``events`` is read (and not sent), so that
+    ``report.pending`` counts every event left.
+    """
+    if max_queued < 1:
+        raise ValueError(f"max_queued must be 1 or more, got {max_queued}")
+    sender = _Sender(client, signal_types or {}, batch_size, checkpoint, on_checkpoint, keep_ack_ids=False)
+    sender.read_from(events)
+    return sender.run(max_wait, max_queued=max_queued, read_first=read_first)

@@ -21,9 +21,9 @@ __all__ = ["DEFAULT_DEFER_AFTER_SECONDS", "IngestSignalsOperator"]
 
 #: The default ``defer_after_seconds``: one rate-limit window and a margin for the difference
 #: between the service's clock and the worker's. The ordinary wait for a window to reopen (at most
-#: one window) is slept through in the worker, which keeps the prepared events in memory; only a
+#: one window) is slept through in the worker, which keeps its place in the extract; only a
 #: longer wait the service asks for (a Retry-After of minutes) frees the slot, and only then does
-#: the resumed task read and prepare the extract again.
+#: the resumed task read the extract again from its start (skipping what was acknowledged).
 DEFAULT_DEFER_AFTER_SECONDS = WINDOW_SECONDS + 15.0
 
 # The mapping parameters, passed on to EventMapping under the same names; all but ``version`` are
@@ -47,9 +47,10 @@ class IngestSignalsOperator(ListSyncExtractOperator):
 
     Rows are mapped to events (give ``signal`` or ``signal_column``, ``identity_type`` or
     ``identity_type_column``, and ``identity_id_column``), validated (invalid rows go to
-    ``rejects_path`` with their reasons) and sent in a fixed order through the client's
-    rate-aware ``send_events``: every signal at its own limit, signals in parallel, rate-limited
-    events re-sent, unknown signal slugs reported with the service's message.
+    ``rejects_path`` with their reasons as they are met) and sent as the extract is read, in its
+    order, through the client's rate-aware ``stream_events``: every signal at its own limit,
+    signals in parallel, rate-limited events re-sent, unknown signal slugs reported with the
+    service's message. Memory does not grow with the number of events.
 
     After every acknowledged batch a checkpoint goes to the task state store (Airflow 3.3 and
     newer), so a retried task resumes after the last acknowledged batch instead of sending
@@ -57,7 +58,7 @@ class IngestSignalsOperator(ListSyncExtractOperator):
     ``deferrable=True`` a wait longer than ``defer_after_seconds`` (by default longer than a
     rate-limit window, see :data:`DEFAULT_DEFER_AFTER_SECONDS`) frees the worker slot: the task
     defers to :class:`~listsync.triggers.RateLimitWindowTrigger`, which only waits, and resumes from
-    the checkpoint, reading and preparing the extract again; the time spent deferred counts in
+    the checkpoint, reading the extract again; the time spent deferred counts in
     ``seconds_waited``. Shorter waits are slept through in the worker.
 
     Returns the summary (to XCom): rows read and rejected, events acknowledged per signal,

@@ -1,15 +1,18 @@
-"""Signal events from extracts: mapping, deterministic references and order, checkpoints, ingestion.
+"""Signal events from extracts: mapping, deterministic references, extract order, checkpoints, ingestion.
 
 The flow of a backfill::
 
-    prepared = prepare_events(frames, mapping, rejects=rejects)   # rows -> SignalEvents, in order
-    summary = ingest_events(client, frames, mapping, ...)          # the whole flow, as JSON
+    stream = prepare_events(frames, mapping, rejects=rejects)   # rows -> SignalEvents, as read
+    summary = ingest_events(client, frames, mapping, ...)        # the whole flow, as JSON
 
-Re-runs are safe because everything a retry depends on is deterministic: a row without its own
-reference gets one derived from its signal, identity, timestamp and data
-(:func:`event_reference`), and events are sent in one fixed order (:func:`event_order`), so the
-checkpoint written after each acknowledged batch still describes the same events when a retried
-task reads the extract again.
+Memory does not grow with the extract: events are made chunk by chunk as they are sent, and the
+only thing kept per event is its entry in :class:`SeenReferences` (20 bytes), which recognises
+duplicates across chunks. Re-runs are safe because everything a retry depends on is
+deterministic: a row without its own reference gets one derived from its signal, identity,
+timestamp and data (:func:`event_reference`), and events are sent in the extract's order, so the
+checkpoint written before each send and after each acknowledged batch still describes the same
+events when a retried task reads the same extract again (:meth:`EventStream.position` lets it
+check that before sending anything).
 
 Checkpoints live in any object with ``get(key, default)`` and ``set(key, value)`` taking JSON
 values (Airflow's ``context["task_state_store"]``); :class:`~listsync.sync.checkpoints.CheckpointStore`
@@ -22,14 +25,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import tempfile
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from listsync.client.errors import InvalidRecordError, ListSyncError
-from listsync.client.events import IngestReport, SignalReport
+from listsync.client.events import MAX_QUEUED_EVENTS, IngestReport, SignalReport, stream_events
 from listsync.client.models import SignalEvent, validate_event
 from listsync.sync.checkpoints import CheckpointStore
 from listsync.sync.normalize import (
@@ -51,7 +56,6 @@ from listsync.sync.options import (
 )
 from listsync.sync.plan import OpenableFile, write_plan_file
 from listsync.sync.prepare import (
-    Deduplicator,
     MappedRow,
     PrepareStats,
     Rule,
@@ -71,8 +75,12 @@ log = logging.getLogger(__name__)
 #: Prefix of references this module derives, so they are told apart from an extract's own.
 REFERENCE_PREFIX = "ls_"
 
-CHECKPOINT_FORMAT = 1
-"""Version of the checkpoint envelope written by :func:`ingest_events`."""
+# One spelling per JSON value (built once: json.dumps with these options builds an encoder a call).
+_CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+CHECKPOINT_FORMAT = 2
+"""Version of the checkpoint envelope written by :func:`ingest_events` (1: events sorted by
+timestamp, refused with a message saying so)."""
 
 # Counters of the client's per-signal report that add up across the parts of one ingestion
 # (the tries of a task and the stretches between its deferrals).
@@ -107,36 +115,8 @@ def event_reference(
     key order in ``data`` does not matter. Two rows that say the same thing get the same
     reference, which is how duplicates in an extract are recognised.
     """
-    canonical = json.dumps(
-        [signal, identity_type, identity_id, timestamp, data],
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
+    canonical = _CANONICAL_JSON.encode([signal, identity_type, identity_id, timestamp, data])
     return REFERENCE_PREFIX + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
-
-
-@dataclass
-class PreparedEvents:
-    """Events ready to send, in sending order, and where every extract row went.
-
-    ``events`` are sorted by timestamp (events without one last), then reference: the same
-    extract always gives the same list, whatever its row order or chunking.
-    """
-
-    events: list[SignalEvent]
-    stats: PrepareStats
-    normalization_version: str = NORMALIZATION_VERSION
-
-    def counts_by_signal(self) -> dict[str, int]:
-        """How many events each signal slug has, slugs in sorted order."""
-        counts = Counter(event.signal for event in self.events)
-        return {signal: counts[signal] for signal in sorted(counts)}
-
-
-def event_order(event: SignalEvent) -> tuple[bool, str, str]:
-    """Sort key of the sending order: chronological, undated events last, ties by reference."""
-    return (event.timestamp is None, event.timestamp or "", event.reference or "")
 
 
 # Stands for "no offset was given" while a timestamp is read: normalize_timestamp gives exactly
@@ -184,62 +164,257 @@ def prepare_events(
     *,
     rejects: Rejects,
     naive_timezone: str = "UTC",
-) -> PreparedEvents:
-    """Map, normalise and validate the rows of an extract into signal events, in sending order.
+) -> EventStream:
+    """The signal events of an extract, made as it is read, in extract order.
 
     :param frames: chunks from :func:`~listsync.sync.sources.read_extract`.
     :param mapping: which columns hold which event fields.
-    :param rejects: where rejected rows go.
+    :param rejects: where rejected rows go, as they are met.
     :param naive_timezone: the zone of timestamps written without an offset (IANA name); one log
         line says so when the extract has any.
-    :raises ~listsync.sync.prepare.ColumnMappingError: a mapped column is not in the extract.
+    :raises ~listsync.sync.prepare.ColumnMappingError: a mapped column is not in the extract
+        (when the first chunk is read).
 
-    A row is rejected, with every reason, when a field fails its rule (a timestamp that is not
-    ISO 8601, a JSON data column that is not a JSON object), the event breaks the client's
-    ``SignalEvent`` model (no signal, no identity type or id), or its reference column is empty.
-    Rows with the same reference: the first is kept, later identical ones are duplicates and
-    later different ones are rejected naming the first. Without a reference column, rows that
-    say the same thing get the same derived reference and so collapse into one event.
+    Nothing is read until the result is iterated, and no event is kept once given: see
+    :class:`EventStream`. A row is rejected, with every reason, when a field fails its rule (a
+    timestamp that is not ISO 8601, a JSON data column that is not a JSON object), the event
+    breaks the client's ``SignalEvent`` model (no signal, no identity type or id), or its
+    reference column is empty. Rows with the same reference: the first is kept, later identical
+    ones are duplicates and later different ones are rejected naming the first, whatever chunks
+    they come in. Without a reference column, rows that say the same thing get the same derived
+    reference and so collapse into one event.
     """
-    stats = PrepareStats()
-    survivors: Deduplicator[str, SignalEvent] = Deduplicator(rejects, stats, "reference")
-    column_map = mapping.column_map()
-    columns = {target: column for column, target in column_map.items()}
-    zone = resolve_timezone(naive_timezone)
-    naive_seen: list[bool] = []
-    for row in iter_mapped_rows(frames, column_map, _event_rules(mapping, zone, naive_seen), stats):
-        reasons = list(row.reasons)
-        fields = _event_fields(mapping, row.values)
-        if DATA not in row.failed and fields["data"] is not None and not isinstance(fields["data"], dict):
-            reasons.append(
-                f"data (column {columns[DATA]!r}): must be a JSON object, got {type(fields['data']).__name__}"
+    return EventStream(frames, mapping, rejects, resolve_timezone(naive_timezone))
+
+
+class EventStream:
+    """The events of an extract, made as it is read: iterate it once, in extract order.
+
+    Memory does not grow with the events: rows are mapped and validated a group at a time, each
+    event is given out and forgotten, and duplicates are recognised by :class:`SeenReferences`
+    (20 bytes per event). What was read so far is counted as it goes: :attr:`stats` (where every
+    row went), :attr:`events` and :meth:`counts_by_signal` (events given out), and
+    :meth:`position`, which a checkpoint records to recognise the same events when a retried
+    task reads the extract again.
+    """
+
+    #: Rows mapped and validated together before their events are given out.
+    GROUP_ROWS = 2048
+
+    def __init__(self, frames: Iterable[pd.DataFrame], mapping: EventMapping, rejects: Rejects, zone: tzinfo):
+        self.stats = PrepareStats()
+        self.normalization_version = NORMALIZATION_VERSION
+        self.events = 0
+        self.seen = SeenReferences()
+        self._counts: Counter[str] = Counter()
+        self._digests: dict[str, Any] = {}
+        self._iterator = self._read(frames, mapping, rejects, zone)
+
+    def __iter__(self) -> Iterator[SignalEvent]:
+        return self._iterator
+
+    def counts_by_signal(self) -> dict[str, int]:
+        """How many events each signal slug has had so far, slugs in sorted order."""
+        return {signal: self._counts[signal] for signal in sorted(self._counts)}
+
+    def position(self) -> dict[str, Any]:
+        """Where the reading is, as JSON: events given so far, and per signal their count and a
+        digest of their references in order. The same extract read again passes the same positions."""
+        return {
+            "events": self.events,
+            "signals": {
+                signal: {"events": self._counts[signal], "digest": self._digests[signal].hexdigest()[:32]}
+                for signal in sorted(self._counts)
+            },
+        }
+
+    def _read(
+        self, frames: Iterable[pd.DataFrame], mapping: EventMapping, rejects: Rejects, zone: tzinfo
+    ) -> Iterator[SignalEvent]:
+        column_map = mapping.column_map()
+        columns = {target: column for column, target in column_map.items()}
+        naive_seen: list[bool] = []
+        rows = iter_mapped_rows(frames, column_map, _event_rules(mapping, zone, naive_seen), self.stats)
+        # A derived reference is a digest of the event: the same reference means the same event.
+        derived = mapping.reference_column is None
+        for group in _groups(rows, self.GROUP_ROWS):
+            built = [(row, *_build_event(row, mapping, columns)) for row in group]
+            events = [event for _, event, _ in built if event is not None]
+            keys = _hashes(event.reference or "" for event in events)
+            contents = keys if derived else _hashes(_content(event) for event in events)
+            numbers = np.fromiter(
+                (row.row_number for row, event, _ in built if event is not None), np.int64, len(events)
             )
-            fields["data"] = None
-        reference = row.values.get(REFERENCE)
-        if mapping.reference_column is not None and reference is None and REFERENCE not in row.failed:
-            reasons.append(f"reference (column {mapping.reference_column!r}) is empty")
-        event: SignalEvent | None = None
-        try:
-            event = validate_event(fields)
-        except InvalidRecordError as error:
-            reasons.extend(_event_violation_reasons(error, row))
-        if reasons or event is None:
-            reject_row(row, reasons, rejects, stats)
-            continue
-        if reference is None:
-            reference = event_reference(
-                event.signal, event.identity.type, event.identity.id, event.timestamp, event.data
+            first_rows, same = self.seen.offer(keys, contents, numbers)
+            index = 0
+            for row, event, reasons in built:
+                if event is None:
+                    reject_row(row, reasons, rejects, self.stats)
+                    continue
+                first, identical = int(first_rows[index]), bool(same[index])
+                index += 1
+                if not first:
+                    self.stats.passed += 1
+                    self._count(event)
+                    yield event
+                elif identical:
+                    self.stats.duplicates += 1
+                else:
+                    rejects.add_duplicate(
+                        row.row_number, row.original, first, f"reference ({event.reference})"
+                    )
+                    self.stats.rejected += 1
+        if naive_seen:
+            log.info(
+                "Timestamps without an offset in column %r are read as %s (naive_timezone)",
+                mapping.timestamp_column,
+                zone,
             )
-        event = event.model_copy(update={"reference": reference})
-        survivors.offer(row, reference, event, reference)
-    if naive_seen:
-        log.info(
-            "Timestamps without an offset in column %r are read as %s (naive_timezone)",
-            mapping.timestamp_column,
-            zone,
+
+    def _count(self, event: SignalEvent) -> None:
+        self.events += 1
+        self._counts[event.signal] += 1
+        digest = self._digests.get(event.signal)
+        if digest is None:
+            digest = self._digests[event.signal] = hashlib.sha256()
+        digest.update((event.reference or "").encode("utf-8") + b"\n")
+
+
+def _groups(rows: Iterable[MappedRow], size: int) -> Iterator[list[MappedRow]]:
+    group: list[MappedRow] = []
+    for row in rows:
+        group.append(row)
+        if len(group) == size:
+            yield group
+            group = []
+    if group:
+        yield group
+
+
+def _build_event(
+    row: MappedRow, mapping: EventMapping, columns: Mapping[str, str]
+) -> tuple[SignalEvent | None, list[str]]:
+    """The event of one mapped row with its reference, or ``None`` and every reason it has none."""
+    reasons = list(row.reasons)
+    fields = _event_fields(mapping, row.values)
+    if DATA not in row.failed and fields["data"] is not None and not isinstance(fields["data"], dict):
+        reasons.append(
+            f"data (column {columns[DATA]!r}): must be a JSON object, got {type(fields['data']).__name__}"
         )
-    events = sorted(survivors.kept().values(), key=event_order)
-    return PreparedEvents(events, stats)
+        fields["data"] = None
+    reference = row.values.get(REFERENCE)
+    if mapping.reference_column is not None and reference is None and REFERENCE not in row.failed:
+        reasons.append(f"reference (column {mapping.reference_column!r}) is empty")
+    if reference is not None:
+        fields["reference"] = reference
+    event: SignalEvent | None = None
+    try:
+        event = validate_event(fields)
+    except InvalidRecordError as error:
+        reasons.extend(_event_violation_reasons(error, row))
+    if reasons or event is None:
+        return None, reasons
+    if reference is None:
+        # Derived from the validated fields, so that it is the same however a value was spelt.
+        reference = event_reference(
+            event.signal, event.identity.type, event.identity.id, event.timestamp, event.data
+        )
+        event = event.model_copy(update={"reference": reference})
+    return event, reasons
+
+
+def _hashes(texts: Iterable[str]) -> np.ndarray:
+    """The 64-bit BLAKE2b digest of each text."""
+    digests = [hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest() for text in texts]
+    return np.frombuffer(b"".join(digests), dtype=np.uint64).copy()
+
+
+def _content(event: SignalEvent) -> str:
+    """What an event says, as canonical JSON: equal for events equal as JSON (``True`` is not
+    ``1``, ``10`` is ``10.0``, key order does not matter)."""
+    # Only the version and data can hold numbers; the other fields are text.
+    version, data = _integral(event.version), _integral(event.data)
+    return _CANONICAL_JSON.encode(
+        [event.signal, version, event.identity.type, event.identity.id, event.timestamp, data]
+    )
+
+
+def _integral(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _integral(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_integral(item) for item in value]
+    return value
+
+
+class SeenReferences:
+    """The references met so far, in 20 bytes each: a 64-bit digest of the reference, one of the
+    event's content and the row number of its first row, in sorted NumPy arrays.
+
+    :meth:`offer` takes a group of events at a time. The arrays are sorted runs merged as they
+    grow (no run beyond :attr:`MAX_RUN` entries), so looking a group up costs a binary search per
+    run and adding costs a merge now and then. Two references with one 64-bit digest would be
+    taken for one: with five million references the chance is below one in a million.
+    """
+
+    #: Entries beyond which a run is not merged further (a merge briefly needs twice its size).
+    MAX_RUN = 1 << 20
+
+    def __init__(self) -> None:
+        self._runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def __len__(self) -> int:
+        return sum(len(keys) for keys, _, _ in self._runs)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the arrays."""
+        return sum(keys.nbytes + contents.nbytes + rows.nbytes for keys, contents, rows in self._runs)
+
+    def offer(
+        self, keys: np.ndarray, contents: np.ndarray, rows: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Look up and add a group of events, given in extract order by reference digest, content
+        digest and row number (1 or more).
+
+        :return: per event, the row number of the first event with its reference (0 when it is
+            that first one, now added) and whether its content is that first event's.
+        """
+        distinct, first_index, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        found_rows = np.zeros(len(distinct), dtype=np.uint32)
+        found_contents = np.zeros(len(distinct), dtype=np.uint64)
+        for run_keys, run_contents, run_rows in self._runs:
+            at = np.minimum(np.searchsorted(run_keys, distinct), len(run_keys) - 1)
+            hit = run_keys[at] == distinct
+            found_rows[hit] = run_rows[at[hit]]
+            found_contents[hit] = run_contents[at[hit]]
+        new = found_rows == 0
+        # A reference first met in this group: its first row here is the one the others compare to.
+        found_rows[new] = rows[first_index[new]]
+        found_contents[new] = contents[first_index[new]]
+        first_rows = found_rows[inverse].astype(np.int64)
+        first_rows[first_index[new]] = 0
+        same = contents == found_contents[inverse]
+        if new.any():
+            self._add(distinct[new], found_contents[new], found_rows[new])
+        return first_rows, same
+
+    def _add(self, keys: np.ndarray, contents: np.ndarray, rows: np.ndarray) -> None:
+        self._runs.append((keys, contents, rows))
+        while len(self._runs) > 1:
+            (keys_a, contents_a, rows_a), (keys_b, contents_b, rows_b) = self._runs[-2:]
+            if len(keys_a) > 2 * len(keys_b) or len(keys_a) + len(keys_b) > self.MAX_RUN:
+                break
+            keys = np.concatenate((keys_a, keys_b))
+            order = np.argsort(keys, kind="stable")
+            merged = (
+                keys[order],
+                np.concatenate((contents_a, contents_b))[order],
+                np.concatenate((rows_a, rows_b))[order],
+            )
+            self._runs[-2:] = [merged]
 
 
 def _event_violation_reasons(error: InvalidRecordError, row: MappedRow) -> list[str]:
@@ -260,46 +435,54 @@ def nothing_left_to_send(summary: Mapping[str, Any]) -> bool:
 class CheckpointMismatchError(ListSyncError, ValueError):
     """The checkpoint was written for different events than the extract now gives.
 
-    The checkpoint marks acknowledged events by their position in the sending order, so it can
+    The checkpoint marks acknowledged events by their position in the extract's order, so it can
     only be applied to the very same events; resuming anyway could skip unsent events or resend
     acknowledged ones.
     """
 
 
-def signal_fingerprints(events: Sequence[SignalEvent]) -> dict[str, str]:
-    """Per signal, a digest of its events' references in sending order."""
-    digests: dict[str, Any] = {}
-    for event in events:
-        digest = digests.setdefault(event.signal, hashlib.sha256())
-        digest.update((event.reference or "").encode("utf-8") + b"\n")
-    return {signal: digests[signal].hexdigest()[:32] for signal in sorted(digests)}
-
-
-def _resume_point(
-    saved: Mapping[str, Any] | None, fingerprints: Mapping[str, str], store: CheckpointStore
-) -> dict[str, Any] | None:
-    """The saved envelope if it applies to these events; ``None`` to start from the beginning."""
+def _resume_point(saved: Mapping[str, Any] | None, store: CheckpointStore) -> dict[str, Any] | None:
+    """The saved envelope, if it is one this version can resume from; ``None`` to start afresh."""
     if saved is None:
         return None
+    if saved.get("format") == 1:
+        raise CheckpointMismatchError(
+            f"checkpoint {store.key!r} was written by an earlier version of listsync, which sent events "
+            "sorted by timestamp; this one sends them in the extract's order, so the positions it "
+            "records name other events. Finish the ingestion with the version that started it, or "
+            "start fresh (fresh=True, --fresh) to send every event again (acknowledged ones would then "
+            "be duplicated)."
+        )
     if saved.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointMismatchError(
             f"checkpoint {store.key!r} has format {saved.get('format')!r}, expected {CHECKPOINT_FORMAT}; "
             "it was written by another version of listsync"
         )
-    saved_fingerprints = saved.get("fingerprints", {})
-    changed = sorted(
-        signal
-        for signal, count in saved.get("acknowledged", {}).items()
-        if count and saved_fingerprints.get(signal) != fingerprints.get(signal)
-    )
+    return dict(saved)
+
+
+def _checked(stream: EventStream, read: Mapping[str, Any], store: CheckpointStore) -> Iterator[SignalEvent]:
+    """The events of ``stream``, compared with the ones checkpoint ``read`` was written for as
+    soon as as many are read, before that last one is given out."""
+    horizon = int(read.get("events", 0))
+    for event in stream:
+        if stream.events == horizon:
+            _compare(stream.position(), read, store)
+        yield event
+    if stream.events < horizon:
+        _compare(stream.position(), read, store)
+
+
+def _compare(position: Mapping[str, Any], read: Mapping[str, Any], store: CheckpointStore) -> None:
+    now, before = position["signals"], read.get("signals", {})
+    changed = sorted(signal for signal in set(now) | set(before) if now.get(signal) != before.get(signal))
     if changed:
         raise CheckpointMismatchError(
             f"the extract changed since checkpoint {store.key!r} was written: the events of "
-            f"{', '.join(changed)} are not the ones acknowledged before, so the task cannot tell which "
+            f"{', '.join(changed)} are not the ones read before, so the task cannot tell which "
             "were sent. Make the extract repeatable (a fixed data interval, no late rows), or delete "
             "the checkpoint to send every event again (acknowledged ones would then be duplicated)."
         )
-    return dict(saved)
 
 
 def ingest_events(
@@ -317,30 +500,47 @@ def ingest_events(
     rejects_file: OpenableFile | None = None,
     deferred_seconds: float = 0.0,
     deferred_signals: Collection[str] = (),
+    max_queued: int = MAX_QUEUED_EVENTS,
 ) -> dict[str, Any]:
-    """Prepare the events of an extract and send them, resuming from the checkpoint; return the summary.
+    """Read the events of an extract and send them as they are read, resuming from the checkpoint;
+    return the summary.
+
+    Memory stays bounded whatever the number of events: the extract is read chunk by chunk,
+    at most ``max_queued`` events wait unsent at a time, and duplicates are recognised in 20 bytes
+    per event (:class:`EventStream`). Events go out in the extract's order (per signal; signals
+    progress at their own pace), so a retried task reading the same extract meets the same events
+    in the same order, and the checkpoint's positions still name them.
 
     :param client: the service client; may be ``None`` for a dry run.
     :param frames: chunks from :func:`~listsync.sync.sources.read_extract`.
     :param mapping: which columns hold which event fields.
-    :param rejects: where rejected rows go; the summary gives their file (a temporary one when
-        ``rejects`` has no path and some row was rejected).
+    :param rejects: where rejected rows go, as they are met; the summary gives their file. When
+        ``rejects`` has no path they are written to a temporary file instead (kept, and named
+        in the summary, when some row was rejected) and ``rejects.records`` stays empty.
     :param signal_types: signal slug → ``"Event"``, ``"Metric"`` or ``"State"``, which sets its
         pace; slugs not listed are probed (see ``ListSyncClient.send_events``).
     :param batch_size: events per request, 1 to 100.
-    :param checkpoints: where the checkpoint is read from and written to after every acknowledged
-        batch; ``None`` keeps it in memory only.
+    :param checkpoints: where the checkpoint is read from and written to before every send and
+        after every acknowledged batch; ``None`` keeps it in memory only.
     :param max_wait: the longest rate-limit wait to sleep through; when the next wait is longer,
-        return with ``summary["resume_at"]`` set (ISO 8601) and call again after that time.
-    :param dry_run: prepare and count only; nothing is sent.
+        read the rest of the extract without sending (to count it) and return with
+        ``summary["resume_at"]`` set (ISO 8601); call again after that time.
+    :param dry_run: read and count only; nothing is sent and no event is kept.
     :param naive_timezone: the zone of timestamps written without an offset.
-    :param rejects_file: where the rejected rows go when ``rejects`` has no path and keeps them in
-        memory: an object with ``open()`` such as ``ObjectStoragePath``, written once they are all
-        known (as ``prepare_with_rejects`` does for the people and rows syncs).
+    :param rejects_file: where the rejected rows go when ``rejects`` has no path: an object with
+        ``open()`` such as ``ObjectStoragePath``, written from the temporary file at the end.
     :param deferred_seconds: how long the ingestion waited outside this call since the last one
         returned with ``resume_at`` (a deferred task); counted in ``seconds_waited``, for the
         whole run and for each of ``deferred_signals`` (the signals that had events left).
-    :raises CheckpointMismatchError: the checkpoint was written for other events.
+    :param max_queued: events read but not yet sent, at most (see
+        :func:`~listsync.client.events.stream_events`).
+    :raises CheckpointMismatchError: the checkpoint was written for other events (checked
+        before anything is sent), or by a version of listsync that ordered events differently.
+
+    The checkpoint (format 2) records, besides the client's acknowledged positions, how far the
+    reading had got when it was written (:meth:`EventStream.position`). A resumed call reads that
+    far before its first send and compares: a change in that part of the extract fails with
+    :class:`CheckpointMismatchError`; events beyond it (rows added at the end) are simply sent.
 
     The summary (JSON-serialisable): ``rows_read``, ``rows_rejected``, ``duplicates_collapsed``,
     ``rejects_path``, ``events``, ``acknowledged`` (over every try, with the checkpoint),
@@ -352,52 +552,40 @@ def ingest_events(
     waits and re-sends add up over the deferrals of one task (the waits include the time spent
     deferred, ``deferred_seconds``); a try that crashed contributes only its acknowledged events.
     """
-    prepared = prepare_events(frames, mapping, rejects=rejects, naive_timezone=naive_timezone)
-    rejects.flush()
-    rejects_path = str(rejects.path) if rejects.path is not None else None
-    if rejects_path is None and (rejects_file is not None or rejects.records):
-        # Kept in memory only: write them out, as the people and rows syncs do, so that every
-        # rejected row keeps a reason someone can read.
-        rejects_path = write_plan_file(rejects.records, rejects_file, prefix="listsync-ingest-rejects-")
-    store = checkpoints if checkpoints is not None else CheckpointStore()
-    fingerprints = signal_fingerprints(prepared.events)
-    saved = _resume_point(store.load(), fingerprints, store)
-    summary = _summary_base(prepared, rejects_path, dry_run)
-    if dry_run:
-        summary["signals"] = {
-            signal: {"events": count} for signal, count in prepared.counts_by_signal().items()
-        }
-        return summary
-    if client is None:
+    if client is None and not dry_run:
         raise ValueError("ingest_events needs a client unless dry_run=True")
+    store = checkpoints if checkpoints is not None else CheckpointStore()
+    saved = _resume_point(store.load(), store)
     previous: dict[str, Any] = saved["totals"] if saved else {}
     if deferred_seconds:
         previous = _add_wait(previous, deferred_seconds, deferred_signals)
-    total = len(prepared.events)
-    if saved:
-        log.info("Resuming from the checkpoint; acknowledged before, per signal: %s", saved["acknowledged"])
-
-    logged = [-1]
-
-    def on_checkpoint(client_checkpoint: dict[str, Any]) -> None:
-        envelope = _envelope(fingerprints, client_checkpoint, previous)
-        store.save(envelope)
-        acknowledged = sum(envelope["acknowledged"].values())
-        if acknowledged != logged[0]:  # saved before each send too, with nothing new acknowledged
-            logged[0] = acknowledged
-            log.info("Checkpoint: %d of %d events acknowledged", acknowledged, total)
-
-    report = client.send_events(
-        prepared.events,
-        signal_types,
-        batch_size=batch_size,
-        checkpoint=saved["client"] if saved else None,
-        on_checkpoint=on_checkpoint,
-        max_wait=max_wait,
-    )
-    totals = _add_totals(previous, report)
-    store.save(_envelope(fingerprints, report.checkpoint, totals))
-    summary.update(_sent_summary(prepared, report, totals, resumed=saved is not None))
+    report: IngestReport | None = None
+    with _RejectsOutput(rejects, rejects_file) as output:
+        stream = prepare_events(frames, mapping, rejects=output.rejects, naive_timezone=naive_timezone)
+        events = _checked(stream, saved["read"], store) if saved else iter(stream)
+        if client is None or dry_run:
+            for _ in events:
+                pass
+        else:
+            report = _send(
+                client,
+                stream,
+                events,
+                saved,
+                store,
+                previous=previous,
+                signal_types=signal_types,
+                batch_size=batch_size,
+                max_wait=max_wait,
+                max_queued=max_queued,
+            )
+    summary = _summary_base(stream, output.path, dry_run)
+    if report is None:
+        summary["signals"] = {
+            signal: {"events": count} for signal, count in stream.counts_by_signal().items()
+        }
+        return summary
+    summary.update(_sent_summary(stream, report, _add_totals(previous, report), resumed=saved is not None))
     if nothing_left_to_send(summary):
         log.warning(
             "Nothing left to send: every event was acknowledged by an earlier try or run (the checkpoint "
@@ -409,14 +597,101 @@ def ingest_events(
     return summary
 
 
-def _summary_base(prepared: PreparedEvents, rejects_path: str | None, dry_run: bool) -> dict[str, Any]:
+def _send(
+    client: ListSyncClient,
+    stream: EventStream,
+    events: Iterator[SignalEvent],
+    saved: Mapping[str, Any] | None,
+    store: CheckpointStore,
+    *,
+    previous: Mapping[str, Any],
+    signal_types: Mapping[str, str] | None,
+    batch_size: int,
+    max_wait: float | None,
+    max_queued: int,
+) -> IngestReport:
+    """Send ``events`` as they are read, saving the checkpoint envelope whenever the client's changes."""
+    if saved:
+        log.info("Resuming from the checkpoint; acknowledged before, per signal: %s", saved["acknowledged"])
+    # Where the reading was at the last save: the client's positions all lie before it. (At the
+    # end the reading may have gone further, to count what an early return leaves unsent; a
+    # resumed try need not read that far before its first send.)
+    read = saved["read"] if saved else stream.position()
+    logged = -1
+
+    def on_checkpoint(client_checkpoint: dict[str, Any]) -> None:
+        nonlocal read, logged
+        read = stream.position()
+        envelope = _envelope(read, client_checkpoint, previous)
+        store.save(envelope)
+        acknowledged = sum(envelope["acknowledged"].values())
+        if acknowledged != logged:  # saved before each send too, with nothing new acknowledged
+            logged = acknowledged
+            log.info("Checkpoint: %d events acknowledged, %d read", acknowledged, read["events"])
+
+    report = stream_events(
+        client,
+        events,
+        signal_types,
+        batch_size=batch_size,
+        checkpoint=saved["client"] if saved else None,
+        on_checkpoint=on_checkpoint,
+        max_wait=max_wait,
+        max_queued=max_queued,
+        read_first=int(saved["read"].get("events", 0)) if saved else 0,
+    )
+    store.save(_envelope(read, report.checkpoint, _add_totals(previous, report)))
+    return report
+
+
+class _RejectsOutput:
+    """Where the rejected rows of one ingestion go: ``rejects`` when it writes to a file, else a
+    temporary file, copied to ``rejects_file`` at the end when one is given.
+
+    :attr:`path` (after the ``with`` block) is the file the summary names, or ``None`` when no
+    file was asked for and no row was rejected.
+    """
+
+    def __init__(self, rejects: Rejects, rejects_file: OpenableFile | None) -> None:
+        self._given = rejects
+        self._file = rejects_file
+        self.path: str | None = str(rejects.path) if rejects.path is not None else None
+        self.rejects = rejects
+        if rejects.path is None:
+            # Kept on disk, not in memory: an extract may reject any number of rows.
+            with tempfile.NamedTemporaryFile(
+                prefix="listsync-ingest-rejects-", suffix=".jsonl", delete=False
+            ) as spool:
+                self.rejects = Rejects(spool.name)
+
+    def __enter__(self) -> _RejectsOutput:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.rejects is self._given:
+            self.rejects.flush()
+            return
+        self.rejects.close()
+        spool = self.rejects.path
+        assert spool is not None
+        if self._file is not None:
+            with spool.open(encoding="utf-8") as lines:
+                self.path = write_plan_file((json.loads(line) for line in lines), self._file)
+            spool.unlink()
+        elif self.rejects.count:
+            self.path = str(spool)
+        else:
+            spool.unlink()
+
+
+def _summary_base(stream: EventStream, rejects_path: str | None, dry_run: bool) -> dict[str, Any]:
     return {
-        "rows_read": prepared.stats.read,
-        "rows_rejected": prepared.stats.rejected,
-        "duplicates_collapsed": prepared.stats.duplicates,
+        "rows_read": stream.stats.read,
+        "rows_rejected": stream.stats.rejected,
+        "duplicates_collapsed": stream.stats.duplicates,
         "rejects_path": rejects_path,
-        "events": len(prepared.events),
-        "normalization_version": prepared.normalization_version,
+        "events": stream.events,
+        "normalization_version": stream.normalization_version,
         "dry_run": dry_run,
         "resumed_from": None,
         "resume_at": None,
@@ -424,7 +699,7 @@ def _summary_base(prepared: PreparedEvents, rejects_path: str | None, dry_run: b
 
 
 def _envelope(
-    fingerprints: Mapping[str, str], client_checkpoint: Mapping[str, Any], totals: Mapping[str, Any]
+    read: Mapping[str, Any], client_checkpoint: Mapping[str, Any], totals: Mapping[str, Any]
 ) -> dict[str, Any]:
     acknowledged = {
         signal: int(state.get("prefix", 0)) + sum(end - start for start, end in state.get("ranges", []))
@@ -432,7 +707,7 @@ def _envelope(
     }
     return {
         "format": CHECKPOINT_FORMAT,
-        "fingerprints": dict(fingerprints),
+        "read": dict(read),
         "acknowledged": acknowledged,
         "client": dict(client_checkpoint),
         "totals": dict(totals),
@@ -468,9 +743,9 @@ def _add_wait(totals: Mapping[str, Any], seconds: float, signals: Iterable[str])
 
 
 def _sent_summary(
-    prepared: PreparedEvents, report: IngestReport, totals: Mapping[str, Any], *, resumed: bool
+    stream: EventStream, report: IngestReport, totals: Mapping[str, Any], *, resumed: bool
 ) -> dict[str, Any]:
-    counts = prepared.counts_by_signal()
+    counts = stream.counts_by_signal()
     signals: dict[str, dict[str, Any]] = {}
     for signal in sorted(set(counts) | set(report.signals)):
         signal_report = report.signals.get(signal, SignalReport())
