@@ -37,17 +37,21 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import math
 import os
 import platform
 import random
 import resource
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pandas as pd
@@ -150,15 +154,23 @@ def serve_emulator(scale: Scale) -> None:
     """Child process: load the List into an emulator, print its URL, serve until stdin closes."""
     from listsync.emulator import EmulatorConfig, ListConfig, create_app
     from listsync.emulator.config import ColumnConfig
-    from listsync.emulator.state import Row
 
     config = EmulatorConfig(
         secret_keys=[API_KEY],
         lists=[ListConfig(id=TABLE, account_column="domain", columns=[ColumnConfig(id="domain")])],
     )
     app = create_app(config)
+    load_list(app, TABLE, scale)
+    serve_until_stdin_closes(app)
+
+
+def load_list(app: Any, table_id: str, scale: Scale) -> None:
+    """Put the List's accounts (one row each, its domain in ``domain``) and people straight into
+    the state of the emulator ``app``'s List ``table_id``."""
+    from listsync.emulator.state import Row
+
     state = app.state.emulator.state
-    lst = state.lists[TABLE]
+    lst = state.lists[table_id]
     rows = {}
     for account in range(scale.accounts):
         row_id = state.new_row_id()
@@ -168,14 +180,45 @@ def serve_emulator(scale: Scale) -> None:
     for _number, account, fields in list_people(scale):
         rows[account].people.append({**fields, "target": True})
     lst.changed()
-    serve_until_stdin_closes(app)
 
 
 # -- ours, phase by phase -----------------------------------------------------------------------
 
 
-def prepare(path: Path) -> dict:
-    return prepare_people(read_extract(path), COLUMN_MAP, rejects=Rejects()).people
+def prepare(path: Path) -> Any:
+    """The extract's people as the planner takes them: columns (or, with ``--code`` of a revision
+    before the columnar pipeline, its dict of models)."""
+    prepared = prepare_people(read_extract(path), COLUMN_MAP, rejects=Rejects())
+    return prepared.frame if hasattr(prepared, "frame") else prepared.people
+
+
+def read_list(client: ListSyncClient) -> Any:
+    """The List's people as the planner takes them: columns, read page by page (or the models)."""
+    if hasattr(client, "iter_targetable_people_records"):
+        from listsync.sync.people.frames import list_frame
+
+        return list_frame(client.iter_targetable_people_records(TABLE, page_size=PAGE_SIZE))
+    return list(client.iter_targetable_people(TABLE, page_size=PAGE_SIZE))
+
+
+def baseline(revision: str, people: int) -> dict[str, float]:
+    """This benchmark's phases and peak RSS with the code of ``revision`` (a git worktree, first on
+    PYTHONPATH), in a child process: the comparison of one run."""
+    repo = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as folder:
+        tree = Path(folder) / "tree"
+        subprocess.run(
+            ["git", "-C", str(repo), "worktree", "add", "--detach", str(tree), revision],
+            check=True,
+            capture_output=True,
+        )
+        try:
+            env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+            command = [sys.executable, __file__, "--people", str(people), "--no-naive", "--figures-json"]
+            output = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+        finally:
+            subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(tree)], check=True)
+    return json.loads(output.strip().splitlines()[-1])
 
 
 def server_seconds(url: str, people: int) -> float:
@@ -264,6 +307,12 @@ def main() -> None:
         help="also time the naive baselines (default: up to 100,000 people)",
     )
     parser.add_argument("--append-results", action="store_true", help="append a section to RESULTS.md")
+    parser.add_argument(
+        "--compare",
+        metavar="REVISION",
+        help="also run the phases with the code of REVISION (e.g. a commit before a change), for ratios",
+    )
+    parser.add_argument("--figures-json", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(SERVE_FLAG, action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     scale = Scale(args.people)
@@ -271,6 +320,12 @@ def main() -> None:
         serve_emulator(scale)
         return
     with_naive = args.naive if args.naive is not None else scale.people <= 100_000
+    try:  # as a sync does (ListSyncJob.run)
+        from listsync.sync.memory import use_returning_arrow_pool
+    except ImportError:  # the code of a revision before it (--compare)
+        pass
+    else:
+        use_returning_arrow_pool()
 
     seconds: dict[str, float] = {}
     with (
@@ -284,12 +339,13 @@ def main() -> None:
             people = prepare(path)
             timed(seconds, "read + prepare", started)
             started = time.perf_counter()
-            current = list(client.iter_targetable_people(TABLE, page_size=PAGE_SIZE))
+            current = read_list(client)
             timed(seconds, "read List", started)
             started = time.perf_counter()
             plan = plan_people_sync(people, current, fields=set(COLUMN_MAP.values()), mode="mirror")
             timed(seconds, "plan", started)
-            del people
+            planned_rss = peak_rss_mib()
+            del people, current
             started = time.perf_counter()
             applied = apply_people_plan(plan, client, table_id=TABLE)
             timed(seconds, "apply", started)
@@ -298,15 +354,17 @@ def main() -> None:
             server = server_seconds(url, scale.people)
             after = plan_people_sync(
                 prepare(path),
-                client.iter_targetable_people(TABLE, page_size=PAGE_SIZE),
+                read_list(client),
                 fields=set(COLUMN_MAP.values()),
                 mode="mirror",
             )
             baselines = []
             if with_naive:
                 frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-                naive_patches, naive_adds, naive_seconds = naive(frame, current)
-                nested_seconds = naive_planner(prepare(path), current)
+                listed = list(client.iter_targetable_people(TABLE, page_size=PAGE_SIZE))
+                naive_patches, naive_adds, naive_seconds = naive(frame, listed)
+                prepared = prepare_people(read_extract(path), COLUMN_MAP, rejects=Rejects()).people
+                nested_seconds = naive_planner(prepared, listed)
                 ours_seconds = seconds["read + prepare"] + seconds["plan"]
                 baselines = [
                     f"naive nested-loop planner (same prepared input; {NAIVE_SAMPLE} people timed, "
@@ -338,9 +396,27 @@ def main() -> None:
         f"apply: write requests sent {sent} = {sum(sent.values())}, minimum {minimum} = "
         f"{sum(minimum.values())}; failed {len(applied.failed)}",
         f"after apply, a new plan holds {after.size} writes ({after.unchanged:,} unchanged)",
-        f"peak RSS of the syncing process through apply: {rss:,.0f} MiB",
+        f"peak RSS of the syncing process: {planned_rss:,.0f} MiB through plan, {rss:,.0f} MiB through apply",
         *baselines,
     ]
+    figures = {
+        **seconds,
+        "read + prepare + plan": seconds["read + prepare"] + seconds["plan"],
+        "rss": planned_rss,
+    }
+    if args.figures_json:
+        print(json.dumps(figures))
+        return
+    if args.compare:
+        before = baseline(args.compare, scale.people)
+        lines.append(
+            f"the same run with the code of {args.compare}: read + prepare + plan "
+            f"{before['read + prepare + plan']:.2f} s, read List {before['read List']:.2f} s, "
+            f"peak RSS through plan {before['rss']:,.0f} MiB -> read + prepare + plan "
+            f"{before['read + prepare + plan'] / figures['read + prepare + plan']:.1f}x faster, read List "
+            f"{before['read List'] / figures['read List']:.1f}x faster, peak RSS "
+            f"{before['rss'] / figures['rss']:.1f}x smaller"
+        )
     for line in lines:
         print(line)
     if args.append_results:

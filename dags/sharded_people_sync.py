@@ -13,8 +13,10 @@ the whole List's people in memory:
 3. ``report``: one summary of the four (``combine_summaries``), returned to XCom.
 
 Every shard still reads the whole extract and pages the whole List (the service cannot filter
-by a hash of the domain): a task needs about a quarter of the memory, and the four on one worker
-take longer than one unsharded sync. Shard when memory, not time, is what runs out.
+by a hash of the domain): a task needs about a quarter of the memory, and the four take longer
+than one unsharded sync. The shards take turns (``max_active_tis_per_dagrun=1``): the service
+pages a List by offset, so a shard writing while another pages the same List would shift the
+other's pages. Shard when memory, not time, is what runs out.
 
 Connections and the output folder are those of ``crm_to_list_nightly``.
 """
@@ -102,6 +104,9 @@ def sharded_people_sync() -> None:
         plan_path=f"{SHARD_FILE}.plan.jsonl",
         rejects_path=f"{SHARD_FILE}.rejects.jsonl",
         map_index_template="shard {{ task.shard }}",
+        # One shard at a time: the List is paged by offset, so a shard writing while another reads
+        # it would shift that one's pages (people skipped or read twice).
+        max_active_tis_per_dagrun=1,
     ).expand(shard=[f"{index}/{SHARDS}" for index in range(SHARDS)])
     rows >> people
 

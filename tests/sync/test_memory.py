@@ -64,7 +64,7 @@ def test_sizes_read_as_people_write_them(size: float, text: str) -> None:
 
 
 def test_the_rows_costs_grow_with_the_columns() -> None:
-    assert rows_costs(16).extract - rows_costs(6).extract == 10 * 105
+    assert rows_costs(16).extract - rows_costs(6).extract == 10 * 50
     assert rows_costs(16).listed > rows_costs(6).listed
 
 

@@ -213,6 +213,11 @@ def test_vectorised_domains_agree_with_the_scalar_rule(values: list[str | None])
     _check_column_matches_rule(values, normalize_domain)
 
 
+@given(st.lists(st.one_of(messy_text, st.text(), st.none()), max_size=30))
+def test_vectorised_text_agrees_with_the_scalar_rule(values: list[str | None]) -> None:
+    _check_column_matches_rule(values, normalize_text)
+
+
 plausible_emails = st.from_regex(
     r" ?[A-Za-z0-9._+'-]{1,10}@[A-Za-z0-9ü.-]{1,10}\.[a-zA-Z]{2,4} ?", fullmatch=True
 )

@@ -339,6 +339,27 @@ class ListSyncClient:
             if not broken:
                 yield person
 
+    def iter_targetable_people_records(
+        self, table_id: str, *, page_size: int = 100
+    ) -> Iterator[dict[str, Any]]:
+        """Every person of the List, unfiltered, as the JSON object the service sent, page after page.
+
+        For reads of a whole List into columns (:func:`listsync.sync.people.frames.list_frame`),
+        which check the field types a batch at a time instead of a model per person; anything but
+        an object where a person should be is refused here.
+        """
+        path = _list_path(table_id, "targetable-people")
+
+        def fetch(offset: int) -> tuple[list[dict[str, Any]], bool | None, int | None]:
+            response = self._request("GET", path, params={"limit": page_size, "offset": offset})
+            people, fields = _page(response, "people", "items", "data")
+            if not all(isinstance(person, dict) for person in people):
+                raise _unexpected(response, "cannot read PeoplePage: a person is not a JSON object")
+            paging = _parse(PeoplePage, fields, response)  # the paging fields; people checked above
+            return people, paging.more, paging.total
+
+        return iter_offset_pages(fetch, what=f"people of {table_id}")
+
     def _people_page(
         self,
         table_id: str,

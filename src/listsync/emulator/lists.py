@@ -700,8 +700,17 @@ class ListOperations:
             operator = params.get("operator", "")
             if operator not in OPERATORS:
                 raise _bad(f"operator must be one of {', '.join(sorted(OPERATORS))}")
-            keep = _row_filter(column, operator, params.get("query"))
-            matched = [row for row in lst.rows.values() if keep(row.cells.get(column.id))]
+            query = params.get("query")
+            keep = _row_filter(column, operator, query)
+            # Consecutive pages of one filter slice one list rather than filter the whole List again.
+            key = (column.id, operator, query)
+            cached = lst.row_queries.get(key)
+            if cached is None:
+                cached = [row for row in lst.rows.values() if keep(row.cells.get(column.id))]
+                if len(lst.row_queries) > 32:
+                    lst.row_queries.clear()
+                lst.row_queries[key] = cached
+            matched = cached
         else:
             matched = list(lst.rows.values())
         page = matched[offset : offset + limit]

@@ -54,6 +54,8 @@ class ListState:
         # so consecutive pages slice one list instead of filtering the whole List again. Any
         # change empties it; it lives and dies with this List, so a reset never serves old pages.
         self.people_queries: dict[tuple[object, ...], list[tuple[Row, Person]]] = {}
+        # Likewise for GET rows in filter mode: (column id, operator, query) -> the rows matched.
+        self.row_queries: dict[tuple[str, str, str | None], list[Row]] = {}
 
     @property
     def id(self) -> str:
@@ -70,6 +72,7 @@ class ListState:
     def changed(self) -> None:
         """Call after any change to rows, cells or people."""
         self.people_queries.clear()
+        self.row_queries.clear()
         index: dict[str, Row] = {}
         for row in self.rows.values():
             domain = self.account_domain(row)

@@ -1,12 +1,14 @@
 """The memory guard of the List syncs: fail early, with what to do, rather than run out of memory.
 
-A List sync holds every prepared extract row and every List person or row it reads as Python
-objects, so its peak grows with both. :class:`MemoryGuard` counts them as they are read (extract
-chunks as they are prepared, List pages as they come) and estimates the peak from per-row costs
-measured on this code: the growth of peak RSS between dry runs at 20,000, 100,000 and 200,000
-rows, each side on its own and planned in full (adds for every extract row, deletes for every
-List item: the worst case), rounded up by about 10%. For the benchmark of benchmarks/RESULTS.md
-(597 MiB at 100,000 people, 4,376 MiB at 1,000,000) they give 574 MiB and 4,119 MiB. As soon as
+A List sync holds every prepared extract row and every List person or row it reads as columns,
+and its planned writes as objects, so its peak grows with both. :class:`MemoryGuard` counts the
+rows as they are read (extract chunks as they are prepared, List pages as they come) and
+estimates the peak from per-row costs measured on this code: the growth of peak RSS between runs
+at 100,000, 200,000 and 400,000 rows, each side on its own and planned in full (adds for every
+extract row, deletes for every List item: the worst case, in which every row becomes a write),
+rounded up by about 10%. A run that changes little stays well below: the people benchmark of
+benchmarks/RESULTS.md (20% of the people written) peaks at 953 MiB at 1,000,000 people, where
+the costs say 3.1 GiB. As soon as
 the estimate passes ``max_memory`` the guard raises :class:`MemoryLimitError`, before the next
 chunk or page is read. A sharded run counts only its shard's rows: sharding is the way to fit a
 big List on small workers.
@@ -14,16 +16,21 @@ big List on small workers.
 ===========================  ===============================  ============================
 per row                      measured (bytes)                 counted (bytes)
 ===========================  ===============================  ============================
-people sync, extract row     2,250-2,480 (6 columns)          2,600
-people sync, List person     1,270-1,310                      1,400
-rows upsert, extract row     1,390-1,640 (6), 2,440 (16)      850 + 105 per mapped column
-rows upsert, List row        1,070 (6 columns), 1,840 (16)    600 + 80 per mapped column
+people sync, extract row     1,230 (6 columns)                1,350
+people sync, List person     1,580                            1,750
+rows upsert, extract row     503 (3 columns), 797 (10)        420 + 50 per mapped column
+rows upsert, List row        388 (3 columns), 598 (10)        330 + 35 per mapped column
 ===========================  ===============================  ============================
+
+The rows figures are of the columnar upsert (prepared rows in one frame, the List's cells held
+compactly as read), measured on the data of benchmarks/rows_upsert.py between 100,000 and
+200,000 rows.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
@@ -38,6 +45,7 @@ __all__ = [
     "MemoryLimitError",
     "RowCosts",
     "rows_costs",
+    "use_returning_arrow_pool",
 ]
 
 T = TypeVar("T")
@@ -61,12 +69,12 @@ class RowCosts:
 
 
 #: The people sync's costs.
-PEOPLE_COSTS = RowCosts(extract=2_600, listed=1_400, list_noun="List people")
+PEOPLE_COSTS = RowCosts(extract=1_350, listed=1_750, list_noun="List people")
 
 
 def rows_costs(columns: int) -> RowCosts:
     """The rows upsert's costs with ``columns`` mapped columns (the key included)."""
-    return RowCosts(extract=850 + 105 * columns, listed=600 + 80 * columns, list_noun="List rows")
+    return RowCosts(extract=420 + 50 * columns, listed=330 + 35 * columns, list_noun="List rows")
 
 
 class MemoryGuard:
@@ -133,3 +141,23 @@ class MemoryGuard:
             f'shard over {tasks} tasks or more: shard="0/{tasks}" to "{tasks - 1}/{tasks}") '
             "or raise max_memory"
         )
+
+
+def use_returning_arrow_pool() -> None:
+    """Make Arrow allocate from its jemalloc pool, which gives freed pages back to the system,
+    unless ``ARROW_DEFAULT_MEMORY_POOL`` chooses a pool.
+
+    A sync's columns are built, joined and dropped a chunk at a time; under Arrow's default
+    mimalloc pool the pages freed stay with the process. Measured on the 1,000,000-people
+    benchmark: a peak of 1,090 MiB with mimalloc, 910 MiB with jemalloc. Where the Arrow build
+    has no jemalloc, the default pool stays.
+    """
+    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        return
+    import pyarrow as pa
+
+    try:
+        pool = pa.jemalloc_memory_pool()
+    except NotImplementedError:
+        return
+    pa.set_memory_pool(pool)

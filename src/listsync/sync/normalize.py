@@ -70,6 +70,7 @@ __all__ = [
     "parse_connection_paths",
     "parse_json",
     "resolve_timezone",
+    "text_problems",
     "to_json_value",
 ]
 
@@ -132,7 +133,7 @@ def _lone_surrogate(code: int) -> str:
     )
 
 
-def _text_problems(text: pa.Array, trimmed: pa.Array, raw: list[Any]) -> dict[int, str]:
+def text_problems(text: pa.Array, trimmed: pa.Array, raw: list[Any]) -> dict[int, str]:
     """:func:`_text_problem` of each position of a text column (``trimmed``: the same, trimmed by
     ``str.strip()``'s measure), found without a Python step per value: the column's bytes are
     looked at at once, and only a column holding some byte below 0x20 or 0x7F (tabs and line
@@ -785,6 +786,8 @@ PYTHON_WHITESPACE = (
 _FAST_PATHS: dict[Callable[..., Any], Callable[[pa.Array], pa.Array]] = {
     normalize_domain: _fast_domains,
     normalize_email: _fast_emails,
+    # Free text is its trimmed self: blanks and control characters never reach a fast path.
+    normalize_text: partial(pc.utf8_trim, characters=PYTHON_WHITESPACE),
 }
 _CACHE_KEYS: dict[Callable[..., Any], Callable[[pa.Array], pa.Array]] = {normalize_phone: _phone_keys}
 # Rules that turn text into lists or dicts: cached outputs are shared, so each row gets a copy.
@@ -830,7 +833,7 @@ def _normalize_text_column(
     # Present: not null, and not blank by str.strip()'s measure (hence its whitespace set).
     trimmed = pc.utf8_trim(text, characters=PYTHON_WHITESPACE)
     pending = pc.fill_null(pc.greater(pc.utf8_length(trimmed), 0), False).to_numpy(zero_copy_only=False)
-    for position, problem in _text_problems(text, trimmed, raw).items():
+    for position, problem in text_problems(text, trimmed, raw).items():
         if pending[position]:
             result.errors[position] = problem
             pending[position] = False

@@ -20,7 +20,7 @@ rules without copying them::
             reject_row(row, row.reasons, rejects, stats)             # keeps the accounting right
             continue
         ...build and validate the record...
-        stats.passed += 1                                            # or Deduplicator.offer(...)
+        stats.passed += 1
 
 - :func:`check_column_map` fails at once, listing the extract's columns, when the map names a
   column the extract lacks (:func:`iter_mapped_rows` calls it on the first chunk);
@@ -29,27 +29,31 @@ rules without copying them::
 - :func:`iter_mapped_rows` numbers rows across chunks, applies one rule per mapped field with
   :func:`~listsync.sync.normalize.normalize_column`, and yields :class:`MappedRow` objects; a
   row the file holds malformed (a CSV row with a field too many or too few) comes with that
-  reason alone;
+  reason alone. :func:`iter_mapped_chunks` gives the same a chunk at a time as columns
+  (:class:`MappedChunk`), and :func:`iter_shard_chunks` the chunks alone, numbered and sharded,
+  for jobs that prepare their rows as column operations (people, rows);
 - :func:`violation_reasons` turns a client ``InvalidRecordError`` into reasons naming columns;
-- :class:`Deduplicator` keeps the first row per key and accounts for the others.
+- :func:`strict_value` compares records as JSON does, for the rule that a repeated key with other
+  values is a clash.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel
 
 from listsync.client.errors import InvalidRecordError, ListSyncError
-from listsync.client.models import Person, person_identity, validate_person
+from listsync.client.models import Person
 from listsync.sync.normalize import (
     NORMALIZATION_VERSION,
+    ColumnResult,
     check_region,
     normalize_column,
     normalize_domain,
@@ -60,8 +64,6 @@ from listsync.sync.normalize import (
     normalize_text,
     parse_bool,
     parse_connection_paths,
-    parse_json,
-    to_json_value,
 )
 from listsync.sync.options import Shard
 from listsync.sync.rejects import Rejects
@@ -71,7 +73,7 @@ __all__ = [
     "ACCOUNT_DOMAIN",
     "PERSON_FIELDS",
     "ColumnMappingError",
-    "Deduplicator",
+    "MappedChunk",
     "MappedRow",
     "PrepareStats",
     "PreparedPeople",
@@ -80,18 +82,21 @@ __all__ = [
     "check_column_map",
     "check_people_column_map",
     "check_rows_column_map",
+    "column_values",
+    "iter_mapped_chunks",
     "iter_mapped_rows",
+    "iter_shard_chunks",
     "prepare_people",
     "prepare_rows",
     "reject_row",
     "rows_key_column",
+    "strict_value",
     "violation_reasons",
+    "writable",
 ]
 
 Rule = Callable[[Any], Any]
 """A normalisation rule: one raw value in, the normalised value out, or ``NormalizationError``."""
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
 
 ACCOUNT_DOMAIN = "account_domain"
 """The people field that is not a person field: the domain of the account row."""
@@ -216,10 +221,11 @@ class MappedRow:
     def original(self) -> dict[str, Any]:
         """Every column of the extract row as read (built only when asked for, e.g. on reject);
         a lone surrogate, which no file can hold as text, is written as its escape (``\\ud800``)."""
-        return {name: _writable(values[self._position]) for name, values in self._chunk.columns.items()}
+        return {name: writable(values[self._position]) for name, values in self._chunk.columns.items()}
 
 
-def _writable(value: Any) -> Any:
+def writable(value: Any) -> Any:
+    """``value`` as a rejects file can hold it: a lone surrogate written as its escape."""
     if isinstance(value, str) and not value.isascii():
         return value.encode("utf-8", "backslashreplace").decode("utf-8")
     return value
@@ -234,6 +240,52 @@ class _Chunk:
     @functools.cached_property
     def columns(self) -> dict[str, list[Any]]:
         return {str(name): self._frame[name].tolist() for name in self._frame.columns}
+
+
+@dataclass
+class MappedChunk:
+    """One extract chunk after normalisation, as columns (:func:`iter_mapped_chunks`).
+
+    ``numbers`` are the row numbers of its rows (of the shard), ``results`` each mapped field's
+    :class:`~listsync.sync.normalize.ColumnResult` by position, ``problems`` the rows the file
+    holds malformed (row number → reason), and ``columns`` maps each field to its extract column.
+    """
+
+    numbers: list[int]
+    results: dict[str, ColumnResult]
+    problems: Mapping[int, str]
+    columns: Mapping[str, str]
+    chunk: _Chunk = field(repr=False)
+
+    def row(self, position: int) -> MappedRow:
+        """The row at ``position`` as a :class:`MappedRow`: its fields, and the reasons any failed."""
+        row_number = self.numbers[position]
+        problem = self.problems.get(row_number)
+        if problem is not None:
+            # Its values may sit in the wrong columns: the one reason is the row's shape.
+            return MappedRow(
+                int(row_number), {}, [problem], set(self.results), self.columns, self.chunk, position
+            )
+        values: dict[str, Any] = {}
+        reasons: list[str] = []
+        failed: set[str] = set()
+        for target, result in self.results.items():
+            error = result.errors.get(position)
+            if error is not None:
+                reasons.append(f"{target} (column {self.columns[target]!r}): {error}")
+                failed.add(target)
+            elif result.values[position] is not None:
+                values[target] = result.values[position]
+        return MappedRow(int(row_number), values, reasons, failed, self.columns, self.chunk, position)
+
+    def faulty(self) -> np.ndarray:
+        """Which rows have a field that failed its rule, or are malformed in the file."""
+        faulty = np.zeros(len(self.numbers), dtype=bool)
+        for result in self.results.values():
+            faulty[list(result.errors)] = True
+        if self.problems:
+            faulty |= np.isin(np.asarray(self.numbers), list(self.problems))
+        return faulty
 
 
 def iter_mapped_rows(
@@ -267,7 +319,58 @@ def iter_mapped_rows(
     A row whose chunk names it in ``frame.attrs[ROW_PROBLEMS]`` (see
     :func:`~listsync.sync.sources.read_extract`) comes with that reason only, every field failed.
     """
+    for chunk in iter_mapped_chunks(
+        frames, column_map, rules, stats, shard=shard, shard_field=shard_field, on_chunk=on_chunk
+    ):
+        for position in range(len(chunk.numbers)):
+            stats.read += 1
+            yield chunk.row(position)
+
+
+def iter_mapped_chunks(
+    frames: Iterable[pd.DataFrame],
+    column_map: Mapping[str, str],
+    rules: Mapping[str, Rule],
+    stats: PrepareStats,
+    *,
+    shard: Shard | None = None,
+    shard_field: str = "",
+    on_chunk: Callable[[int], None] | None = None,
+) -> Iterator[MappedChunk]:
+    """:func:`iter_mapped_rows` a chunk at a time, as columns, for jobs that prepare rows as
+    column operations; the rows of other shards are counted in ``stats``, the chunk's own rows are
+    the caller's to count in ``stats.read``."""
     columns = {target: column for column, target in column_map.items()}
+    shard_rule = rules.get(shard_field, normalize_text)
+    for frame, numbers, problems in iter_shard_chunks(
+        frames, column_map, stats, shard=shard, shard_column=columns.get(shard_field), shard_rule=shard_rule
+    ):
+        if on_chunk is not None:
+            on_chunk(len(frame))
+        results = {
+            target: normalize_column(column_values(frame, column), rules.get(target, normalize_text))
+            for column, target in column_map.items()
+        }
+        yield MappedChunk(numbers.tolist(), results, problems, columns, _Chunk(frame))
+
+
+def iter_shard_chunks(
+    frames: Iterable[pd.DataFrame],
+    column_map: Mapping[str, str],
+    stats: PrepareStats,
+    *,
+    shard: Shard | None = None,
+    shard_column: str | None = None,
+    shard_rule: Rule = normalize_text,
+) -> Iterator[tuple[pd.DataFrame, np.ndarray, Mapping[int, str]]]:
+    """Each chunk's rows of ``shard`` (all without one), their row numbers, and the rows the file
+    holds malformed (row number → reason, ``frame.attrs[ROW_PROBLEMS]``); the rows of other shards
+    are counted in ``stats.read`` and ``stats.other_shards``, the rest are the caller's to count.
+
+    :param shard_column: the extract column that places a row in a shard, normalised by
+        ``shard_rule`` (see :func:`iter_mapped_rows`).
+    :raises ColumnMappingError: on the first chunk, when a mapped column is missing.
+    """
     next_number = 1
     checked = False
     for whole in frames:
@@ -276,49 +379,24 @@ def iter_mapped_rows(
             checked = True
         problems: Mapping[int, str] = whole.attrs.get(ROW_PROBLEMS) or {}
         numbers = (
-            whole.index.tolist()
+            np.asarray(whole.index, dtype=np.int64)
             if whole.index.name == ROW_NUMBER
-            else list(range(next_number, next_number + len(whole)))
+            else np.arange(next_number, next_number + len(whole), dtype=np.int64)
         )
         next_number += len(whole)
         frame = whole
-        if shard is not None:
+        if shard is not None and shard_column is not None:
             # Sorted out before the other columns are normalised: this task's work is its shard's.
-            column = columns[shard_field]
-            kept = _in_shard(_column(whole, column), rules.get(shard_field, normalize_text), shard)
+            kept = _in_shard(column_values(whole, shard_column), shard_rule, shard)
             others = len(whole) - int(kept.sum())
             stats.read += others
             stats.other_shards += others
             frame = whole[kept]
-            numbers = [number for number, keep in zip(numbers, kept, strict=True) if keep]
-        if on_chunk is not None:
-            on_chunk(len(frame))
-        chunk = _Chunk(frame)
-        results = {
-            target: normalize_column(_column(frame, column), rules.get(target, normalize_text))
-            for column, target in column_map.items()
-        }
-        for position, row_number in enumerate(numbers):
-            stats.read += 1
-            problem = problems.get(row_number)
-            if problem is not None:
-                # Its values may sit in the wrong columns: the one reason is the row's shape.
-                yield MappedRow(int(row_number), {}, [problem], set(results), columns, chunk, position)
-                continue
-            values: dict[str, Any] = {}
-            reasons: list[str] = []
-            failed: set[str] = set()
-            for target, result in results.items():
-                error = result.errors.get(position)
-                if error is not None:
-                    reasons.append(f"{target} (column {columns[target]!r}): {error}")
-                    failed.add(target)
-                elif result.values[position] is not None:
-                    values[target] = result.values[position]
-            yield MappedRow(int(row_number), values, reasons, failed, columns, chunk, position)
+            numbers = numbers[kept]
+        yield frame, numbers, problems
 
 
-def _column(frame: pd.DataFrame, column: str) -> pd.Series:
+def column_values(frame: pd.DataFrame, column: str) -> pd.Series:
     """``frame[column]``; missing values when a later chunk lacks the column."""
     if column in frame.columns:
         return frame[column]
@@ -358,55 +436,17 @@ def reject_row(row: MappedRow, reasons: list[str], rejects: Rejects, stats: Prep
     stats.rejected += 1
 
 
-class Deduplicator(Generic[K, V]):
-    """Keeps one value per key: the first row in extract order.
-
-    A later row with the same key and an equal value (equal as JSON: ``True`` is not ``1``) is a
-    duplicate (collapsed, counted in ``stats.duplicates``); with a different value it is rejected
-    with a reason naming the row it clashes with. The first row wins, so the outcome never
-    depends on chunk size or timing.
-    ``key_name`` says what the key is in those reasons (e.g. ``"account domain and identity"``).
-    """
-
-    def __init__(self, rejects: Rejects, stats: PrepareStats, key_name: str) -> None:
-        self._rejects = rejects
-        self._stats = stats
-        self._key_name = key_name
-        self._kept: dict[K, tuple[int, V]] = {}
-
-    def offer(self, row: MappedRow, key: K, value: V, describe_key: str) -> None:
-        """Pass, collapse or reject ``row`` whose record is ``value`` under ``key``.
-
-        ``describe_key`` is the key as a person reads it, quoted in a clash's reason.
-        """
-        kept = self._kept.get(key)
-        if kept is None:
-            self._kept[key] = (row.row_number, value)
-            self._stats.passed += 1
-        elif _strict(kept[1]) == _strict(value):
-            self._stats.duplicates += 1
-        else:
-            self._rejects.add_duplicate(
-                row.row_number, row.original, kept[0], f"{self._key_name} ({describe_key})"
-            )
-            self._stats.rejected += 1
-
-    def kept(self) -> dict[K, V]:
-        """The surviving value of each key, in extract order of first appearance."""
-        return {key: value for key, (_, value) in self._kept.items()}
-
-
-def _strict(value: Any) -> Any:
+def strict_value(value: Any) -> Any:
     """``value`` in a form whose equality is JSON's: ``True`` is not ``1`` (Python says it is),
     while ``10`` and ``10.0`` stay one number and key order still does not matter."""
     if isinstance(value, BaseModel):
-        return type(value), _strict(value.model_dump())
+        return type(value), strict_value(value.model_dump())
     if isinstance(value, bool):
         return bool, value
     if isinstance(value, Mapping):
-        return {key: _strict(item) for key, item in value.items()}
+        return {key: strict_value(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_strict(item) for item in value]
+        return [strict_value(item) for item in value]
     return value
 
 
@@ -415,11 +455,24 @@ def _strict(value: Any) -> Any:
 
 @dataclass
 class PreparedPeople:
-    """People ready to diff: ``people[account_domain][identity]`` (identity from ``person_identity``)."""
+    """People ready to diff, as columns (:mod:`listsync.sync.people.frames`): ``frame`` holds
+    ``account_domain``, ``identity`` (``person_identity``) and the mapped person fields, one row a
+    person, in extract order."""
 
-    people: dict[str, dict[str, Person]]
+    frame: pd.DataFrame
     stats: PrepareStats
     normalization_version: str = NORMALIZATION_VERSION
+
+    @functools.cached_property
+    def people(self) -> dict[str, dict[str, Person]]:
+        """The people as models, ``people[account_domain][identity]`` (built when asked for)."""
+        from listsync.sync.people.frames import IDENTITY, frame_records
+
+        people: dict[str, dict[str, Person]] = {}
+        for record in frame_records(self.frame):
+            domain, identity = record.pop(ACCOUNT_DOMAIN), record.pop(IDENTITY)
+            people.setdefault(domain, {})[identity] = Person.model_validate(record)
+        return people
 
 
 def person_rules(default_region: str) -> dict[str, Rule]:
@@ -467,57 +520,27 @@ def prepare_people(
     rejected naming the first. A row whose profile URL belongs to a person of the same account
     with another identity is rejected too, naming that person's row: the service would merge
     the two (A16).
+
+    The work is done a chunk at a time as column operations; a row that needs more (a field
+    that failed its rule, a list-valued field, a key an earlier row has) is checked on its own
+    with the client's model and the rules above, in extract order.
     """
+    from listsync.sync.people.prepare import PeoplePreparer
+
     check_region(default_region)
     check_people_column_map(column_map)
-    stats = PrepareStats()
-    survivors: Deduplicator[tuple[str, str], Person] = Deduplicator(
-        rejects, stats, "account domain and identity"
-    )
-    domain_column = next(column for column, target in column_map.items() if target == ACCOUNT_DOMAIN)
-    # (account domain, profile URL) -> (row number, identity) of the first person passed with it.
-    profile_urls: dict[tuple[str, str], tuple[int, str]] = {}
-    rules = person_rules(default_region)
-    for row in iter_mapped_rows(
-        frames, column_map, rules, stats, shard=shard, shard_field=ACCOUNT_DOMAIN, on_chunk=on_chunk
+    preparer = PeoplePreparer(column_map, rejects)
+    for chunk in iter_mapped_chunks(
+        frames,
+        column_map,
+        person_rules(default_region),
+        preparer.stats,
+        shard=shard,
+        shard_field=ACCOUNT_DOMAIN,
+        on_chunk=on_chunk,
     ):
-        reasons = list(row.reasons)
-        domain = row.values.pop(ACCOUNT_DOMAIN, None)
-        if domain is None and ACCOUNT_DOMAIN not in row.failed:
-            reasons.append(
-                f"account_domain (column {domain_column!r}) is empty; every person needs an account"
-            )
-        person: Person | None = None
-        try:
-            person = validate_person(row.values)
-        except InvalidRecordError as error:
-            reasons.extend(violation_reasons(error, row))
-        identity = person_identity(person) if person is not None else None
-        if person is not None and identity is None:
-            reasons.append(
-                "person has no identity: give an email, a profile URL, a phone number or a last name"
-            )
-        if reasons or person is None or domain is None or identity is None:
-            reject_row(row, reasons, rejects, stats)
-            continue
-        url = person.network_profile_url
-        owner = profile_urls.get((domain, url)) if url else None
-        if owner is not None and owner[1] != identity:
-            # The service merges people of one account sharing a profile URL (A16): sending both
-            # would make one overwrite the other, run after run.
-            rejects.add_duplicate(
-                row.row_number, row.original, owner[0], f"account domain and profile URL ({domain}, {url})"
-            )
-            stats.rejected += 1
-            continue
-        passed = stats.passed
-        survivors.offer(row, (domain, identity), person, f"{domain}, {identity}")
-        if url and stats.passed > passed:
-            profile_urls.setdefault((domain, url), (row.row_number, identity))
-    people: dict[str, dict[str, Person]] = {}
-    for (domain, identity), person in survivors.kept().items():
-        people.setdefault(domain, {})[identity] = person
-    return PreparedPeople(people, stats)
+        preparer.take(chunk)
+    return PreparedPeople(preparer.frame(), preparer.stats)
 
 
 # --- rows ----------------------------------------------------------------------------------
@@ -525,12 +548,23 @@ def prepare_people(
 
 @dataclass
 class PreparedRows:
-    """Rows ready to diff: ``rows[key] = {column id: JSON-safe value}``, the key cell included."""
+    """Rows ready to diff, one per key, in extract order of first appearance.
 
-    rows: dict[str, dict[str, Any]]
+    ``frame`` holds one object column per List column id (the key's included) of JSON-safe
+    values, ``None`` for a missing value; the key column holds each row's key.
+    """
+
+    frame: pd.DataFrame
     key_column_id: str
     stats: PrepareStats
     normalization_version: str = NORMALIZATION_VERSION
+
+    @property
+    def rows(self) -> dict[str, dict[str, Any]]:
+        """``rows[key] = {column id: value}``, built from ``frame`` on each call (the planner
+        works on ``frame``; this is for reading a small extract)."""
+        records: list[dict[str, Any]] = self.frame.to_dict("records")  # type: ignore[assignment]
+        return {cells[self.key_column_id]: cells for cells in records}
 
 
 def prepare_rows(
@@ -565,28 +599,22 @@ def prepare_rows(
     sources keep numbers and booleans), integral decimals become ints and others floats, dates
     and timestamps ISO 8601 strings; a missing value is ``None`` (JSON null). A row is rejected
     when its key is empty or fails its rule, or a value cannot be sent (bad JSON, binary,
-    infinite). Rows with the same key: the first is kept, later identical ones are duplicates,
-    later different ones are rejected naming the first.
+    infinite), with every reason. Rows with the same key: the first is kept, later identical
+    ones are duplicates, later different ones are rejected naming the first.
+
+    The work is done a column at a time over each chunk
+    (:func:`listsync.sync.rows.prepare.prepare_row_columns`), not a row at a time.
     """
-    if key_kind not in ("domain", "text"):
-        raise ValueError(f"key_kind must be 'domain' or 'text', got {key_kind!r}")
-    check_rows_column_map(column_map, key_column, json_columns)
-    key_id = column_map[key_column]
-    rules: dict[str, Rule] = {column_id: to_json_value for column_id in column_map.values()}
-    rules.update({column_map[column]: parse_json for column in json_columns})
-    rules[key_id] = normalize_domain if key_kind == "domain" else normalize_text
-    stats = PrepareStats()
-    survivors: Deduplicator[str, dict[str, Any]] = Deduplicator(rejects, stats, f"key {key_column!r}")
-    for row in iter_mapped_rows(
-        frames, column_map, rules, stats, shard=shard, shard_field=key_id, on_chunk=on_chunk
-    ):
-        reasons = list(row.reasons)
-        key = row.values.get(key_id)
-        if key is None and key_id not in row.failed:
-            reasons.append(f"{key_id} (column {key_column!r}): the key is empty")
-        if reasons or key is None:
-            reject_row(row, reasons, rejects, stats)
-            continue
-        cells = {column_id: row.values.get(column_id) for column_id in column_map.values()}
-        survivors.offer(row, key, cells, key)
-    return PreparedRows(survivors.kept(), key_id, stats)
+    # Imported here: the rows package imports this module.
+    from listsync.sync.rows.prepare import prepare_row_columns
+
+    return prepare_row_columns(
+        frames,
+        column_map,
+        key_column,
+        rejects=rejects,
+        key_kind=key_kind,
+        json_columns=json_columns,
+        shard=shard,
+        on_chunk=on_chunk,
+    )

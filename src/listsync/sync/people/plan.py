@@ -4,24 +4,39 @@ pure, no I/O."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeAlias
 
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import BaseModel
 
-from listsync.client.models import is_merged_on_add, person_identity, person_match
+from listsync.client.models import person_match
 from listsync.sync.normalize import NormalizationError, normalize_domain, normalize_profile_url
 from listsync.sync.options import DeleteScope, SyncMode, check_sync_options
-from listsync.sync.prepare import PERSON_FIELDS
+from listsync.sync.people.frames import (
+    IDENTITY,
+    OBJECT_FIELDS,
+    TEXT,
+    TEXT_ARROW,
+    ListPeople,
+    PersonRecord,
+    field_column,
+    frame_records,
+    given,
+    list_frame,
+    record_fields,
+    records_frame,
+    text_column,
+    wire,
+)
+from listsync.sync.prepare import ACCOUNT_DOMAIN, PERSON_FIELDS
 
-if TYPE_CHECKING:
-    pass
-
-
-#: What a source person or a List person may be: a mapping with ``account_domain`` and person
-#: fields, or a model with those attributes (``ListedPerson``, ``Person``).
-PersonRecord = Mapping[str, Any] | BaseModel
+#: Text as a pandas column or as Arrow.
+Column: TypeAlias = pd.Series | pa.Array | pa.ChunkedArray
 
 
 @dataclass(frozen=True)
@@ -133,18 +148,9 @@ class PeoplePlan:
             }
 
 
-@dataclass
-class _ListPerson:
-    account_domain: str
-    identity: str
-    fields: dict[str, Any]  # as the List holds them: matches and comparisons use these
-    claimed: bool = False  # matched by an extract person already
-    duplicated: bool = False  # another List person on the account has the same identity
-
-
 def plan_people_sync(
-    source: Mapping[str, Mapping[str, PersonRecord]],
-    current: Iterable[PersonRecord],
+    source: Mapping[str, Mapping[str, PersonRecord]] | pd.DataFrame,
+    current: Iterable[PersonRecord] | ListPeople,
     *,
     fields: Collection[str] | None = None,
     mode: SyncMode = "upsert",
@@ -153,13 +159,16 @@ def plan_people_sync(
 ) -> PeoplePlan:
     """Diff the extract's people against the List's, by account domain and identity.
 
-    Pure: no I/O, so a plan can be built and inspected in a test or a dry run.
+    Pure: no I/O, so a plan can be built and inspected in a test or a dry run. Both sides are
+    columns (:mod:`~listsync.sync.people.frames`): people are matched by joins on (account domain,
+    key) and compared field by field as columns; only the planned writes become objects.
 
-    :param source: the extract's people as ``prepare_people`` gives them
-        (``PreparedPeople.people``): account domain → identity → person (a ``Person`` or a
-        mapping of person fields), normalised and deduplicated.
+    :param source: the extract's people: ``prepare_people``'s frame (``PreparedPeople.frame``), or
+        a mapping account domain → identity → person (a ``Person`` or a mapping of person fields),
+        normalised and deduplicated.
     :param current: the List's people as read back (``ListedPerson`` or mappings of the same
-        shape, with ``account_domain``).
+        shape, with ``account_domain``), or already as columns
+        (:func:`~listsync.sync.people.frames.list_frame`).
     :param fields: the person fields the extract carries (the targets of its column map); a
         field listed here but absent from a person is a null in the extract. None: the fields
         each person holds.
@@ -170,107 +179,360 @@ def plan_people_sync(
     :raises ValueError: an unknown ``mode`` or ``delete_scope``.
     """
     check_sync_options(mode, delete_scope)
-    carried = [name for name in PERSON_FIELDS if name in fields] if fields is not None else None
-
-    plan = PeoplePlan()
-    index, listed = _index_list(current, plan)
-    if mode == "mirror":
-        plan.repairs = _repairs(listed, lambda domain: delete_scope == "list" or domain in source)
-        plan.list_duplicates = sum(person.duplicated for person in listed)
-    for domain, people in source.items():
-        accounts_people = index.get(domain)
-        for identity, record in people.items():
-            plan.source_people += 1
-            desired = person_fields(record)
-            if carried is not None:
-                desired = {name: desired.get(name) for name in carried}
-            match = _find(accounts_people, identity, desired)
-            if match is None:
-                person = {name: value for name, value in desired.items() if value is not None}
-                plan.adds.append(PlannedAdd(domain, identity, person))
-            elif match.duplicated:
-                plan.conflicts += 1
-                plan.conflict_reasons.append(
-                    f"{identity} on account {domain} matches several List people; remove the duplicates"
-                )
-            else:
-                match.claimed = True
-                changes = _changes(desired, match.fields, overwrite_with_null)
-                if changes:
-                    plan.patches.append(
-                        PlannedPatch(domain, match.identity, _match_of(match.fields), changes, match.fields)
-                    )
-                else:
-                    plan.unchanged += 1
-
-    if mode == "mirror":
-        plan.deletes = [
-            PlannedDelete(person.account_domain, person.identity, _match_of(person.fields))
-            for person in listed
-            if not (person.claimed or person.duplicated)
-            and (delete_scope == "list" or person.account_domain in source)
-        ]
-    return plan
+    wanted = _source_people(source, fields)
+    listed = current if isinstance(current, ListPeople) else list_frame(current)
+    return _Planner(wanted, listed, mode == "mirror", delete_scope, overwrite_with_null).plan()
 
 
-def _repairs(listed: list[_ListPerson], in_scope: Callable[[str], bool]) -> list[PlannedDelete]:
-    """Deletes of the extra copies of people the List holds several times under one identity.
+@dataclass
+class _Source:
+    """The extract's people as columns: ``carried`` fields, and where each was given (None: everywhere)."""
 
-    Only people known by phone or name alone are repaired: the service does not merge them on add
-    (§4.4), so a lost add leaves such copies, and their identity is all that tells them apart.
-    The first copy is kept, and matched, patched or deleted like any List person; a delete by the
-    identity removes one of the others each. People sharing an e-mail or profile URL stay
-    ``duplicated`` and are left alone: the service merges those, so copies of them come from
-    elsewhere, and which of them a write by that key would reach is the service's choice.
+    frame: pd.DataFrame
+    carried: list[str]
+    present: dict[str, np.ndarray] | None
+
+
+def _source_people(
+    source: Mapping[str, Mapping[str, PersonRecord]] | pd.DataFrame, fields: Collection[str] | None
+) -> _Source:
+    if isinstance(source, pd.DataFrame):
+        names = [name for name in PERSON_FIELDS if name in source.columns]
+        if fields is None:
+            return _Source(source, names, {name: source[name].notna().to_numpy() for name in names})
+        carried = [name for name in PERSON_FIELDS if name in fields]
+        missing = {name: field_column(name, [None] * len(source)) for name in carried if name not in names}
+        return _Source(source.assign(**missing) if missing else source, carried, None)
+    people = [
+        (domain, identity, person_fields(record))
+        for domain, by_identity in source.items()
+        for identity, record in by_identity.items()
+    ]
+    given = {name for _, _, values in people for name in values}
+    carried = [name for name in PERSON_FIELDS if (name in fields if fields is not None else name in given)]
+    frame = records_frame([(domain, values) for domain, _, values in people], carried)
+    frame.insert(1, IDENTITY, text_column([identity for _, identity, _ in people]))
+    present = None
+    if fields is None:
+        present = {
+            name: np.array([name in values for _, _, values in people], dtype=bool) for name in carried
+        }
+    return _Source(frame, carried, present)
+
+
+class _Planner:
+    """One plan: the extract's people matched to the List's, then compared, all as columns.
+
+    The List is indexed by (account domain, key) under every key a person is found by (identity,
+    and a profile URL besides an e-mail), each key naming the first List person with it. An
+    extract person's candidates are the List people its keys name, in the order
+    :func:`person_keys` and the phone and name fallbacks give; the first candidate is theirs unless
+    another extract person claimed it first. Candidates no other extract person has are decided as
+    columns; the few shared ones one by one, in extract order.
     """
-    groups: dict[tuple[str, str], list[_ListPerson]] = {}
-    for person in listed:
-        if person.duplicated and in_scope(person.account_domain) and not is_merged_on_add(person.fields):
-            groups.setdefault((person.account_domain, person.identity), []).append(person)
-    repairs = []
-    for (domain, identity), copies in groups.items():
-        if len(copies) < 2:
-            continue
-        for number, copy in enumerate(copies):
-            copy.duplicated = False
-            if number:
-                copy.claimed = True  # removed here, not by the mirror deletes
-                repairs.append(PlannedDelete(domain, identity, _match_of(copy.fields), copy=number))
-    return repairs
+
+    def __init__(
+        self, wanted: _Source, listed: ListPeople, mirror: bool, delete_scope: DeleteScope, overwrite: bool
+    ) -> None:
+        self.wanted, self.listed, self.mirror, self.overwrite = wanted, listed, mirror, overwrite
+        self.source, self.list = wanted.frame, listed.frame
+        domains = pc.unique(_arrow(self.source[ACCOUNT_DOMAIN]))
+        self.in_scope = (
+            np.ones(len(self.list), dtype=bool)
+            if delete_scope == "list"
+            else pc.is_in(_arrow(self.list["domain"]), value_set=domains).to_numpy(zero_copy_only=False)
+        )
+        self.result = PeoplePlan(
+            source_people=len(self.source),
+            current_people=listed.read,
+            list_unidentified=listed.unidentified,
+        )
+
+    def plan(self) -> PeoplePlan:
+        listed, source = self.list, self.source
+        identities = _arrow(listed[IDENTITY])
+        email_identity = pc.starts_with(identities, "email:").to_numpy(zero_copy_only=False)
+        # Every List person is found by their identity, and one with an e-mail by their profile URL too.
+        list_keys = [identities, ("url:" + listed["url_key"]).where(email_identity)]
+        codes = _codes(listed["domain"], list_keys, source[ACCOUNT_DOMAIN], [source[IDENTITY]])
+        list_codes, source_codes = codes[: 2 * len(listed)], codes[2 * len(listed) :]
+        first, duplicated = _index(list_codes, len(listed), int(codes.max()) + 1 if len(codes) else 0)
+        self.result.list_duplicates = int(duplicated.sum())
+        claimed = np.zeros(len(listed), dtype=bool)
+        if self.mirror:
+            self._repair(list_codes[: len(listed)], duplicated, claimed)
+            self.result.list_duplicates = int(duplicated.sum())
+        by_identity = np.where(source_codes >= 0, np.append(first, -1)[source_codes], -1)
+        matches = self._match(by_identity, _OtherKeys(self, list_keys, email_identity), duplicated)
+        found = matches >= 0
+        conflicts = found & np.append(duplicated, False)[matches]
+        matched = found & ~conflicts
+        claimed[matches[matched]] = True
+        # Writes go account by account, the accounts in the order the extract first names them.
+        accounts = _numbered([source[ACCOUNT_DOMAIN]])  # numbered in order of first appearance
+        grouped = np.argsort(accounts, kind="stable")
+        self._adds(grouped[~found[grouped]])
+        for key in frame_records(source, grouped[conflicts[grouped]], [ACCOUNT_DOMAIN, IDENTITY]):
+            self.result.conflicts += 1
+            self.result.conflict_reasons.append(
+                f"{key[IDENTITY]} on account {key[ACCOUNT_DOMAIN]} matches several List people; "
+                "remove the duplicates"
+            )
+        self._patches(grouped[matched[grouped]], matches[grouped[matched[grouped]]])
+        if self.mirror:
+            self.result.deletes = self._deletes(np.flatnonzero(~claimed & ~duplicated & self.in_scope))
+        return self.result
+
+    @staticmethod
+    def _match(by_identity: np.ndarray, others: _OtherKeys, duplicated: np.ndarray) -> np.ndarray:
+        """Each extract person's List person (-1: none), as :func:`_find` decides one by one in
+        extract order: the first of their candidates that is duplicated or not yet claimed.
+
+        Everyone's first candidate is theirs unless another extract person has it as a candidate
+        too: those people, and whoever has one of their candidates first, are decided one by one.
+        The keys besides the identity (profile URL, phone, name) are looked up only for the people
+        that need them: the unmatched, and those decided one by one."""
+        shared_freely = np.append(duplicated, False)  # a duplicated List person is never claimed
+        first = by_identity.copy()
+        unmatched = np.flatnonzero(first < 0)
+        if len(unmatched):
+            first[unmatched] = _first_found(others.candidates(unmatched))
+        claimable = (first >= 0) & ~shared_freely[first]
+        taken = first[claimable]
+        contended = claimable & np.isin(first, taken[pd.Series(taken).duplicated(keep=False).to_numpy()])
+        rows = np.flatnonzero(contended)
+        every = np.empty((0, 4), dtype=np.int64)
+        while len(rows):
+            every = np.column_stack([by_identity[rows], others.candidates(rows)])
+            wanted = every[(every >= 0) & ~shared_freely[every]]
+            grown = contended | (claimable & np.isin(first, wanted))
+            if (grown == contended).all():
+                break
+            contended = grown
+            rows = np.flatnonzero(contended)
+        matches = np.where(contended, -1, first)
+        claimed: set[int] = set()
+        for row, candidates in zip(rows.tolist(), every, strict=True):
+            matches[row] = _find(candidates, duplicated, claimed)
+        return matches
+
+    def desired_text(self, name: str) -> pd.Series:
+        """The extract's value of text field ``name`` where it is carried and given, trimmed."""
+        if name not in self.wanted.carried:
+            return pd.Series(pd.NA, index=self.source.index, dtype=TEXT)
+        column = self.source[name].astype(TEXT).str.strip()
+        column = column.where(column.str.len() > 0)
+        present = self.wanted.present
+        return column if present is None else column.where(present[name])
+
+    def _repair(self, list_keys: np.ndarray, duplicated: np.ndarray, claimed: np.ndarray) -> None:
+        """Plan the removal of the extra copies of people known by phone or name alone (see
+        :func:`plan_people_sync`'s module): the first copy stays and is planned like anyone."""
+        listed = self.list
+        merged = (listed["email"].str.strip().str.len().fillna(0).to_numpy() > 0) | (
+            listed["network_profile_url"].str.strip().str.len().fillna(0).to_numpy() > 0
+        )
+        copies = np.flatnonzero(duplicated & self.in_scope & ~merged)
+        if not len(copies):
+            return
+        groups = pd.Series(copies).groupby(list_keys[copies], sort=False)
+        number = groups.cumcount().to_numpy()
+        order = np.lexsort((number, groups.ngroup().to_numpy()))
+        duplicated[copies] = False
+        extra = number[order] > 0
+        removed = copies[order][extra]
+        claimed[removed] = True  # removed here, not by the mirror deletes
+        self.result.repairs = self._deletes(removed, number[order][extra].tolist())
+
+    def _deletes(self, positions: np.ndarray, copies: Iterable[int] | None = None) -> list[PlannedDelete]:
+        keys = frame_records(self.list, positions, ["domain", IDENTITY])
+        people = frame_records(self.list, positions, PERSON_FIELDS)
+        return [
+            PlannedDelete(key["domain"], key[IDENTITY], _match_of(person, key[IDENTITY]), copy)
+            for key, person, copy in zip(keys, people, copies or [0] * len(positions), strict=True)
+        ]
+
+    def _adds(self, positions: np.ndarray) -> None:
+        present = self.wanted.present
+        keys = frame_records(self.source, positions, [ACCOUNT_DOMAIN, IDENTITY])
+        people = frame_records(self.source, positions, self.wanted.carried)
+        for position, key, given_fields in zip(positions, keys, people, strict=True):
+            person = given_fields
+            if present is not None:
+                person = {name: value for name, value in given_fields.items() if present[name][position]}
+            self.result.adds.append(PlannedAdd(key[ACCOUNT_DOMAIN], key[IDENTITY], person))
+
+    def _patches(self, positions: np.ndarray, matches: np.ndarray) -> None:
+        """Compare each matched pair field by field; patch the pairs that differ."""
+        changed = {name: self._changed(name, positions, matches) for name in self.wanted.carried}
+        differs = np.zeros(len(positions), dtype=bool)
+        for mask in changed.values():
+            differs |= mask
+        self.result.unchanged += int((~differs).sum())
+        offsets = np.flatnonzero(differs)
+        domains = self.source[ACCOUNT_DOMAIN].iloc[positions[offsets]].tolist()
+        identities = self.list[IDENTITY].iloc[matches[offsets]].tolist()
+        wanted = frame_records(self.source, positions[offsets], list(changed), keep_nulls=True)
+        currents = frame_records(self.list, matches[offsets], PERSON_FIELDS)
+        for offset, domain, identity, values, current in zip(
+            offsets, domains, identities, wanted, currents, strict=True
+        ):
+            changes = {
+                name: (current.get(name), values[name]) for name, mask in changed.items() if mask[offset]
+            }
+            match = _match_of(current, identity)
+            self.result.patches.append(PlannedPatch(domain, identity, match, changes, current))
+
+    def _changed(self, name: str, positions: np.ndarray, matches: np.ndarray) -> np.ndarray:
+        """Which matched pairs differ in field ``name``: a given value the List does not hold, or,
+        with ``overwrite_with_null``, a null where the List holds a value."""
+        desired = self.source[name].iloc[positions].reset_index(drop=True)
+        before = self.list[name].iloc[matches].reset_index(drop=True)
+        present = self.wanted.present
+        given = desired.notna().to_numpy()
+        if present is not None:
+            given = given & present[name][positions]
+        if name in OBJECT_FIELDS:
+            differs = np.array(
+                [_differs(value, old) for value, old in zip(desired, before, strict=True)], dtype=bool
+            )
+        else:
+            differs = (desired != before).fillna(True).to_numpy(dtype=bool)
+        changed = given & differs
+        if self.overwrite:
+            erased = ~desired.notna().to_numpy() & before.notna().to_numpy()
+            if present is not None:
+                erased = erased & present[name][positions]
+            changed |= erased
+        return changed
 
 
-def _index_list(
-    current: Iterable[PersonRecord], plan: PeoplePlan
-) -> tuple[dict[str, dict[str, _ListPerson]], list[_ListPerson]]:
-    """Index the List's people per account under every key an extract person may match them by."""
-    index: dict[str, dict[str, _ListPerson]] = {}
-    listed: list[_ListPerson] = []
-    domains: dict[str | None, str] = {}  # many people per account: normalise each domain once
-    for record in current:
-        plan.current_people += 1
-        fields = person_fields(record)
-        raw_domain = account_domain_of(record)
-        domain = domains.get(raw_domain)
-        if domain is None:
-            domain = domains[raw_domain] = list_domain(raw_domain)
-        normalised = normalised_list_fields(fields)
-        identity = person_identity(normalised)
-        if identity is None:
-            plan.list_unidentified += 1
-            continue
-        people = index.setdefault(domain, {})
-        keys = list(person_keys(identity, normalised))
-        clashes = [other for key in keys if (other := people.get(key)) is not None]
-        person = _ListPerson(domain, identity, fields, duplicated=bool(clashes))
-        listed.append(person)
-        for key in keys:
-            people.setdefault(key, person)
-        for other in clashes:
-            # A write by a shared e-mail, profile URL or identity would reach every copy, and
-            # which copy the service picks is unknown: none of them is patched or deleted.
-            other.duplicated = True
-    plan.list_duplicates = sum(person.duplicated for person in listed)
-    return index, listed
+class _OtherKeys:
+    """The List people an extract person's profile URL, phone and name find (-1: none), looked up
+    for the people asked about only; those keys find only List people not known by e-mail alone."""
+
+    def __init__(self, planner: _Planner, list_keys: list[Column], email_identity: np.ndarray) -> None:
+        self._planner = planner
+        domains = _arrow(planner.list["domain"])
+        by_other = ~email_identity
+        positions = np.arange(len(domains))
+        has_url = pc.is_valid(_arrow(list_keys[1])).to_numpy(zero_copy_only=False)
+        self._domains = pa.chunked_array(
+            [*domains.filter(by_other).chunks, *domains.filter(has_url).chunks], TEXT_ARROW
+        )
+        self._keys = pa.chunked_array(
+            [*_arrow(list_keys[0]).filter(by_other).chunks, *_arrow(list_keys[1]).filter(has_url).chunks],
+            TEXT_ARROW,
+        )
+        self._positions = np.concatenate([positions[by_other], positions[has_url]])
+
+    def candidates(self, rows: np.ndarray) -> np.ndarray:
+        """For each extract person at ``rows``: the List people of their profile URL, phone and
+        name, in that order (shape ``(len(rows), 3)``)."""
+        if not len(rows) or not len(self._keys):
+            return np.full((len(rows), 3), -1, dtype=np.int64)
+        planner = self._planner
+        text = {name: planner.desired_text(name).iloc[rows] for name in _OTHER_KEY_FIELDS}
+        keys = [
+            "url:" + text["network_profile_url"],
+            "phone:" + text["phone_number"],
+            "name:" + text["first_name"] + " " + text["last_name"],
+        ]
+        domains = planner.source[ACCOUNT_DOMAIN].iloc[rows]
+        codes = _codes(
+            self._domains,
+            [self._keys],
+            pd.concat([domains] * 3, ignore_index=True),
+            [pd.concat(keys, ignore_index=True)],
+        )
+        listed, found = codes[: len(self._keys)], codes[len(self._keys) :]
+        first = np.full(int(codes.max()) + 1, -1, dtype=np.int64)
+        given = listed >= 0
+        first[listed[given][::-1]] = self._positions[given][::-1]  # the last assignment wins: the first
+        return np.where(found >= 0, first[found], -1).reshape(3, len(rows)).T
+
+
+_OTHER_KEY_FIELDS = ("network_profile_url", "phone_number", "first_name", "last_name")
+
+
+def _codes(
+    list_domains: Column,
+    list_keys: list[Column],
+    source_domains: Column,
+    source_keys: list[Column],
+) -> np.ndarray:
+    """One integer per (account domain, key), equal for equal pairs (-1 where the key is null): the
+    List's keys, then the extract's, each list of keys one after the other. Domains and keys are
+    numbered apart, then the pairs of numbers: no text is built."""
+    domains = [list_domains] * len(list_keys) + [source_domains] * len(source_keys)
+    domain_codes = _numbered(domains)
+    key_codes = _numbered([*list_keys, *source_keys])
+    given = key_codes >= 0
+    if not given.any():
+        return np.full(len(key_codes), -1, dtype=np.int64)
+    pairs = domain_codes[given] * (int(key_codes.max()) + 1) + key_codes[given]
+    codes = np.full(len(key_codes), -1, dtype=np.int64)
+    codes[given] = pd.factorize(pairs)[0]
+    return codes
+
+
+def _numbered(columns: list[Column]) -> np.ndarray:
+    """The values of ``columns``, end to end, numbered: equal values alike, nulls -1."""
+    chunks = [chunk for column in columns for chunk in _arrow(column).chunks]
+    if not chunks or not sum(len(chunk) for chunk in chunks):
+        return np.empty(0, dtype=np.int64)
+    encoded = pc.dictionary_encode(pa.chunked_array(chunks, TEXT_ARROW))
+    return np.concatenate(
+        [pc.fill_null(chunk.indices, -1).to_numpy(zero_copy_only=False) for chunk in encoded.chunks]
+    ).astype(np.int64)
+
+
+def _arrow(column: Column) -> pa.ChunkedArray:
+    """Text as Arrow chunks, in the type text columns have (no copy where it already is)."""
+    array = column if isinstance(column, pa.Array | pa.ChunkedArray) else pa.array(column.astype(TEXT).array)
+    if isinstance(array, pa.Array):
+        array = pa.chunked_array([array])
+    return array.cast(TEXT_ARROW)
+
+
+def _index(list_codes: np.ndarray, size: int, codes_count: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each of ``codes_count`` codes, the first List person with it (-1: none); and which List
+    people share a key with another."""
+    positions = np.concatenate([np.arange(size), np.arange(size)])
+    given = list_codes >= 0
+    codes, positions = list_codes[given], positions[given]
+    first = np.full(codes_count, -1, dtype=np.int64)
+    first[codes[::-1]] = positions[::-1]  # the last assignment wins: the first List person
+    counts = np.bincount(codes, minlength=len(first))
+    duplicated = np.zeros(size, dtype=bool)
+    duplicated[positions[counts[codes] > 1]] = True
+    return first, duplicated
+
+
+def _first_found(candidates: np.ndarray) -> np.ndarray:
+    """Per row, the first candidate found (-1: none)."""
+    found = candidates >= 0
+    return np.where(found.any(axis=1), candidates[np.arange(len(candidates)), found.argmax(axis=1)], -1)
+
+
+def _find(candidates: np.ndarray, duplicated: np.ndarray, claimed: set[int]) -> int:
+    """The first candidate that is shared by several List people (a conflict) or not claimed yet;
+    claim it."""
+    for person in candidates:
+        if person >= 0 and (duplicated[person] or person not in claimed):
+            if not duplicated[person]:
+                claimed.add(int(person))
+            return int(person)
+    return -1
+
+
+def _value(value: Any) -> Any:
+    return value if given(value) else None
+
+
+def _differs(value: Any, before: Any) -> bool:
+    value, before = _value(value), _value(before)
+    return value is not None and value != before and canonical(value) != canonical(before)
 
 
 def normalised_list_fields(fields: dict[str, Any]) -> dict[str, Any]:
@@ -293,42 +555,6 @@ def person_keys(identity: str, fields: Mapping[str, Any]) -> Iterator[str]:
         yield f"url:{url.strip()}"
 
 
-def _find(
-    people: dict[str, _ListPerson] | None, identity: str, fields: Mapping[str, Any]
-) -> _ListPerson | None:
-    """The List person an extract person is: by identity, e-mail or profile URL (A16), else a List
-    person known only by this person's phone or name (who has since gained an e-mail, say)."""
-    if not people:
-        return None
-    for key in [*person_keys(identity, fields), *_fallback_keys(fields)]:
-        person = people.get(key)
-        if person is not None and (person.duplicated or not person.claimed):
-            return person
-    return None
-
-
-def _fallback_keys(fields: Mapping[str, Any]) -> Iterator[str]:
-    """The phone and name identities of ``fields``: a List person is indexed under one of them only
-    when it is their identity, i.e. they have no e-mail and no profile URL to be found by."""
-    phone = person_identity({"phone_number": fields.get("phone_number")})
-    name = person_identity({"first_name": fields.get("first_name"), "last_name": fields.get("last_name")})
-    yield from (key for key in (phone, name) if key is not None)
-
-
-def _changes(
-    desired: Mapping[str, Any], current: Mapping[str, Any], overwrite_with_null: bool
-) -> dict[str, tuple[Any, Any]]:
-    changes: dict[str, tuple[Any, Any]] = {}
-    for name, value in desired.items():
-        before = current.get(name)
-        if value is None:
-            if overwrite_with_null and before is not None:
-                changes[name] = (before, None)
-        elif value != before and canonical(value) != canonical(before):
-            changes[name] = (before, value)
-    return changes
-
-
 def canonical(value: Any) -> Any:
     """Compare values as their JSON would: model or dict, key order and ``None`` members aside."""
     if value is None or isinstance(value, str | bool | int | float):
@@ -342,28 +568,25 @@ def canonical(value: Any) -> Any:
     return value
 
 
-def _match_of(fields: Mapping[str, Any]) -> dict[str, Any]:
-    return person_match(fields).to_wire()
+def _match_of(fields: Mapping[str, Any], identity: str) -> dict[str, Any]:
+    """The ``match`` of a List person (:func:`~listsync.client.models.person_match`), of the kind
+    of their ``identity``; only a phone number can break the model, so only it is checked by it."""
+    kind = identity.partition(":")[0]
+    if kind == "phone":
+        return person_match(fields).to_wire()
+    return {name: fields[name].strip() for name in _MATCH_FIELDS[kind]}
+
+
+_MATCH_FIELDS = {"email": ("email",), "url": ("network_profile_url",), "name": ("first_name", "last_name")}
 
 
 def person_fields(record: PersonRecord) -> dict[str, Any]:
     """The person fields a record carries; absent fields stay absent (they are not in the extract)."""
-    if isinstance(record, BaseModel):
-        # Read the instance dict once: attribute access per field dominates a 100k-person plan.
-        values, present = vars(record), record.model_fields_set
-        data = {name: values[name] for name in PERSON_FIELDS if name in present}
-    else:
-        data = {name: record[name] for name in PERSON_FIELDS if name in record}
+    data = record_fields(record)
     paths = data.get("connection_paths")
     if paths:
-        data["connection_paths"] = [_wire(path) for path in paths]
+        data["connection_paths"] = wire(paths)
     return data
-
-
-def _wire(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return value
 
 
 def account_domain_of(record: PersonRecord) -> str | None:

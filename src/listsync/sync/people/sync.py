@@ -15,6 +15,7 @@ from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob
 from listsync.sync.memory import PEOPLE_COSTS, MemoryGuard, RowCosts
 from listsync.sync.options import MAX_MEMORY_AUTO, Shard, parse_max_memory, parse_shard
 from listsync.sync.people.apply import PeopleApplyResult, apply_people_plan, chunk_sizes
+from listsync.sync.people.frames import list_frame
 from listsync.sync.people.plan import DeleteScope, PeoplePlan, SyncMode, check_sync_options, plan_people_sync
 from listsync.sync.people.read import people_in_shard
 from listsync.sync.people.verify import PeopleVerification, verify_people
@@ -156,10 +157,12 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
         )
 
     def plan(self, prepared: PreparedPeople, memory: MemoryGuard) -> PeoplePlan:
-        listed = self.client.iter_targetable_people(self.table_id, page_size=self.page_size)
+        listed = self.client.iter_targetable_people_records(self.table_id, page_size=self.page_size)
         plan = plan_people_sync(
-            prepared.people,
-            memory.count_list(listed if self.shard is None else people_in_shard(listed, self.shard)),
+            prepared.frame,
+            list_frame(
+                memory.count_list(listed if self.shard is None else people_in_shard(listed, self.shard))
+            ),
             fields=set(self.column_map.values()),
             mode=self.mode,
             delete_scope=self.delete_scope,

@@ -7,9 +7,9 @@ step: :mod:`~listsync.sync.rows.read` reads the List, :mod:`~listsync.sync.rows.
 :mod:`~listsync.sync.rows.upsert` runs them in the order every List sync follows
 (:mod:`listsync.sync.job`)::
 
-    prepared = prepare_rows(frames, column_map, key_column, rejects=rejects)   # normalised, one per key
-    current, reads = read_current_rows(client, table_id, key_column)          # GET rows, paged
-    plan = plan_rows_upsert(prepared.rows.values(), current, key_column=...)  # pure: no I/O
+    prepared = prepare_rows(frames, column_map, key_column, rejects=rejects)  # columns, one row per key
+    current, reads = read_list_rows(client, table_id, key_column, ...)       # GET rows, paged, as columns
+    plan = plan_rows_upsert(prepared.frame, current, key_column=...)         # a join on the key: no I/O
     write_plan_file(plan_entries(plan), plan_path)                            # for review
     check_delete_safety(...)                        # a broken extract never wipes a List
     outcome = apply_rows_plan(plan, client, table_id)   # POST rows, PATCH cells, DELETE rows
@@ -50,13 +50,14 @@ from listsync.sync.rows.plan import (
     CellChange,
     CurrentRow,
     DuplicateKey,
+    ListRows,
     RowAddition,
     RowRemoval,
     RowsPlan,
     plan_entries,
     plan_rows_upsert,
 )
-from listsync.sync.rows.read import list_key_normalizer, read_current_rows
+from listsync.sync.rows.read import list_key_normalizer, read_current_rows, read_list_rows
 from listsync.sync.rows.upsert import upsert_rows
 from listsync.sync.rows.verify import RowsVerification, verify_rows
 
@@ -69,6 +70,7 @@ __all__ = [
     "CellChange",
     "CurrentRow",
     "DuplicateKey",
+    "ListRows",
     "RowAddition",
     "RowRemoval",
     "RowsPlan",
@@ -80,6 +82,7 @@ __all__ = [
     "plan_entries",
     "plan_rows_upsert",
     "read_current_rows",
+    "read_list_rows",
     "to_cell_value",
     "upsert_rows",
     "verify_rows",

@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+_AS_THEY_ARE = frozenset((str, bool, int, type(None)))
+
 
 def to_cell_value(value: Any) -> Any:
     """Convert an extract value to the JSON value sent in a cell.
@@ -20,6 +22,16 @@ def to_cell_value(value: Any) -> Any:
     :raises ValueError: a number that JSON cannot carry (NaN, infinity).
     :raises TypeError: a value of a type that has no JSON form.
     """
+    kind = type(value)
+    # JSON's own types first, by exact type: abstract-class checks cost more than the rest.
+    if kind in _AS_THEY_ARE:
+        return value
+    if kind is float and math.isfinite(value):
+        return value
+    if kind is dict:
+        return {str(k): to_cell_value(v) for k, v in value.items()}
+    if kind is list:
+        return [to_cell_value(v) for v in value]
     if value is None or isinstance(value, (str, bool)):
         return value
     if isinstance(value, numbers.Number):

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from listsync.sync.rows.cells import cell_values_equal, to_cell_value
+from listsync.sync.rows.prepare import object_array
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CurrentRow:
     """A row of the List as read: its id and each cell's ``value`` by column id.
 
@@ -22,7 +30,7 @@ class CurrentRow:
     shown: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RowAddition:
     """A key missing from the List: its cells as JSON values, ready for POST rows."""
 
@@ -30,7 +38,7 @@ class RowAddition:
     cells: dict[str, Any]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CellChange:
     """One cell to update: ``before`` is the List's value, ``after`` the JSON value to send."""
 
@@ -41,7 +49,7 @@ class CellChange:
     after: Any
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RowRemoval:
     """A List row whose key is not in the extract (planned only with ``delete_missing``)."""
 
@@ -49,7 +57,7 @@ class RowRemoval:
     row_id: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DuplicateKey:
     """A key held by several rows of the List; ``in_extract`` says whether an extract row was blocked."""
 
@@ -90,9 +98,160 @@ class RowsPlan:
         return bool(self.additions or self.changes or self.removals)
 
 
+@dataclass
+class ListRows:
+    """A List's rows as read, column by column: ``row_ids[i]`` is row ``i``'s id, ``keys[i]`` its
+    key cell normalised like the extract's keys (``None``: it cannot be a key), and
+    ``cells[column]`` its cells' ``value`` for the columns read (:class:`ListColumn`).
+    """
+
+    row_ids: list[str]
+    keys: list[str | None]
+    cells: dict[str, ListColumn]
+
+    def __len__(self) -> int:
+        return len(self.row_ids)
+
+    @classmethod
+    def from_rows(
+        cls,
+        rows: Iterable[CurrentRow],
+        key_column: str,
+        columns: Iterable[str],
+        normalize_key: Callable[[Any], str | None],
+    ) -> ListRows:
+        """The ``columns`` of ``rows``, their keys normalised by ``normalize_key``."""
+        listed = list(rows)
+        cells = {}
+        for column in columns:
+            cells[column] = ListColumn()
+            cells[column].append([row.cells.get(column) for row in listed])
+        return cls(
+            [row.row_id for row in listed],
+            [normalize_key(row.cells.get(key_column)) for row in listed],
+            cells,
+        )
+
+
+# How a page of a ListColumn is held.
+_TEXT = "text"  # text or empty cells: an Arrow string array
+_JSON = "json"  # JSON objects and arrays (or empty): their canonical JSON text, an Arrow string array
+_VALUES = "values"  # anything else: the Python values
+
+
+def _canonical_json(value: Any) -> str:
+    # Keys sorted and ASCII only: equal texts are equal JSON values, true and 1 told apart.
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+class ListColumn:
+    """One column of a List's cell values (``None``: empty or absent), held compactly page by
+    page as it is read: a page of text as an Arrow string array, a page of JSON objects and
+    arrays as their canonical JSON text, other pages as Python values. Compared with the
+    extract's values a whole column at a time (:meth:`equal`); Python values are made again
+    only for the cells that differ."""
+
+    def __init__(self) -> None:
+        self.pages: list[tuple[str, Any]] = []
+
+    def append(self, values: list[Any]) -> None:
+        """Add the next page's values."""
+        kinds = set(map(type, values))
+        kinds.discard(type(None))
+        try:
+            if kinds <= {str}:
+                self.pages.append((_TEXT, pa.array(values, type=pa.string())))
+                return
+            if kinds <= {dict, list}:
+                texts = [None if value is None else _canonical_json(value) for value in values]
+                self.pages.append((_JSON, pa.array(texts, type=pa.string())))
+                return
+        except (UnicodeEncodeError, TypeError, ValueError):  # a lone surrogate, an odd key
+            pass
+        self.pages.append((_VALUES, values))
+
+    def _form(self) -> str:
+        forms = {form for form, data in self.pages if form == _VALUES or data.null_count < len(data)}
+        return forms.pop() if len(forms) == 1 else _TEXT if not forms else _VALUES
+
+    def _strings(self, rows: np.ndarray) -> pa.ChunkedArray:
+        chunks = pa.chunked_array([data for _, data in self.pages], type=pa.string())
+        return chunks.take(pa.array(rows, type=pa.int64()))
+
+    def values(self, rows: np.ndarray) -> np.ndarray:
+        """The Python values of the cells of ``rows``."""
+        form = self._form()
+        if form != _VALUES:
+            texts = self._strings(rows).to_pylist()
+            if form == _JSON:
+                texts = [None if text is None else json.loads(text) for text in texts]
+            return object_array(texts, len(texts))
+        if all(form == _VALUES for form, _ in self.pages):
+            every = itertools.chain.from_iterable(data for _, data in self.pages)
+            return object_array(every, sum(len(data) for _, data in self.pages))[rows]
+        # Pages held in several forms (a List whose column holds text in some rows, numbers in
+        # others): each cell from its page.
+        starts = np.cumsum([0, *(len(data) for _, data in self.pages)])
+        values = []
+        for row, page in zip(
+            rows.tolist(), (np.searchsorted(starts, rows, side="right") - 1).tolist(), strict=True
+        ):
+            form, data = self.pages[page]
+            value = data[row - starts[page]]
+            if form != _VALUES:
+                value = value.as_py()
+                if form == _JSON and value is not None:
+                    value = json.loads(value)
+            values.append(value)
+        return object_array(values, len(values))
+
+    def equal(self, wanted: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """:func:`cells_equal` of the extract's values ``wanted`` and the cells of ``rows``."""
+        form = self._form()
+        kinds = _kinds(wanted)
+        if form == _TEXT and np.isin(kinds, (0, 3)).all():
+            try:
+                texts = pa.array(wanted, type=pa.string())
+            except UnicodeEncodeError:  # a lone surrogate: compared as Python values
+                return cells_equal(wanted, self.values(rows))
+            return _same_strings(texts, self._strings(rows))
+        if form == _JSON:
+            # Each text is dropped as soon as Arrow holds it: no column of Python strings at once.
+            texts = pa.array(
+                (value if value is None else _json_text(value) for value in wanted),
+                type=pa.string(),
+                size=len(wanted),
+            )
+            equal = _same_strings(texts, self._strings(rows))
+            # Texts differ for some equal values (1 and 1.0, odd types): those are compared one by one.
+            containers = np.flatnonzero(~equal & (kinds == _OTHER_KIND))
+            if containers.size:
+                equal[containers] = cells_equal(wanted[containers], self.values(rows[containers]))
+            return equal
+        return cells_equal(wanted, self.values(rows))
+
+
+def _json_text(value: Any) -> str:
+    """The canonical JSON text of an extract value, or one no JSON text is (for a value that is
+    not a JSON object or array, or has no canonical text), so that it compares unequal first."""
+    if isinstance(value, (dict, list)):
+        try:
+            return _canonical_json(value)
+        except (TypeError, ValueError):
+            pass
+    return "\x00"
+
+
+def _same_strings(wanted: pa.Array, have: pa.ChunkedArray) -> np.ndarray:
+    """Equal text, or both empty."""
+    same = pc.fill_null(pc.equal(wanted, have), False)
+    both_empty = pc.and_(pc.is_null(wanted), pc.is_null(have))
+    return np.asarray(pc.or_(same, both_empty).to_numpy(zero_copy_only=False), dtype=bool)
+
+
 def plan_rows_upsert(
-    desired: Iterable[Mapping[str, Any]],
-    current: Iterable[CurrentRow],
+    desired: pd.DataFrame | Iterable[Mapping[str, Any]],
+    current: ListRows | Iterable[CurrentRow],
     *,
     key_column: str,
     delete_missing: bool = False,
@@ -101,91 +260,227 @@ def plan_rows_upsert(
 ) -> RowsPlan:
     """Diff the prepared extract rows against the List's current rows.
 
-    :param desired: extract rows as ``{column id: value}``, already prepared (mapped, normalised,
-        one row per key). Values may be Python types (``Decimal``, ``date``, ``datetime``, dicts,
-        lists); they are converted with :func:`to_cell_value` for sending.
-    :param current: the List's rows, with the cells' ``value`` (see :class:`CurrentRow`).
+    :param desired: extract rows, already prepared (mapped, normalised, one row per key): the
+        ``frame`` of :class:`~listsync.sync.prepare.PreparedRows` (one column per List column
+        id), or rows as ``{column id: value}`` (a column a row lacks is left alone). Values may
+        be Python types (``Decimal``, ``date``, ``datetime``, dicts, lists); they are converted
+        with :func:`to_cell_value` for sending.
+    :param current: the List's rows, with the cells' ``value``: as :class:`ListRows`
+        (:func:`~listsync.sync.rows.read.read_list_rows`, keys already normalised), or as
+        :class:`CurrentRow` objects.
     :param key_column: the List column id whose value identifies a row.
     :param delete_missing: plan a removal for each List row whose key is not in ``desired``.
     :param overwrite_with_null: a null in ``desired`` clears the List's cell; otherwise a null
         leaves the cell as it is.
-    :param normalize_key: turns a key cell of the List into the form ``desired`` uses (for a
-        domain key, the domain normaliser), so ``Acme.com`` in the List matches ``acme.com``;
-        ``None`` (the result) means the cell cannot be a key. Defaults to ``str``. When the
-        normalised key differs from the List's cell, the cell is updated like any other.
+    :param normalize_key: for :class:`CurrentRow` objects, turns a key cell of the List into the
+        form ``desired`` uses (for a domain key, the domain normaliser), so ``Acme.com`` in the
+        List matches ``acme.com``; ``None`` (the result) means the cell cannot be a key.
+        Defaults to ``str``. When the normalised key differs from the List's cell, the cell is
+        updated like any other.
     :raises ValueError: a desired row without a key, or two desired rows with the same key.
+
+    The diff is a join on the key and a comparison per column over whole columns; Python
+    objects are made only for what is planned (adds, cell updates, removals, duplicate keys).
     """
-    to_key = normalize_key or _default_key
-    rows_by_key: dict[str, list[CurrentRow]] = {}
-    list_rows = 0
-    for row in current:
-        list_rows += 1
-        key = to_key(row.cells.get(key_column))
-        if key is not None:
-            rows_by_key.setdefault(key, []).append(row)
+    partial = not isinstance(desired, pd.DataFrame)
+    frame = desired if isinstance(desired, pd.DataFrame) else _rows_frame(desired, key_column)
+    if not isinstance(current, ListRows):
+        current = ListRows.from_rows(current, key_column, frame.columns, normalize_key or _default_key)
+    return _RowsDiff(frame, current, key_column, overwrite_with_null, partial).plan(delete_missing)
 
-    plan = RowsPlan(key_column=key_column, list_rows=list_rows)
-    seen: set[str] = set()
-    for position, cells in enumerate(desired):
-        key = cells.get(key_column)
-        if key is None or key == "":
-            raise ValueError(
-                f"extract row {position} has no value for the key column {key_column!r}; "
-                "prepare the rows (prepare_rows rejects rows without a key) before planning"
-            )
-        key = str(key)
-        if key in seen:
-            raise ValueError(
-                f"key {key!r} appears twice in the extract; prepare the rows (prepare_rows keeps "
-                "one row per key) before planning"
-            )
-        seen.add(key)
-        matches = rows_by_key.get(key)
-        if not matches:
-            plan.additions.append(RowAddition(key, _cells_to_add(cells, key)))
-        elif len(matches) > 1:
-            plan.duplicate_keys.append(DuplicateKey(key, tuple(r.row_id for r in matches), True))
-        else:
-            changes = _changed_cells(key, cells, matches[0], overwrite_with_null)
-            if changes:
-                plan.changes.extend(changes)
-            else:
-                plan.unchanged += 1
 
-    for key, rows in rows_by_key.items():
-        if key in seen:
-            continue
-        if len(rows) > 1:
-            plan.duplicate_keys.append(DuplicateKey(key, tuple(r.row_id for r in rows), False))
-        # Every row holding a key the extract lacks is missing, duplicates included: removing
-        # them all is what was asked, not a guess between them.
-        if delete_missing:
-            plan.removals.extend(RowRemoval(key, row.row_id) for row in rows)
-    return plan
+# A column a desired row does not have: never compared, never sent.
+_ABSENT = object()
+
+
+def _rows_frame(rows: Iterable[Mapping[str, Any]], key_column: str) -> pd.DataFrame:
+    listed = list(rows)
+    columns = dict.fromkeys([key_column, *(column for cells in listed for column in cells)])
+    return pd.DataFrame(
+        {
+            column: object_array((cells.get(column, _ABSENT) for cells in listed), len(listed))
+            for column in columns
+        },
+        dtype=object,
+    )
 
 
 def _default_key(value: Any) -> str | None:
     return None if value is None or value == "" else str(value)
 
 
-def _cells_to_add(cells: Mapping[str, Any], key: str) -> dict[str, Any]:
-    # A new row has nothing to overwrite: a null cell is simply not sent.
-    return {
-        column: _cell_value_for(key, column, value) for column, value in cells.items() if value is not None
-    }
+class _RowsDiff:
+    """One diff of desired rows (a frame) against a List's rows (columns), by key."""
+
+    def __init__(
+        self,
+        desired: pd.DataFrame,
+        current: ListRows,
+        key_column: str,
+        overwrite_with_null: bool,
+        partial: bool,
+    ) -> None:
+        """``partial``: rows of ``desired`` may lack columns (cells holding ``_ABSENT``)."""
+        self.columns = [str(column) for column in desired.columns]
+        # Whole columns as object arrays: a frame's cell-by-cell access costs far more.
+        self.desired = {column: desired[column].to_numpy(dtype=object) for column in self.columns}
+        self.rows = len(desired)
+        self.partial = partial
+        self.current = current
+        self.key_column = key_column
+        self.overwrite_with_null = overwrite_with_null
+        self.keys = self._desired_keys()
+        # The List's keys: each distinct one (in order of first appearance) and how many rows hold it.
+        codes, distinct = pd.factorize(pd.Series(current.keys, dtype=object), use_na_sentinel=True)
+        self.list_codes = codes
+        self.list_keys = pd.Index(distinct, dtype=object)
+        self.list_counts = np.bincount(codes[codes >= 0], minlength=len(distinct))
+        keyed = np.flatnonzero(codes >= 0)
+        self.first_row = np.full(len(distinct), -1, dtype=np.int64)
+        self.first_row[codes[keyed][::-1]] = keyed[::-1]
+
+    def _desired_keys(self) -> list[str]:
+        column = self.desired.get(self.key_column)
+        values = [] if column is None else column.tolist()
+        missing = next(
+            (i for i, key in enumerate(values) if key is None or key is _ABSENT or key == ""), None
+        )
+        if column is None and self.rows:
+            missing = 0
+        keys = [str(key) for key in values]
+        repeated = np.flatnonzero(pd.Series(keys, dtype=object).duplicated().to_numpy())
+        if missing is not None and (not repeated.size or missing < repeated[0]):
+            raise ValueError(
+                f"extract row {missing} has no value for the key column {self.key_column!r}; "
+                "prepare the rows (prepare_rows rejects rows without a key) before planning"
+            )
+        if repeated.size:
+            raise ValueError(
+                f"key {keys[repeated[0]]!r} appears twice in the extract; prepare the rows "
+                "(prepare_rows keeps one row per key) before planning"
+            )
+        return keys
+
+    def plan(self, delete_missing: bool) -> RowsPlan:
+        plan = RowsPlan(key_column=self.key_column, list_rows=len(self.current))
+        found = self.list_keys.get_indexer(pd.Index(self.keys, dtype=object))
+        held = np.zeros(len(found), dtype=np.int64)
+        held[found >= 0] = self.list_counts[found[found >= 0]]
+        for position in np.flatnonzero(held == 0).tolist():
+            key = self.keys[position]
+            plan.additions.append(RowAddition(key, self._cells_to_add(position, key)))
+        for position in np.flatnonzero(held > 1).tolist():
+            plan.duplicate_keys.append(
+                DuplicateKey(self.keys[position], self._row_ids(found[position]), True)
+            )
+        matched = np.flatnonzero(held == 1)
+        plan.changes = self._changes(matched, self.first_row[found[matched]])
+        plan.unchanged = len(matched) - len({change.key for change in plan.changes})
+
+        missing = np.ones(len(self.list_keys), dtype=bool)
+        missing[found[found >= 0]] = False
+        for code in np.flatnonzero(missing & (self.list_counts > 1)).tolist():
+            plan.duplicate_keys.append(DuplicateKey(str(self.list_keys[code]), self._row_ids(code), False))
+        if delete_missing:
+            # Every row holding a key the extract lacks is missing, duplicates included: removing
+            # them all is what was asked, not a guess between them.
+            keyed = np.flatnonzero(self.list_codes >= 0)
+            rows = keyed[missing[self.list_codes[keyed]]]
+            rows = rows[np.argsort(self.list_codes[rows], kind="stable")]
+            plan.removals = [
+                RowRemoval(str(self.list_keys[self.list_codes[row]]), self.current.row_ids[row])
+                for row in rows.tolist()
+            ]
+        return plan
+
+    def _row_ids(self, code: int) -> tuple[str, ...]:
+        return tuple(self.current.row_ids[row] for row in np.flatnonzero(self.list_codes == code).tolist())
+
+    def _cells_to_add(self, position: int, key: str) -> dict[str, Any]:
+        # A new row has nothing to overwrite: a null cell is simply not sent.
+        cells = {}
+        for column, values in self.desired.items():
+            value = values[position]
+            if value is not None and value is not _ABSENT:
+                cells[column] = _cell_value_for(key, column, value)
+        return cells
+
+    def _changes(self, desired_rows: np.ndarray, list_rows: np.ndarray) -> list[CellChange]:
+        """The cell updates of the rows matched one to one, in extract order then column order."""
+        found_rows: list[np.ndarray] = []
+        found_columns: list[np.ndarray] = []
+        befores: list[np.ndarray] = []
+        afters: list[np.ndarray] = []
+        columns = self.columns
+        for index, column in enumerate(columns):
+            wanted = self.desired[column][desired_rows]
+            listed = self.current.cells.get(column)
+            skip = np.zeros(len(wanted), dtype=bool)
+            if self.partial:
+                skip |= np.fromiter((value is _ABSENT for value in wanted), dtype=bool, count=len(wanted))
+            if not self.overwrite_with_null:
+                skip |= np.fromiter((value is None for value in wanted), dtype=bool, count=len(wanted))
+            compared = np.flatnonzero(~skip)
+            if listed is None:
+                where = compared[np.fromiter((v is not None for v in wanted[compared]), bool, len(compared))]
+                befores.append(np.full(len(where), None, dtype=object))
+            else:
+                where = compared[~listed.equal(wanted[compared], list_rows[compared])]
+                befores.append(listed.values(list_rows[where]))
+            found_rows.append(where)
+            found_columns.append(np.full(len(where), index))
+            afters.append(wanted[where])
+        rows = np.concatenate(found_rows)
+        order = np.lexsort((np.concatenate(found_columns), rows))
+        column_of = np.concatenate(found_columns)[order]
+        before = np.concatenate(befores)[order] if befores else np.empty(0, dtype=object)
+        after = np.concatenate(afters)[order] if afters else np.empty(0, dtype=object)
+        changes = []
+        for row, column_index, old, new in zip(
+            rows[order].tolist(), column_of.tolist(), before.tolist(), after.tolist(), strict=True
+        ):
+            key = self.keys[desired_rows[row]]
+            column = columns[column_index]
+            row_id = self.current.row_ids[list_rows[row]]
+            changes.append(CellChange(key, row_id, column, old, _cell_value_for(key, column, new)))
+        return changes
 
 
-def _changed_cells(
-    key: str, cells: Mapping[str, Any], row: CurrentRow, overwrite_with_null: bool
-) -> list[CellChange]:
-    changes = []
-    for column, value in cells.items():
-        if value is None and not overwrite_with_null:
-            continue
-        before = row.cells.get(column)
-        if not cell_values_equal(value, before):
-            changes.append(CellChange(key, row.row_id, column, before, _cell_value_for(key, column, value)))
-    return changes
+# Kinds of value compared by Python's equality alone, once kinds match: None, booleans, numbers
+# (10 == 10.0) and text. Booleans are not numbers here (JSON: true is not 1).
+_SIMPLE_KINDS = {type(None): 0, bool: 1, int: 2, float: 2, str: 3}
+_OTHER_KIND = 4
+
+
+def _kinds(values: np.ndarray) -> np.ndarray:
+    codes, types = pd.factorize(pd.Series(object_array(map(type, values), len(values)), dtype=object))
+    if not len(types):
+        return np.empty(0, dtype=np.int8)
+    by_code = np.array([_SIMPLE_KINDS.get(kind, _OTHER_KIND) for kind in types], dtype=np.int8)
+    return by_code[codes]
+
+
+def cells_equal(desired: np.ndarray, current: np.ndarray) -> np.ndarray:
+    """:func:`cell_values_equal` of each pair, over two object arrays of one length.
+
+    Pairs of simple values (None, booleans, numbers, text) compare at once: same kind and
+    Python-equal. Other pairs (objects, arrays, dates, decimals...) that Python finds equal and
+    that print alike are equal; the rest are compared one by one by :func:`cell_values_equal`.
+    """
+    desired_kinds = _kinds(desired)
+    current_kinds = _kinds(current)
+    equal = (desired_kinds == current_kinds) & np.asarray(desired == current, dtype=bool)
+    other = np.flatnonzero((desired_kinds == _OTHER_KIND) | (current_kinds == _OTHER_KIND))
+    if other.size:
+        wanted, have = desired[other], current[other]
+        same = equal[other] & np.asarray(_reprs(wanted) == _reprs(have), dtype=bool)
+        for index in np.flatnonzero(~same).tolist():
+            same[index] = cell_values_equal(wanted[index], have[index])
+        equal[other] = same
+    return equal
+
+
+_reprs = np.frompyfunc(repr, 1, 1)
 
 
 def _cell_value_for(key: str, column: str, value: Any) -> Any:

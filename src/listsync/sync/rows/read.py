@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+import pandas as pd
+
 from listsync.client.models import Row
 from listsync.client.paging import iter_offset_pages
-from listsync.sync.rows.plan import CurrentRow
+from listsync.sync.rows.plan import CurrentRow, ListColumn, ListRows
+from listsync.sync.rows.prepare import object_array
 
 if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient
@@ -18,41 +21,44 @@ if TYPE_CHECKING:
 ROWS_PAGE_SIZE = 1000
 
 
-def read_current_rows(
-    client: ListSyncClient,
-    table_id: str,
-    key_column: str,
-    *,
-    page_size: int = ROWS_PAGE_SIZE,
-    keep: Callable[[CurrentRow], bool] | None = None,
-    counted: Callable[[Iterator[CurrentRow]], Iterable[CurrentRow]] | None = None,
-) -> tuple[list[CurrentRow], int]:
-    """Read every List row whose ``key_column`` cell is not empty, page by page.
+class _KeyedRows:
+    """Every List row whose key cell is not empty, page by page (GET rows in the documented
+    filter mode, ``columnId=<key_column>&operator=is_not_empty``, so the read does not depend
+    on how the service pages a List without a filter); ``requests`` counts the GETs sent."""
 
-    Uses the documented filter mode (``columnId=<key_column>&operator=is_not_empty``), so it does
-    not depend on how the service pages a List without a filter. Rows without a key cannot be
-    matched to the extract and are not read.
+    def __init__(self, client: ListSyncClient, table_id: str, key_column: str, page_size: int) -> None:
+        self.client = client
+        self.table_id = table_id
+        self.key_column = key_column
+        self.page_size = page_size
+        self.requests = 0
 
-    :param keep: keep only the rows it accepts (e.g. :func:`in_shard`), page by page, so that the
-        rows left out are never all held at once.
-    :param counted: passes the rows kept on as they are read, e.g.
-        :meth:`~listsync.sync.memory.MemoryGuard.count_list`, which fails before the next page
-        when they would take too much memory.
-    :return: the rows (cells' ``value``, never ``computedValue``) and the GET requests sent.
-    """
-    requests = 0
+    def __iter__(self) -> Iterator[Row]:
+        return iter_offset_pages(self._fetch, what=f"rows of {self.table_id}")
 
-    def fetch(offset: int) -> tuple[list[Row], bool | None, int | None]:
-        nonlocal requests
-        requests += 1
-        page = client.get_rows(
-            table_id, column_id=key_column, operator="is_not_empty", limit=page_size, offset=offset
+    def _fetch(self, offset: int) -> tuple[list[Row], bool | None, int | None]:
+        self.requests += 1
+        page = self.client.get_rows(
+            self.table_id,
+            column_id=self.key_column,
+            operator="is_not_empty",
+            limit=self.page_size,
+            offset=offset,
         )
         return page.rows, page.more, page.total
 
-    rows = (current_row(row) for row in iter_offset_pages(fetch, what=f"rows of {table_id}"))
-    kept = (row for row in rows if keep is None or keep(row))
-    return list(kept if counted is None else counted(kept)), requests
+
+def read_current_rows(
+    client: ListSyncClient, table_id: str, key_column: str, *, page_size: int = ROWS_PAGE_SIZE
+) -> tuple[list[CurrentRow], int]:
+    """Read every List row whose ``key_column`` cell is not empty, page by page, as a
+    :class:`CurrentRow` each (rows without a key cannot be matched to the extract and are not
+    read). The upsert reads into columns instead (:func:`read_list_rows`).
+
+    :return: the rows (cells' ``value``, never ``computedValue``) and the GET requests sent.
+    """
+    read = _KeyedRows(client, table_id, key_column, page_size)
+    return [current_row(row) for row in read], read.requests
 
 
 def current_row(row: Row) -> CurrentRow:
@@ -84,19 +90,72 @@ def list_key_normalizer(key_kind: str) -> Callable[[Any], str | None]:
     return normalize
 
 
-def in_shard(
-    key_column: str, normalize_key: Callable[[Any], str | None], shard: Shard
-) -> Callable[[CurrentRow], bool]:
-    """The ``keep`` of :func:`read_current_rows` for ``shard``: whether a List row's key, normalised
-    like the extract's (:func:`list_key_normalizer`), is in it. Each distinct key is hashed once;
-    rows sharing a key land in one shard."""
+def list_keys(values: list[Any], key_kind: str) -> list[str | None]:
+    """:func:`list_key_normalizer` of each value, over a whole column at once."""
+    from listsync.sync.normalize import normalize_column, normalize_domain, normalize_text
+
+    rule = normalize_domain if key_kind == "domain" else normalize_text
+    result = normalize_column(pd.Series(object_array(values, len(values)), dtype=object), rule)
+    return [
+        key if key is not None else None if value is None or value == "" else str(value)
+        for key, value in zip(result.values, values, strict=True)
+    ]
+
+
+def read_list_rows(
+    client: ListSyncClient,
+    table_id: str,
+    key_column: str,
+    columns: Iterable[str],
+    *,
+    key_kind: str,
+    shard: Shard | None = None,
+    counted: Callable[[Iterator[int]], Iterable[int]] | None = None,
+    page_size: int = ROWS_PAGE_SIZE,
+) -> tuple[ListRows, int]:
+    """Read every List row whose ``key_column`` cell is not empty, page by page, into columns.
+
+    Only ``columns`` (and the key, normalised per ``key_kind`` by :func:`list_keys`) are kept,
+    page by page: a page's rows are models only until their cells are taken.
+
+    :param shard: keep only the rows whose normalised key is in this shard (each distinct key
+        is hashed once).
+    :param counted: passes one item per row kept, as they are kept, e.g.
+        :meth:`~listsync.sync.memory.MemoryGuard.count_list`, which fails before the next page
+        when they would take too much memory.
+    :return: the rows and the GET requests sent.
+    """
+    read = _KeyedRows(client, table_id, key_column, page_size)
+    wanted = list(dict.fromkeys(columns))
+    table = ListRows([], [], {column: ListColumn() for column in wanted})
     held: dict[str, bool] = {}
+    page: list[Row] = []
 
-    def keep(row: CurrentRow) -> bool:
-        key = normalize_key(row.cells.get(key_column)) or ""
-        kept = held.get(key)
-        if kept is None:
-            kept = held[key] = shard.holds(key)
-        return kept
+    def take(rows: list[Row]) -> None:
+        keys = list_keys([_value(row, key_column) for row in rows], key_kind)
+        kept: Iterable[int] = range(len(rows))
+        if shard is not None:
+            for key in keys:
+                if (key or "") not in held:
+                    held[key or ""] = shard.holds(key or "")
+            kept = [index for index, key in enumerate(keys) if held[key or ""]]
+        if counted is not None:
+            kept = list(counted(iter(kept)))
+        table.row_ids.extend(rows[index].id for index in kept)
+        table.keys.extend(keys[index] for index in kept)
+        for column in wanted:
+            table.cells[column].append([_value(rows[index], column) for index in kept])
 
-    return keep
+    for row in read:
+        page.append(row)
+        if len(page) == page_size:
+            take(page)
+            page = []
+    if page:
+        take(page)
+    return table, read.requests
+
+
+def _value(row: Row, column: str) -> Any:
+    cell = row.cells.get(column)
+    return None if cell is None else cell.value

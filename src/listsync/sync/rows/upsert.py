@@ -23,7 +23,7 @@ from listsync.sync.rows.apply import (
     chunk_sizes,
 )
 from listsync.sync.rows.plan import RowsPlan, plan_entries, plan_rows_upsert
-from listsync.sync.rows.read import in_shard, list_key_normalizer, read_current_rows
+from listsync.sync.rows.read import list_key_normalizer, read_list_rows
 from listsync.sync.rows.verify import RowsVerification, verify_rows
 
 if TYPE_CHECKING:
@@ -166,18 +166,21 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
         )
 
     def plan(self, prepared: PreparedRows, memory: MemoryGuard) -> RowsPlan:
-        normalize_key = list_key_normalizer(self.key_kind)
-        keep = None if self.shard is None else in_shard(self.key_column, normalize_key, self.shard)
-        current, self.read_requests = read_current_rows(
-            self.client, self.table_id, self.key_column, keep=keep, counted=memory.count_list
+        current, self.read_requests = read_list_rows(
+            self.client,
+            self.table_id,
+            self.key_column,
+            prepared.frame.columns,
+            key_kind=self.key_kind,
+            shard=self.shard,
+            counted=memory.count_list,
         )
         plan = plan_rows_upsert(
-            prepared.rows.values(),
+            prepared.frame,
             current,
             key_column=self.key_column,
             delete_missing=self.delete_missing,
             overwrite_with_null=self.overwrite_with_null,
-            normalize_key=normalize_key,
         )
         _log.info(
             "Plan for %s: %d rows to add, %d cells to update on %d rows, %d rows to delete, %d unchanged "

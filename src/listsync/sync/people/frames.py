@@ -1,0 +1,271 @@
+"""People as columns: the extract's and the List's people as DataFrames, one row a person.
+
+Both sides of a people plan are held this way rather than as an object per person: text fields
+as Arrow strings (a few bytes a value instead of a Python string each), the other fields
+(``connection_paths``, ``personas``, ``target``) as Python values. Identities and the keys a person
+is found by are computed as column operations (:func:`identities`), with the same rules as
+:func:`~listsync.client.models.person_identity` and :func:`~listsync.sync.people.plan.person_keys`.
+
+A people frame has the columns ``account_domain`` (normalised), ``identity``, and one column per
+person field it carries (:data:`~listsync.sync.prepare.PERSON_FIELDS` order); a missing value is a
+null. The List's frame (:func:`list_frame`) keeps the fields as the List holds them, since patches
+name the List's own spelling, and adds ``url_key``, the profile URL normalised for matching.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from pydantic import BaseModel, ValidationError
+
+from listsync.client.errors import UnexpectedResponseError
+from listsync.client.models import ListedPerson
+from listsync.sync.normalize import normalize_column, normalize_domain, normalize_profile_url
+from listsync.sync.prepare import ACCOUNT_DOMAIN, PERSON_FIELDS
+
+__all__ = [
+    "IDENTITY",
+    "OBJECT_FIELDS",
+    "STRING_FIELDS",
+    "TEXT",
+    "TEXT_ARROW",
+    "ListPeople",
+    "PersonRecord",
+    "field_column",
+    "frame_records",
+    "given",
+    "identities",
+    "list_frame",
+    "record_fields",
+    "records_frame",
+    "text_column",
+    "wire",
+]
+
+#: What a source person or a List person may be: a mapping with ``account_domain`` and person
+#: fields, or a model with those attributes (``ListedPerson``, ``Person``).
+PersonRecord = Mapping[str, Any] | BaseModel
+
+IDENTITY = "identity"
+TEXT = pd.ArrowDtype(pa.string())
+#: The Arrow type of the values of a :data:`TEXT` column.
+TEXT_ARROW = pa.string()
+#: Person fields held as Python values (lists and booleans); the others are text.
+OBJECT_FIELDS = frozenset({"connection_paths", "personas", "target"})
+STRING_FIELDS = tuple(name for name in PERSON_FIELDS if name not in OBJECT_FIELDS)
+#: How many List people are turned into columns at a time.
+BATCH = 20_000
+
+
+def text_column(values: Sequence[Any] | np.ndarray) -> pd.Series:
+    """Text values (``None`` for missing) as an Arrow string column."""
+    return pd.Series(pa.array(values, type=pa.string(), from_pandas=True), dtype=TEXT)
+
+
+def field_column(name: str, values: Sequence[Any] | np.ndarray) -> pd.Series:
+    """The column of person field ``name``: text as Arrow strings, the other fields as objects."""
+    if name in OBJECT_FIELDS:
+        return pd.Series(values, dtype=object)
+    return text_column(values)
+
+
+def given(value: Any) -> bool:
+    """Whether a value read from a column is there (not ``None``, ``NA`` or ``NaN``)."""
+    return value is not None and value is not pd.NA and not (isinstance(value, float) and np.isnan(value))
+
+
+def frame_records(
+    frame: pd.DataFrame,
+    positions: Sequence[int] | np.ndarray | None = None,
+    names: Iterable[str] | None = None,
+    *,
+    keep_nulls: bool = False,
+) -> list[dict[str, Any]]:
+    """Rows of ``frame`` (those at ``positions``; default all) as dicts of the columns ``names``
+    (default all): the values given, and with ``keep_nulls`` the others as ``None``."""
+    rows = frame if positions is None else frame.iloc[np.asarray(positions, dtype=np.intp)]
+    records: list[dict[str, Any]] = [{} for _ in range(len(rows))]
+    for name in list(frame.columns) if names is None else names:
+        for record, value in zip(records, rows[name].tolist(), strict=True):
+            if value is not None and (
+                value is not pd.NA and not (isinstance(value, float) and np.isnan(value))
+            ):
+                record[name] = value
+            elif keep_nulls:
+                record[name] = None
+    return records
+
+
+def _clean(column: pd.Series) -> pd.Series:
+    """Values trimmed, blanks as nulls (``_clean`` of :mod:`listsync.client.models`)."""
+    trimmed = column.str.strip()
+    return trimmed.where(trimmed.str.len() > 0)
+
+
+def identities(frame: pd.DataFrame) -> pd.Series:
+    """Each person's identity (:func:`~listsync.client.models.person_identity`), null when none."""
+
+    def field(name: str) -> pd.Series:
+        if name in frame.columns:
+            return _clean(frame[name].astype(TEXT))
+        return pd.Series(pd.NA, index=frame.index, dtype=TEXT)
+
+    email, url, phone = field("email"), field("network_profile_url"), field("phone_number")
+    name = "name:" + field("first_name") + " " + field("last_name")
+    return ("email:" + email.str.lower()).fillna("url:" + url).fillna("phone:" + phone).fillna(name)
+
+
+def record_fields(record: PersonRecord) -> dict[str, Any]:
+    """The person fields a record (a model or a mapping) holds, as they are."""
+    if isinstance(record, BaseModel):
+        values, present = vars(record), record.model_fields_set
+        return {name: values[name] for name in PERSON_FIELDS if name in present}
+    return {name: record[name] for name in PERSON_FIELDS if name in record}
+
+
+def wire(value: Any) -> Any:
+    """``value`` as JSON-ready data: models dumped as their wire form, lists item by item."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if isinstance(value, list | tuple):
+        return [wire(item) for item in value]
+    return value
+
+
+def records_frame(
+    records: Iterable[tuple[str | None, Mapping[str, Any]]], names: Sequence[str]
+) -> pd.DataFrame:
+    """A frame of ``(account domain, person fields)`` pairs with the columns ``names``."""
+    domains: list[str | None] = []
+    columns: dict[str, list[Any]] = {name: [] for name in names}
+    for domain, fields in records:
+        domains.append(domain)
+        for name, values in columns.items():
+            value = fields.get(name)
+            values.append(wire(value) if name in OBJECT_FIELDS else value)
+    frame = pd.DataFrame({name: field_column(name, values) for name, values in columns.items()})
+    frame.insert(0, ACCOUNT_DOMAIN, text_column(domains))
+    return frame
+
+
+@dataclass
+class ListPeople:
+    """The List's people as columns (:func:`list_frame`).
+
+    :ivar frame: the identified people, in List order: ``domain`` (their account's, normalised
+        like the extract's), ``identity``, ``url_key`` and every person field.
+    :ivar read: every person read, the unidentified included.
+    """
+
+    frame: pd.DataFrame
+    read: int
+
+    @property
+    def unidentified(self) -> int:
+        """List people with no identity (left alone by a plan)."""
+        return self.read - len(self.frame)
+
+
+def list_frame(records: Iterable[PersonRecord]) -> ListPeople:
+    """The List's people as columns, built :data:`BATCH` people at a time.
+
+    :param records: the List's people as read: ``ListedPerson`` models, or the JSON objects the
+        service sent (``iter_targetable_people_records``), whose field types are checked here as
+        the client's ``ListedPerson`` would (:class:`~listsync.client.errors.UnexpectedResponseError`).
+    """
+    batches: list[pd.DataFrame] = []
+    read = 0
+    batch: list[PersonRecord] = []
+    for record in records:
+        batch.append(record)
+        if len(batch) == BATCH:
+            batches.append(_list_batch(batch))
+            read += len(batch)
+            batch = []
+    if batch or not batches:
+        batches.append(_list_batch(batch))
+        read += len(batch)
+    frame = pd.concat(batches, ignore_index=True) if len(batches) > 1 else batches[0]
+    return ListPeople(frame, read)
+
+
+def _list_batch(batch: list[PersonRecord]) -> pd.DataFrame:
+    try:
+        frame = _columns(batch)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, ValidationError) as error:
+        raise UnexpectedResponseError(
+            200, "GET", "targetable-people", f"cannot read a List person: {_first_error(error)}"
+        ) from None
+    frame.insert(1, "domain", list_domains(frame[ACCOUNT_DOMAIN]))
+    normalised = frame.assign(network_profile_url=_list_urls(frame["network_profile_url"]))
+    frame["url_key"] = _clean(normalised["network_profile_url"])
+    frame[IDENTITY] = identities(normalised)
+    del frame[ACCOUNT_DOMAIN]  # as the List holds it: planning needs the normalised one only
+    return frame[frame[IDENTITY].notna().to_numpy()].reset_index(drop=True)
+
+
+def _columns(batch: list[PersonRecord]) -> pd.DataFrame:
+    """A batch of List people as columns: models as they are, JSON objects checked like a model
+    (text must be text, ``target`` a boolean; lists by the model itself)."""
+    if all(isinstance(record, BaseModel) for record in batch):
+        return records_frame(((_domain_of(record), record_fields(record)) for record in batch), PERSON_FIELDS)
+    objects = [record if type(record) is dict else _as_dict(record) for record in batch]
+    present = set().union(*objects) if objects else set()
+    for name in ("personas", "connection_paths"):
+        if name in present:
+            for record in objects:
+                if record.get(name) is not None:
+                    ListedPerson.model_validate(record)  # the model says what is wrong, if anything
+    columns: dict[str, pd.Series] = {}
+    for name in PERSON_FIELDS:
+        values = [record.get(name) for record in objects] if name in present else [None] * len(objects)
+        if name == "target":
+            pa.array(values, type=pa.bool_())  # a boolean or nothing, as the model accepts
+        columns[name] = field_column(name, values)
+    frame = pd.DataFrame(columns)
+    domains = [record.get(ACCOUNT_DOMAIN, record.get("accountDomain")) for record in objects]
+    frame.insert(0, ACCOUNT_DOMAIN, text_column(domains))
+    return frame
+
+
+def _as_dict(record: PersonRecord) -> Mapping[str, Any]:
+    return record.model_dump() if isinstance(record, BaseModel) else record
+
+
+def _domain_of(record: PersonRecord) -> str | None:
+    value = getattr(record, ACCOUNT_DOMAIN, None)
+    return value if isinstance(value, str) and value else None
+
+
+def _first_error(error: Exception) -> str:
+    if isinstance(error, ValidationError):
+        return str(error.errors()[0]["msg"])
+    return str(error)
+
+
+def _normalised(column: pd.Series, rule: Callable[[Any], Any], fallback: pd.Series) -> pd.Series:
+    """``column`` normalised by ``rule``; a value the rule rejects becomes its ``fallback``."""
+    result = normalize_column(column.astype(object).where(column.notna(), None), rule)
+    values = text_column(result.values)
+    if result.errors:
+        failed = np.zeros(len(values), dtype=bool)
+        failed[list(result.errors)] = True
+        values = values.where(~failed, fallback)
+    return values
+
+
+def list_domains(domains: pd.Series) -> pd.Series:
+    """List account domains normalised like the extract's (:func:`~listsync.sync.people.plan.list_domain`):
+    a domain the rules reject is matched as it is, trimmed and lower-cased; a missing one is ``""``."""
+    text = domains.astype(TEXT)
+    return _normalised(text, normalize_domain, text.str.strip().str.lower()).fillna("")
+
+
+def _list_urls(urls: pd.Series) -> pd.Series:
+    """List profile URLs normalised like the extract's, as they are (trimmed) where the rules refuse."""
+    return _normalised(urls, normalize_profile_url, urls.str.strip())
