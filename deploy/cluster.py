@@ -40,7 +40,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -401,6 +401,9 @@ class Options:
     """How ``start`` builds the cluster; the defaults are those of ``make cluster``."""
 
     emulator_config: Path = REPO / "examples" / "emulator.yaml"
+    # The emulator's command, to which ``--port`` and ``--config`` are added; empty: ``listsync
+    # emulator``. A benchmark gives its own, serving the same emulator with its List preloaded.
+    emulator_command: Sequence[str] = ()
     # Environment settings on top of deploy/airflow.env.
     overrides: Mapping[str, str] = field(default_factory=dict)
     # An airflow_local_settings.py (cluster policies) for the Airflow home's config folder.
@@ -466,7 +469,8 @@ def _start(state: State, options: Options) -> None:
     if options.local_settings is not None:
         shutil.copy(options.local_settings, home / "config" / "airflow_local_settings.py")
 
-    emulator = [str(BIN / "listsync"), "emulator", "--port", str(ports["emulator"])]
+    command = options.emulator_command or [str(BIN / "listsync"), "emulator"]
+    emulator = [*command, "--port", str(ports["emulator"])]
     processes = {"emulator": launch(state, "emulator", [*emulator, "--config", str(options.emulator_config)])}
     warehouse = endpoints["warehouse"]
     seed = [sys.executable, str(REPO / "examples" / "generate_data.py"), "--no-sqlite"]
