@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -153,7 +153,7 @@ class _PeopleApplier:
         sizes: Mapping[str, int],
         max_accounts: int,
         progress: ProgressLogger,
-        reread: Callable[[list[str]], list[Any]],
+        reread: Callable[[list[str]], Iterable[Any]],
     ) -> None:
         self.client = client
         self.reread = reread

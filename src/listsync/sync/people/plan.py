@@ -39,7 +39,7 @@ from listsync.sync.prepare import ACCOUNT_DOMAIN, PERSON_FIELDS
 Column: TypeAlias = pd.Series | pa.Array | pa.ChunkedArray
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PlannedAdd:
     """A person to add to an account row; ``person`` holds the fields to send (no ``None``)."""
 
@@ -48,7 +48,7 @@ class PlannedAdd:
     person: dict[str, Any]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PlannedPatch:
     """Changed fields of a List person: ``changes`` maps field → ``(before, after)``.
 
@@ -69,7 +69,7 @@ class PlannedPatch:
         return {name: after for name, (_before, after) in self.changes.items()}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PlannedDelete:
     """A List person to remove, found by their identity (§4.6).
 

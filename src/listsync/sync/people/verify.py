@@ -15,7 +15,7 @@ from listsync.sync.people.plan import (
     PlannedPatch,
     item_key,
 )
-from listsync.sync.people.read import difference, people_index, read_accounts
+from listsync.sync.people.read import difference, looked_up_keys, people_index, read_accounts
 from listsync.sync.plan import wait_for_late_writes
 
 if TYPE_CHECKING:
@@ -57,7 +57,10 @@ def verify_people(
     wait_for_late_writes(client, result.settle_after if result.unknown else None)
     domains = sorted({item.account_domain for _, item in items})
     listed, verification.filter = read_accounts(client, table_id, domains, page_size, plan.current_people)
-    index = people_index(listed)
+    wanted: dict[str, set[str]] = {}
+    for _, item in items:
+        wanted.setdefault(item.account_domain, set()).update(looked_up_keys(item))
+    index = people_index(listed, wanted)  # only the people the items look for are kept
     for kind, item in items:
         key = item_key(item)
         problem = difference(item, index.get(item.account_domain, {}))
