@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +22,6 @@ from .emulated import (
     UNKNOWN_SIGNAL_ROWS,
     DictStore,
     FakeClock,
-    client_for,
-    emulator_on,
     fail_next_batch,
     ingested_references,
     mixed_rows,
@@ -32,23 +29,6 @@ from .emulated import (
 )
 
 MAPPING = EventMapping(**MAPPING_COLUMNS)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def base_url(clock: FakeClock) -> Iterator[str]:
-    with emulator_on(clock) as url:
-        yield url
-
-
-@pytest.fixture
-def client(base_url: str, clock: FakeClock) -> Iterator[ListSyncClient]:
-    with client_for(base_url, clock) as client:
-        yield client
 
 
 def frames(rows: list[dict[str, str]], chunk: int = 64) -> list[pd.DataFrame]:

@@ -28,9 +28,6 @@ from .emulated import (
     MAPPING_COLUMNS,
     SIGNAL_TYPES,
     DictStore,
-    FakeClock,
-    client_for,
-    emulator_on,
     fail_next_batch,
     ingested_references,
     mixed_rows,
@@ -38,23 +35,6 @@ from .emulated import (
 )
 
 MAPPING = EventMapping(**MAPPING_COLUMNS)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def base_url(clock: FakeClock) -> Iterator[str]:
-    with emulator_on(clock) as url:
-        yield url
-
-
-@pytest.fixture
-def client(base_url: str, clock: FakeClock) -> Iterator[ListSyncClient]:
-    with client_for(base_url, clock) as client:
-        yield client
 
 
 class Frames:
