@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from child_emulator import SERVE_FLAG, ChildEmulator, serve_until_stdin_closes
+from rss import peak_rss_mib
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 RESULTS = Path(__file__).with_name("RESULTS.md")
@@ -118,17 +118,6 @@ def measure(args: argparse.Namespace) -> None:
         "listsync": str(Path(listsync.__file__).parent.parent),
     }
     print(json.dumps(figures), flush=True)
-
-
-def peak_rss_mib() -> float:
-    """This process's peak RSS since it started its program. (``ru_maxrss`` is not: Linux keeps
-    across ``exec`` the peak a forked child inherited, here that of the benchmark's own process.)"""
-    status = Path("/proc/self/status")
-    if status.exists():
-        for line in status.read_text(encoding="ascii").splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024  # kB
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
 def run_child(src: Path, csv: Path, *, reference: bool, url: str | None = None) -> dict[str, Any]:

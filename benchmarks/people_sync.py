@@ -42,7 +42,6 @@ import math
 import os
 import platform
 import random
-import resource
 import subprocess
 import sys
 import tempfile
@@ -56,6 +55,7 @@ from typing import Any
 import httpx
 import pandas as pd
 from child_emulator import SERVE_FLAG, ChildEmulator, requests_by_kind, serve_until_stdin_closes
+from rss import peak_rss_mib
 
 from listsync.client import ListedPerson, ListSyncClient
 from listsync.client.models import validate_person
@@ -287,10 +287,6 @@ def naive(frame: pd.DataFrame, current: list[ListedPerson]) -> tuple[int, int, f
 
 def minimum_requests(people: int, accounts: int) -> int:
     return max(math.ceil(people / 500), math.ceil(accounts / 100)) if people else 0
-
-
-def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
 def timed(seconds: dict[str, float], phase: str, started: float) -> None:

@@ -8,8 +8,10 @@ holds the same rows with 5% of their non-key cells changed (22,050 cells at 50,0
 random over rows and columns) plus 2% new rows. Runs, each against a fresh emulator in a child
 process:
 
-- phases: ``prepare_rows``, ``read_list_rows`` and ``plan_rows_upsert`` timed one by one, with
-  the peak RSS they add to the process (which already holds the extract frame);
+- phases: ``prepare_rows``, ``read_list_rows`` and ``plan_rows_upsert`` timed one by one in a
+  fresh process that reads the extract as a sync does, from a Parquet file through
+  ``read_extract`` in chunks, with that process's peak RSS (``VmHWM``) and what the phases added
+  to it;
 - ours: ``upsert_rows`` (prepare, read the List by key, canonical diff, chunked writes of the
   changed cells and new rows only);
 - naive: the same preparation and List read, then every cell of every existing row rewritten
@@ -25,11 +27,14 @@ issue 15 (500,000 rows): prepare + plan <= 10 s and <= 1 GB.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import platform
 import random
-import resource
+import subprocess
+import sys
+import tempfile
 import time
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
@@ -37,6 +42,7 @@ from typing import Any
 
 import pandas as pd
 from child_emulator import SERVE_FLAG, ChildEmulator, requests_by_kind, serve_until_stdin_closes
+from rss import peak_rss_mib
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 TABLE = "tbl_rows_bench"
@@ -162,33 +168,54 @@ def serve_emulator(existing: int) -> None:
 # -- the runs -----------------------------------------------------------------------------------
 
 
-def phases(url: str, frame: pd.DataFrame) -> dict[str, float]:
-    """Seconds of prepare, read List and plan, and the MiB of peak RSS they added."""
+MEASURE_FLAG = "--measure-phases"
+
+
+def write_parquet(frame: pd.DataFrame, path: Path) -> None:
+    """The extract as a typed Parquet file (numbers, dates, the JSON column as a struct)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
+
+
+def phases(url: str, extract: Path) -> dict[str, float]:
+    """In a fresh process: seconds of prepare (the Parquet extract read in chunks), read List and
+    plan; this process's peak RSS through them, and what they added to it."""
     from listsync.client import ListSyncClient
     from listsync.sync.prepare import prepare_rows
     from listsync.sync.rejects import Rejects
     from listsync.sync.rows import plan_rows_upsert, read_list_rows
+    from listsync.sync.sources import read_extract
 
     before = peak_rss_mib()
     figures: dict[str, float] = {}
     column_map = {column: column for column in COLUMNS}
     with ListSyncClient(url, API_KEY, timeout=120.0) as client:
         started = time.perf_counter()
-        prepared = prepare_rows([frame], column_map, "domain", rejects=Rejects())
+        prepared = prepare_rows(read_extract(extract), column_map, "domain", rejects=Rejects())
         figures["prepare"] = time.perf_counter() - started
         started = time.perf_counter()
         current, _ = read_list_rows(client, TABLE, "domain", prepared.frame.columns, key_kind="domain")
         figures["read List"] = time.perf_counter() - started
         started = time.perf_counter()
-        plan_rows_upsert(prepared.frame, current, key_column="domain")
+        plan = plan_rows_upsert(prepared.frame, current, key_column="domain")
         figures["plan"] = time.perf_counter() - started
     figures["peak MiB"] = peak_rss_mib()
+    figures["cells planned"] = len(plan.changes)
+    figures["rows planned"] = len(plan.additions)
     figures["added peak MiB"] = figures["peak MiB"] - before
     return figures
 
 
-def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+def measured_phases(url: str, extract: Path) -> dict[str, float]:
+    """:func:`phases` in a fresh process, whose peak is the sync's alone (not this one's frame)."""
+    command = [sys.executable, __file__, MEASURE_FLAG, str(extract), "--url", url]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise RuntimeError(f"the phases failed:\n{done.stderr[-3000:]}")
+    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
 
 
 def ours(url: str, frame: pd.DataFrame) -> tuple[dict[str, Any], float, dict[str, Any], float]:
@@ -256,8 +283,13 @@ def main() -> None:
         "--phases-only", action="store_true", help="time the phases only, not the upserts end to end"
     )
     parser.add_argument(SERVE_FLAG, action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(MEASURE_FLAG, type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
     existing, new = split(args.rows)
+    if args.measure_phases:
+        print(json.dumps(phases(args.url, args.measure_phases)))
+        return
     if args.serve_emulator:
         serve_emulator(existing)
         return
@@ -265,15 +297,20 @@ def main() -> None:
 
     frame, changed_cells = extract_frame(existing, new)
     child = (__file__, "--rows", str(args.rows))
-    with ChildEmulator(*child) as url:
-        measured = phases(url, frame)
+    with tempfile.TemporaryDirectory() as folder, ChildEmulator(*child) as url:
+        extract = Path(folder) / "extract.parquet"
+        write_parquet(frame, extract)
+        measured = measured_phases(url, extract)
     lines = [
         f"List: {existing:,} rows x {len(COLUMNS)} columns; extract: {len(frame):,} rows "
         f"({changed_cells:,} cells changed = {CHANGED_FRACTION:.0%} of non-key cells, {new:,} new rows)",
         f"phases: prepare {measured['prepare']:.2f} s, read List {measured['read List']:.2f} s, "
         f"plan {measured['plan']:.2f} s; prepare + plan {measured['prepare'] + measured['plan']:.2f} s; "
-        f"peak RSS of the process through the phases {measured['peak MiB']:,.0f} MiB, of which the "
-        f"phases added {measured['added peak MiB']:,.0f} MiB to the process holding the extract frame",
+        f"peak RSS of the syncing process (reading the extract from Parquet) through the phases "
+        f"{measured['peak MiB']:,.0f} MiB, of which the phases added {measured['added peak MiB']:,.0f} MiB "
+        "to the process as started",
+        f"planned: {measured['cells planned']:,} cell updates (of {changed_cells:,} changed), "
+        f"{measured['rows planned']:,} rows to add (of {new:,} new)",
     ]
     if args.phases_only:
         report(lines, args)

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from listsync.client.models import ListedPerson, is_merged_on_add, person_identity
+from listsync.sync.people import plan as planning
 from listsync.sync.people import plan_people_sync
 from listsync.sync.people.plan import list_domain, normalised_list_fields, person_fields, person_keys
 
@@ -104,23 +105,30 @@ def reference(source: dict[str, dict[str, dict[str, Any]]], current: list[Listed
     return adds, patched, conflicts, deletes, repairs
 
 
-@pytest.mark.parametrize("seed", range(100))
-def test_the_plan_matches_people_as_one_at_a_time_would(seed: int) -> None:
+def random_sync(
+    seed: int, people: int = 12
+) -> tuple[dict[str, dict[str, dict[str, Any]]], list[ListedPerson], bool]:
+    """A random extract (account domain -> identity -> person), List and mode (mirror or not)."""
     rng = random.Random(seed)
     current = [
         ListedPerson.model_validate(
             {"accountDomain": rng.choice(DOMAINS), "rowId": f"row_{n}", **random_person(rng)}
         )
-        for n in range(rng.randint(0, 12))
+        for n in range(rng.randint(0, people))
     ]
     source: dict[str, dict[str, dict[str, Any]]] = {}
-    for _ in range(rng.randint(0, 12)):
+    for _ in range(rng.randint(0, people)):
         person = random_person(rng)
         identity = person_identity(person)
         if identity is None:  # prepare_people rejects such a row
             continue
         source.setdefault(rng.choice(DOMAINS), {}).setdefault(identity, person)
-    mirror = rng.random() < 0.5
+    return source, current, rng.random() < 0.5
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_the_plan_matches_people_as_one_at_a_time_would(seed: int) -> None:
+    source, current, mirror = random_sync(seed)
 
     plan = plan_people_sync(source, current, mode="mirror" if mirror else "upsert", overwrite_with_null=True)
 
@@ -132,3 +140,27 @@ def test_the_plan_matches_people_as_one_at_a_time_would(seed: int) -> None:
     assert plan.conflicts == len(conflicts)
     assert [(delete.account_domain, delete.identity) for delete in plan.deletes] == deletes
     assert [(repair.account_domain, repair.identity, repair.copy) for repair in plan.repairs] == repairs
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_plan_made_a_few_keys_pairs_and_writes_at_a_time_is_the_plan_made_at_once(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Large Lists are numbered, compared and made into writes in pieces; tiny pieces must change nothing.
+    source, current, mirror = random_sync(seed, people=40)
+    mode = "mirror" if mirror else "upsert"
+    whole = plan_people_sync(source, current, mode=mode, overwrite_with_null=True)
+
+    monkeypatch.setattr(planning, "KEYS_AT_ONCE", 3)
+    monkeypatch.setattr(planning, "PAIRS_AT_ONCE", 2)
+    monkeypatch.setattr(planning.PlannedWrites, "BATCH", 3)
+    pieces = plan_people_sync(source, current, mode=mode, overwrite_with_null=True)
+
+    assert list(pieces.entries()) == list(whole.entries())
+    assert [patch.current for patch in pieces.patches] == [patch.current for patch in whole.patches]
+    assert (pieces.unchanged, pieces.conflicts, pieces.list_duplicates) == (
+        whole.unchanged,
+        whole.conflicts,
+        whole.list_duplicates,
+    )
+    assert pieces.size == whole.size

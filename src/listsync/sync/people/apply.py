@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -235,7 +235,7 @@ class _PeopleApplier:
         for key in adds.written:
             self.result.written[key] = "patch"
 
-    def remove_copies(self, repairs: list[PlannedDelete]) -> None:
+    def remove_copies(self, repairs: Sequence[PlannedDelete]) -> None:
         """Delete the extra copies of people the List holds several times (counted apart)."""
         if not repairs:
             return
@@ -244,10 +244,12 @@ class _PeopleApplier:
         self.result.deleted -= len(report.written)
         self.result.copies_removed += len(report.written)
 
-    def settle_adds(self, adds: list[PlannedAdd]) -> None:
+    def settle_adds(self, adds: Iterable[PlannedAdd]) -> None:
         """Re-read the accounts of adds of unknown outcome; send again only the people still absent."""
-        by_key = {item_key(add): add for add in adds}
         result = self.result
+        if not any(kind == "add" for kind, _ in result.unknown.values()):
+            return
+        by_key = {item_key(add): add for add in adds}
         for _attempt in range(1, MAX_ADD_ATTEMPTS):
             pending = [
                 by_key[key] for key, (kind, _) in result.unknown.items() if kind == "add" and key in by_key

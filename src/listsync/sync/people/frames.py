@@ -41,8 +41,10 @@ __all__ = [
     "given",
     "identities",
     "list_frame",
+    "one_chunk",
     "record_fields",
     "records_frame",
+    "text_chunks",
     "text_column",
     "wire",
 ]
@@ -65,6 +67,13 @@ BATCH = 20_000
 def text_column(values: Sequence[Any] | np.ndarray) -> pd.Series:
     """Text values (``None`` for missing) as an Arrow string column."""
     return pd.Series(pa.array(values, type=pa.string(), from_pandas=True), dtype=TEXT)
+
+
+def one_chunk(chunks: Sequence[pa.Array]) -> pd.Series:
+    """A text column of ``chunks`` joined into one Arrow array. Arrow joins a column's chunks
+    before it takes rows from them, so a plan that takes rows a slice at a time from a column of
+    many chunks would copy the whole column for each slice."""
+    return pd.Series(pd.arrays.ArrowExtensionArray(pa.chunked_array(chunks, TEXT_ARROW).combine_chunks()))
 
 
 def field_column(name: str, values: Sequence[Any] | np.ndarray) -> pd.Series:
@@ -191,7 +200,17 @@ def list_frame(records: Iterable[PersonRecord]) -> ListPeople:
         batches.append(_list_batch(batch))
         read += len(batch)
     frame = pd.concat(batches, ignore_index=True) if len(batches) > 1 else batches[0]
+    batches.clear()
+    for name in frame.columns:  # a column at a time, so only one is ever held twice
+        if frame[name].dtype == TEXT:
+            frame[name] = one_chunk(text_chunks(frame[name]))
     return ListPeople(frame, read)
+
+
+def text_chunks(column: pd.Series) -> list[pa.Array]:
+    """The Arrow chunks of a text column (no copy)."""
+    array = pa.array(column.array).cast(TEXT_ARROW)
+    return array.chunks if isinstance(array, pa.ChunkedArray) else [array]
 
 
 def _list_batch(batch: list[PersonRecord]) -> pd.DataFrame:

@@ -4,9 +4,9 @@ pure, no I/O."""
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, Generic, TypeAlias, TypeVar, overload
 
 import numpy as np
 import pandas as pd
@@ -83,6 +83,57 @@ class PlannedDelete:
     copy: int = 0
 
 
+WriteT = TypeVar("WriteT", "PlannedAdd", "PlannedPatch", "PlannedDelete")
+
+
+class PlannedWrites(Sequence[WriteT], Generic[WriteT]):
+    """Planned writes of one kind, held as the columns they are made of (the few rows of the
+    extract and the List they need) and made objects a batch at a time as they are read: a plan of
+    a large List holds hundreds of thousands of writes, most of them only counted or sent once.
+
+    :param count: how many writes.
+    :param make: the writes from ``start`` to ``stop``, as objects.
+    """
+
+    #: Writes made objects at a time while iterating.
+    BATCH = 10_000
+
+    def __init__(self, count: int = 0, make: Callable[[int, int], list[WriteT]] | None = None) -> None:
+        self._count = count
+        self._make: Callable[[int, int], list[WriteT]] = make or (lambda _start, _stop: [])
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[WriteT]:
+        for start in range(0, self._count, self.BATCH):
+            yield from self._make(start, min(start + self.BATCH, self._count))
+
+    @overload
+    def __getitem__(self, index: int) -> WriteT: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[WriteT]: ...
+    def __getitem__(self, index: int | slice) -> WriteT | list[WriteT]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._count)
+            made = self._make(start, stop) if step == 1 and start < stop else []
+            return made if step == 1 else [self[i] for i in range(start, stop, step)]
+        position = index + self._count if index < 0 else index
+        if not 0 <= position < self._count:
+            raise IndexError(index)
+        return self._make(position, position + 1)[0]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PlannedWrites({len(self)})"
+
+
 @dataclass
 class PeoplePlan:
     """What a people sync will write, and the counts a summary needs.
@@ -102,10 +153,10 @@ class PeoplePlan:
         copy of each is kept, these are deleted.
     """
 
-    adds: list[PlannedAdd] = field(default_factory=list)
-    patches: list[PlannedPatch] = field(default_factory=list)
-    deletes: list[PlannedDelete] = field(default_factory=list)
-    repairs: list[PlannedDelete] = field(default_factory=list)
+    adds: Sequence[PlannedAdd] = field(default_factory=PlannedWrites)
+    patches: Sequence[PlannedPatch] = field(default_factory=PlannedWrites)
+    deletes: Sequence[PlannedDelete] = field(default_factory=PlannedWrites)
+    repairs: Sequence[PlannedDelete] = field(default_factory=PlannedWrites)
     unchanged: int = 0
     source_people: int = 0
     current_people: int = 0
@@ -344,23 +395,35 @@ class _Planner:
         claimed[removed] = True  # removed here, not by the mirror deletes
         self.result.repairs = self._deletes(removed, number[order][extra].tolist())
 
-    def _deletes(self, positions: np.ndarray, copies: Iterable[int] | None = None) -> list[PlannedDelete]:
-        keys = frame_records(self.list, positions, ["domain", IDENTITY])
-        people = frame_records(self.list, positions, PERSON_FIELDS)
-        return [
-            PlannedDelete(key["domain"], key[IDENTITY], _match_of(person, key[IDENTITY]), copy)
-            for key, person, copy in zip(keys, people, copies or [0] * len(positions), strict=True)
-        ]
+    def _deletes(
+        self, positions: np.ndarray, copies: Sequence[int] | None = None
+    ) -> PlannedWrites[PlannedDelete]:
+        people = _rows(self.list, positions, ["domain", IDENTITY, *PERSON_FIELDS])
+        numbers = np.zeros(len(positions), dtype=np.int64) if copies is None else np.asarray(copies)
+
+        def make(start: int, stop: int) -> list[PlannedDelete]:
+            deletes = []
+            for person, copy in zip(
+                frame_records(people, np.arange(start, stop)), numbers[start:stop].tolist(), strict=True
+            ):
+                domain, identity = person.pop("domain"), person.pop(IDENTITY)
+                deletes.append(PlannedDelete(domain, identity, _match_of(person, identity), copy))
+            return deletes
+
+        return PlannedWrites(len(positions), make)
 
     def _adds(self, positions: np.ndarray) -> None:
-        present = self.wanted.present
-        keys = frame_records(self.source, positions, [ACCOUNT_DOMAIN, IDENTITY])
-        people = frame_records(self.source, positions, self.wanted.carried)
-        for position, key, given_fields in zip(positions, keys, people, strict=True):
-            person = given_fields
-            if present is not None:
-                person = {name: value for name, value in given_fields.items() if present[name][position]}
-            self.result.adds.append(PlannedAdd(key[ACCOUNT_DOMAIN], key[IDENTITY], person))
+        # A field an extract person does not give is a null here, and frame_records leaves it out.
+        people = _rows(self.source, positions, [ACCOUNT_DOMAIN, IDENTITY, *self.wanted.carried])
+
+        def make(start: int, stop: int) -> list[PlannedAdd]:
+            adds = []
+            for person in frame_records(people, np.arange(start, stop)):
+                domain, identity = person.pop(ACCOUNT_DOMAIN), person.pop(IDENTITY)
+                adds.append(PlannedAdd(domain, identity, person))
+            return adds
+
+        self.result.adds = PlannedWrites(len(positions), make)
 
     def _patches(self, positions: np.ndarray, matches: np.ndarray) -> None:
         """Compare each matched pair field by field; patch the pairs that differ."""
@@ -370,22 +433,46 @@ class _Planner:
             differs |= mask
         self.result.unchanged += int((~differs).sum())
         offsets = np.flatnonzero(differs)
-        domains = self.source[ACCOUNT_DOMAIN].iloc[positions[offsets]].tolist()
-        identities = self.list[IDENTITY].iloc[matches[offsets]].tolist()
-        wanted = frame_records(self.source, positions[offsets], list(changed), keep_nulls=True)
-        currents = frame_records(self.list, matches[offsets], PERSON_FIELDS)
-        for offset, domain, identity, values, current in zip(
-            offsets, domains, identities, wanted, currents, strict=True
-        ):
-            changes = {
-                name: (current.get(name), values[name]) for name, mask in changed.items() if mask[offset]
-            }
-            match = _match_of(current, identity)
-            self.result.patches.append(PlannedPatch(domain, identity, match, changes, current))
+        names = list(changed)
+        wanted = _rows(self.source, positions[offsets], [ACCOUNT_DOMAIN, *names])
+        current = _rows(self.list, matches[offsets], [IDENTITY, *PERSON_FIELDS])
+        masks = {name: mask[offsets] for name, mask in changed.items()}
+
+        def make(start: int, stop: int) -> list[PlannedPatch]:
+            span = np.arange(start, stop)
+            patches = []
+            for offset, values, person in zip(
+                span.tolist(),
+                frame_records(wanted, span, [ACCOUNT_DOMAIN, *names], keep_nulls=True),
+                frame_records(current, span),
+                strict=True,
+            ):
+                identity = person.pop(IDENTITY)
+                changes = {name: (person.get(name), values[name]) for name in names if masks[name][offset]}
+                patches.append(
+                    PlannedPatch(
+                        values[ACCOUNT_DOMAIN], identity, _match_of(person, identity), changes, person
+                    )
+                )
+            return patches
+
+        self.result.patches = PlannedWrites(len(offsets), make)
 
     def _changed(self, name: str, positions: np.ndarray, matches: np.ndarray) -> np.ndarray:
         """Which matched pairs differ in field ``name``: a given value the List does not hold, or,
-        with ``overwrite_with_null``, a null where the List holds a value."""
+        with ``overwrite_with_null``, a null where the List holds a value. Compared
+        :data:`PAIRS_AT_ONCE` pairs at a time, so that only their values are copied out of the frames."""
+        return np.concatenate(
+            [
+                self._changed_pairs(
+                    name, positions[start : start + PAIRS_AT_ONCE], matches[start : start + PAIRS_AT_ONCE]
+                )
+                for start in range(0, len(positions), PAIRS_AT_ONCE)
+            ]
+            or [np.zeros(0, dtype=bool)]
+        )
+
+    def _changed_pairs(self, name: str, positions: np.ndarray, matches: np.ndarray) -> np.ndarray:
         desired = self.source[name].iloc[positions].reset_index(drop=True)
         before = self.list[name].iloc[matches].reset_index(drop=True)
         present = self.wanted.present
@@ -455,6 +542,15 @@ class _OtherKeys:
 _OTHER_KEY_FIELDS = ("network_profile_url", "phone_number", "first_name", "last_name")
 
 
+#: Matched pairs compared at once, field by field (:meth:`_Planner._changed`).
+PAIRS_AT_ONCE = 100_000
+
+#: About how many keys are numbered at once by :func:`_codes`: the table Arrow builds to number
+#: text holds the distinct values, so numbering every key of a large List at once would take
+#: hundreds of MB for an instant (250 MiB at 1,000,000 people).
+KEYS_AT_ONCE = 500_000
+
+
 def _codes(
     list_domains: Column,
     list_keys: list[Column],
@@ -462,17 +558,27 @@ def _codes(
     source_keys: list[Column],
 ) -> np.ndarray:
     """One integer per (account domain, key), equal for equal pairs (-1 where the key is null): the
-    List's keys, then the extract's, each list of keys one after the other. Domains and keys are
-    numbered apart, then the pairs of numbers: no text is built."""
-    domains = [list_domains] * len(list_keys) + [source_domains] * len(source_keys)
-    domain_codes = _numbered(domains)
-    key_codes = _numbered([*list_keys, *source_keys])
-    given = key_codes >= 0
-    if not given.any():
-        return np.full(len(key_codes), -1, dtype=np.int64)
-    pairs = domain_codes[given] * (int(key_codes.max()) + 1) + key_codes[given]
-    codes = np.full(len(key_codes), -1, dtype=np.int64)
-    codes[given] = pd.factorize(pairs)[0]
+    List's keys, then the extract's, each list of keys one after the other. Domains are numbered
+    first; then the keys of a share of the domains at a time (about :data:`KEYS_AT_ONCE` keys), and
+    the pairs of numbers within that share: equal pairs have equal domains, so they meet in one
+    share. No text is built."""
+    domain_codes = _numbered([list_domains] * len(list_keys) + [source_domains] * len(source_keys))
+    keys = pa.chunked_array(
+        [chunk for key in [*list_keys, *source_keys] for chunk in _arrow(key).chunks], TEXT_ARROW
+    )
+    codes = np.full(len(domain_codes), -1, dtype=np.int64)
+    given = pc.is_valid(keys).to_numpy(zero_copy_only=False) if len(keys) else np.empty(0, dtype=bool)
+    shares = max(1, -(-int(given.sum()) // KEYS_AT_ONCE))
+    numbered = 0
+    for share in range(shares):
+        in_share = given & (domain_codes % shares == share)
+        if not in_share.any():
+            continue
+        key_codes = _numbered([keys.filter(pa.array(in_share))])
+        pairs = domain_codes[in_share] * (int(key_codes.max()) + 1) + key_codes
+        local = pd.factorize(pairs)[0]
+        codes[in_share] = local + numbered
+        numbered += int(local.max()) + 1
     return codes
 
 
@@ -493,6 +599,12 @@ def _arrow(column: Column) -> pa.ChunkedArray:
     if isinstance(array, pa.Array):
         array = pa.chunked_array([array])
     return array.cast(TEXT_ARROW)
+
+
+def _rows(frame: pd.DataFrame, positions: np.ndarray, names: list[str]) -> pd.DataFrame:
+    """The columns ``names`` of the rows of ``frame`` at ``positions``, copied into columns of their
+    own: a plan keeps these, not the whole extract or List."""
+    return frame[names].take(positions).reset_index(drop=True)
 
 
 def _index(list_codes: np.ndarray, size: int, codes_count: int) -> tuple[np.ndarray, np.ndarray]:

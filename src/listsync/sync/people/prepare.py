@@ -28,10 +28,11 @@ from listsync.sync.people.frames import (
     IDENTITY,
     OBJECT_FIELDS,
     TEXT,
-    TEXT_ARROW,
     field_column,
     frame_records,
     identities,
+    one_chunk,
+    text_chunks,
     text_column,
     wire,
 )
@@ -114,8 +115,9 @@ class PeoplePreparer:
                     np.concatenate([part[name].to_numpy(dtype=object) for part in parts])
                 )
             else:
-                chunks = [chunk for part in parts for chunk in _chunks(part[name])]
-                columns[name] = pd.Series(pd.arrays.ArrowExtensionArray(pa.chunked_array(chunks, TEXT_ARROW)))
+                columns[name] = one_chunk([chunk for part in parts for chunk in text_chunks(part[name])])
+            for part in parts:  # a column at a time, so only one is ever held twice
+                del part[name]
         return pd.DataFrame(columns)
 
     def _validate(self, row: MappedRow, people: pd.DataFrame, position: int) -> bool:
@@ -216,12 +218,6 @@ class PeoplePreparer:
         row = chunk.row(position)
         self._rejects.add_duplicate(row.row_number, row.original, int(first_number), key)
         self.stats.rejected += 1
-
-
-def _chunks(column: pd.Series) -> list[pa.Array]:
-    """The Arrow chunks of a text column (no copy)."""
-    array = pa.array(column.array).cast(TEXT_ARROW)
-    return array.chunks if isinstance(array, pa.ChunkedArray) else [array]
 
 
 def _record(frame: pd.DataFrame, position: int) -> dict[str, Any]:

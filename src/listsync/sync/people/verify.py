@@ -50,18 +50,23 @@ def verify_people(
     of the whole List.
     """
     settled = result.written.keys() | result.unknown.keys()
-    items = [(kind, item) for kind, item in _planned(plan) if item_key(item) in settled]
+
+    def items() -> Iterator[tuple[str, PlannedAdd | PlannedPatch | PlannedDelete]]:
+        # Made again for each pass rather than held: a large plan's writes are many objects.
+        return ((kind, item) for kind, item in _planned(plan) if item_key(item) in settled)
+
     verification = PeopleVerification()
-    if not items:
+    wanted: dict[str, set[str]] = {}
+    for _, item in items():
+        wanted.setdefault(item.account_domain, set()).update(looked_up_keys(item))
+    if not wanted:
         return verification
     wait_for_late_writes(client, result.settle_after if result.unknown else None)
-    domains = sorted({item.account_domain for _, item in items})
-    listed, verification.filter = read_accounts(client, table_id, domains, page_size, plan.current_people)
-    wanted: dict[str, set[str]] = {}
-    for _, item in items:
-        wanted.setdefault(item.account_domain, set()).update(looked_up_keys(item))
+    listed, verification.filter = read_accounts(
+        client, table_id, sorted(wanted), page_size, plan.current_people
+    )
     index = people_index(listed, wanted)  # only the people the items look for are kept
-    for kind, item in items:
+    for kind, item in items():
         key = item_key(item)
         problem = difference(item, index.get(item.account_domain, {}))
         if key in result.unknown:
