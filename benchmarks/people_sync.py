@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib
 import json
 import math
 import os
@@ -316,12 +317,11 @@ def main() -> None:
         serve_emulator(scale)
         return
     with_naive = args.naive if args.naive is not None else scale.people <= 100_000
-    try:  # as a sync does (ListSyncJob.run)
-        from listsync.sync.memory import use_returning_arrow_pool
-    except ImportError:  # the code of a revision before it (--compare)
-        pass
-    else:
-        use_returning_arrow_pool()
+    # As a sync does (ListSyncJob.run); a revision before it (--compare) chose its pool under another name.
+    memory = importlib.import_module("listsync.sync.memory")
+    returning = getattr(memory, "use_returning_allocator", getattr(memory, "use_returning_arrow_pool", None))
+    if returning is not None:
+        returning()
 
     seconds: dict[str, float] = {}
     with (

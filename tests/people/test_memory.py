@@ -3,6 +3,10 @@ much, while preparing the extract or reading the List, and only then."""
 
 from __future__ import annotations
 
+import os
+import platform
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -202,3 +206,31 @@ def test_the_operator_hands_its_limit_to_the_sync() -> None:
     assert operator.plan_sync_arguments()["max_memory"] == "2GiB"
     default = SyncTargetablePeopleOperator(task_id="d", table_id=TABLE, column_map=COLUMN_MAP, source="x.csv")
     assert default.plan_sync_arguments()["max_memory"] == "auto"
+
+
+GLIBC = platform.libc_ver()[0] == "glibc"
+
+
+@pytest.mark.parametrize(
+    ("chosen", "backend"),
+    [
+        ({}, "system" if GLIBC else "jemalloc"),  # glibc's threshold fixed: Arrow through it
+        ({"MALLOC_MMAP_THRESHOLD_": "65536"}, "system"),  # the threshold fixed by the user
+        ({"ARROW_DEFAULT_MEMORY_POOL": "mimalloc"}, "mimalloc"),  # the user's pool stays
+    ],
+)
+def test_a_sync_allocates_from_a_pool_that_gives_freed_memory_back(
+    chosen: dict[str, str], backend: str
+) -> None:
+    script = (
+        "from listsync.sync.memory import use_returning_allocator\n"
+        "use_returning_allocator()\n"
+        "import pyarrow as pa\n"
+        "print(pa.default_memory_pool().backend_name)\n"
+    )
+    left = ("ARROW_DEFAULT_MEMORY_POOL", "MALLOC_MMAP_THRESHOLD_")
+    environment = {name: value for name, value in os.environ.items() if name not in left} | chosen
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=environment, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == backend

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from listsync.sync.memory import MemoryGuard, RowCosts, use_returning_arrow_pool
+from listsync.sync.memory import MemoryGuard, RowCosts, use_returning_allocator
 from listsync.sync.options import Shard
 from listsync.sync.plan import (
     OpenableFile,
@@ -151,7 +151,7 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         :raises SyncFailedError: something failed or drifted and ``fail_on_error`` is set.
         :raises MemoryLimitError: the rows read would take more than ``max_memory``.
         """
-        use_returning_arrow_pool()
+        use_returning_allocator()
         memory = MemoryGuard(
             self.max_memory,
             self.memory_costs(),

@@ -1,7 +1,7 @@
 """The memory guard of the List syncs: fail early, with what to do, rather than run out of memory.
 
 A List sync holds every prepared extract row and every List person or row it reads as columns,
-and its planned writes as objects, so its peak grows with both. :class:`MemoryGuard` counts the
+and the rows its planned writes need, so its peak grows with both. :class:`MemoryGuard` counts the
 rows as they are read (extract chunks as they are prepared, List pages as they come) and
 estimates the peak from per-row costs measured on this code: the growth of peak RSS between runs
 at 100,000, 200,000 and 400,000 rows, each side on its own and planned in full (adds for every
@@ -29,6 +29,8 @@ compactly as read), measured on the data of benchmarks/rows_upsert.py between 10
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import math
 import os
 from collections.abc import Iterable, Iterator
@@ -45,7 +47,7 @@ __all__ = [
     "MemoryLimitError",
     "RowCosts",
     "rows_costs",
-    "use_returning_arrow_pool",
+    "use_returning_allocator",
 ]
 
 T = TypeVar("T")
@@ -143,21 +145,43 @@ class MemoryGuard:
         )
 
 
-def use_returning_arrow_pool() -> None:
-    """Make Arrow allocate from its jemalloc pool, which gives freed pages back to the system,
-    unless ``ARROW_DEFAULT_MEMORY_POOL`` chooses a pool.
+#: Under glibc, each allocation of this size or more gets pages of its own, given back to the
+#: system when it is freed (``M_MMAP_THRESHOLD``, glibc's starting value, kept fixed).
+MMAP_THRESHOLD = 128 * 1024
+_M_MMAP_THRESHOLD = -3  # mallopt's parameter number, from glibc's malloc.h
 
-    A sync's columns are built, joined and dropped a chunk at a time; under Arrow's default
-    mimalloc pool the pages freed stay with the process. Measured on the 1,000,000-people
-    benchmark: a peak of 1,090 MiB with mimalloc, 910 MiB with jemalloc. Where the Arrow build
-    has no jemalloc, the default pool stays.
+
+def use_returning_allocator() -> None:
+    """Make the memory a sync frees go back to the system, so that its peak is what it holds.
+
+    A sync builds, joins and drops columns a chunk at a time. Glibc serves large blocks from pages
+    of their own only until one is freed, then raises that threshold and serves them from a heap
+    that keeps freed pages; Arrow's mimalloc and jemalloc pools keep freed pages too, split among
+    blocks of other sizes. Here the threshold is fixed at :data:`MMAP_THRESHOLD` and Arrow allocates
+    through the C library (its system pool). Measured on the people benchmark (benchmarks/RESULTS.md),
+    a peak of 800 MiB at 1,000,000 people and 1,818 MiB at 3,000,000, against 964 and 1,963 MiB with
+    jemalloc (and 1,090 MiB with mimalloc at 1,000,000), for about 2 s more reading and planning at
+    1,000,000 (fresh pages are mapped for each block).
+
+    Where the threshold cannot be fixed (a C library without ``mallopt``), Arrow's jemalloc pool is
+    chosen instead. ``ARROW_DEFAULT_MEMORY_POOL`` and ``MALLOC_MMAP_THRESHOLD_``, when set, are left
+    to decide.
     """
+    fixed = "MALLOC_MMAP_THRESHOLD_" in os.environ or _fix_mmap_threshold()
     if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
         return
     import pyarrow as pa
 
     try:
-        pool = pa.jemalloc_memory_pool()
-    except NotImplementedError:
+        pa.set_memory_pool(pa.system_memory_pool() if fixed else pa.jemalloc_memory_pool())
+    except NotImplementedError:  # an Arrow build without jemalloc: its default pool stays
         return
-    pa.set_memory_pool(pool)
+
+
+def _fix_mmap_threshold() -> bool:
+    """Fix glibc's ``M_MMAP_THRESHOLD`` at :data:`MMAP_THRESHOLD`; whether the C library took it."""
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c")).mallopt
+    except (OSError, AttributeError, TypeError):
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
