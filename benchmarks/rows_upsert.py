@@ -183,11 +183,13 @@ def phases(url: str, extract: Path) -> dict[str, float]:
     """In a fresh process: seconds of prepare (the Parquet extract read in chunks), read List and
     plan; this process's peak RSS through them, and what they added to it."""
     from listsync.client import ListSyncClient
+    from listsync.sync.memory import use_returning_allocator
     from listsync.sync.prepare import prepare_rows
     from listsync.sync.rejects import Rejects
     from listsync.sync.rows import plan_rows_upsert, read_list_rows
     from listsync.sync.sources import read_extract
 
+    use_returning_allocator()  # as a sync does (ListSyncJob.run)
     before = peak_rss_mib()
     figures: dict[str, float] = {}
     column_map = {column: column for column in COLUMNS}

@@ -566,7 +566,7 @@ def _codes(
     keys = pa.chunked_array(
         [chunk for key in [*list_keys, *source_keys] for chunk in _arrow(key).chunks], TEXT_ARROW
     )
-    codes = np.full(len(domain_codes), -1, dtype=np.int64)
+    codes = np.full(len(domain_codes), -1, dtype=np.int32)  # 4 bytes a key: a plan holds millions
     given = pc.is_valid(keys).to_numpy(zero_copy_only=False) if len(keys) else np.empty(0, dtype=bool)
     shares = max(1, -(-int(given.sum()) // KEYS_AT_ONCE))
     numbered = 0
@@ -575,7 +575,7 @@ def _codes(
         if not in_share.any():
             continue
         key_codes = _numbered([keys.filter(pa.array(in_share))])
-        pairs = domain_codes[in_share] * (int(key_codes.max()) + 1) + key_codes
+        pairs = domain_codes[in_share].astype(np.int64) * (int(key_codes.max()) + 1) + key_codes
         local = pd.factorize(pairs)[0]
         codes[in_share] = local + numbered
         numbered += int(local.max()) + 1
@@ -583,14 +583,14 @@ def _codes(
 
 
 def _numbered(columns: list[Column]) -> np.ndarray:
-    """The values of ``columns``, end to end, numbered: equal values alike, nulls -1."""
+    """The values of ``columns``, end to end, numbered: equal values alike, nulls -1 (32-bit)."""
     chunks = [chunk for column in columns for chunk in _arrow(column).chunks]
     if not chunks or not sum(len(chunk) for chunk in chunks):
-        return np.empty(0, dtype=np.int64)
+        return np.empty(0, dtype=np.int32)
     encoded = pc.dictionary_encode(pa.chunked_array(chunks, TEXT_ARROW))
     return np.concatenate(
         [pc.fill_null(chunk.indices, -1).to_numpy(zero_copy_only=False) for chunk in encoded.chunks]
-    ).astype(np.int64)
+    ).astype(np.int32, copy=False)
 
 
 def _arrow(column: Column) -> pa.ChunkedArray:
@@ -610,10 +610,10 @@ def _rows(frame: pd.DataFrame, positions: np.ndarray, names: list[str]) -> pd.Da
 def _index(list_codes: np.ndarray, size: int, codes_count: int) -> tuple[np.ndarray, np.ndarray]:
     """For each of ``codes_count`` codes, the first List person with it (-1: none); and which List
     people share a key with another."""
-    positions = np.concatenate([np.arange(size), np.arange(size)])
+    positions = np.concatenate([np.arange(size, dtype=np.int32)] * 2)
     given = list_codes >= 0
     codes, positions = list_codes[given], positions[given]
-    first = np.full(codes_count, -1, dtype=np.int64)
+    first = np.full(codes_count, -1, dtype=np.int32)
     first[codes[::-1]] = positions[::-1]  # the last assignment wins: the first List person
     counts = np.bincount(codes, minlength=len(first))
     duplicated = np.zeros(size, dtype=bool)
