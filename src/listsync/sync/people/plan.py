@@ -300,6 +300,32 @@ class _Planner:
         )
 
     def plan(self) -> PeoplePlan:
+        source = self.source
+        duplicated, claimed, matches = self._matches()
+        found = matches >= 0
+        conflicts = found & np.append(duplicated, False)[matches]
+        matched = found & ~conflicts
+        claimed[matches[matched]] = True
+        # Writes go account by account, the accounts in the order the extract first names them
+        # (numbered in order of first appearance).
+        grouped = np.argsort(_numbered([source[ACCOUNT_DOMAIN]]), kind="stable")
+        self._adds(grouped[~found[grouped]])
+        for key in frame_records(source, grouped[conflicts[grouped]], [ACCOUNT_DOMAIN, IDENTITY]):
+            self.result.conflicts += 1
+            self.result.conflict_reasons.append(
+                f"{key[IDENTITY]} on account {key[ACCOUNT_DOMAIN]} matches several List people; "
+                "remove the duplicates"
+            )
+        patched = grouped[matched[grouped]]
+        self._patches(patched, matches[patched])
+        if self.mirror:
+            self.result.deletes = self._deletes(np.flatnonzero(~claimed & ~duplicated & self.in_scope))
+        return self.result
+
+    def _matches(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Which List people share a key with another (left alone), which are claimed already (the
+        extra copies a mirror run removes), and each extract person's List person (-1: none).
+        The codes and indexes it builds are dropped on return, before the writes are planned."""
         listed, source = self.list, self.source
         identities = _arrow(listed[IDENTITY])
         email_identity = pc.starts_with(identities, "email:").to_numpy(zero_copy_only=False)
@@ -314,25 +340,11 @@ class _Planner:
             self._repair(list_codes[: len(listed)], duplicated, claimed)
             self.result.list_duplicates = int(duplicated.sum())
         by_identity = np.where(source_codes >= 0, np.append(first, -1)[source_codes], -1)
-        matches = self._match(by_identity, _OtherKeys(self, list_keys, email_identity), duplicated)
-        found = matches >= 0
-        conflicts = found & np.append(duplicated, False)[matches]
-        matched = found & ~conflicts
-        claimed[matches[matched]] = True
-        # Writes go account by account, the accounts in the order the extract first names them.
-        accounts = _numbered([source[ACCOUNT_DOMAIN]])  # numbered in order of first appearance
-        grouped = np.argsort(accounts, kind="stable")
-        self._adds(grouped[~found[grouped]])
-        for key in frame_records(source, grouped[conflicts[grouped]], [ACCOUNT_DOMAIN, IDENTITY]):
-            self.result.conflicts += 1
-            self.result.conflict_reasons.append(
-                f"{key[IDENTITY]} on account {key[ACCOUNT_DOMAIN]} matches several List people; "
-                "remove the duplicates"
-            )
-        self._patches(grouped[matched[grouped]], matches[grouped[matched[grouped]]])
-        if self.mirror:
-            self.result.deletes = self._deletes(np.flatnonzero(~claimed & ~duplicated & self.in_scope))
-        return self.result
+        return (
+            duplicated,
+            claimed,
+            self._match(by_identity, _OtherKeys(self, list_keys, email_identity), duplicated),
+        )
 
     @staticmethod
     def _match(by_identity: np.ndarray, others: _OtherKeys, duplicated: np.ndarray) -> np.ndarray:
@@ -349,8 +361,9 @@ class _Planner:
         if len(unmatched):
             first[unmatched] = _first_found(others.candidates(unmatched))
         claimable = (first >= 0) & ~shared_freely[first]
-        taken = first[claimable]
-        contended = claimable & np.isin(first, taken[pd.Series(taken).duplicated(keep=False).to_numpy()])
+        # How many claim each List person (the last count, of "none", stays 0).
+        claims = np.bincount(first[claimable], minlength=len(shared_freely))
+        contended = claimable & (claims[first] > 1)
         rows = np.flatnonzero(contended)
         every = np.empty((0, 4), dtype=np.int64)
         while len(rows):
@@ -379,11 +392,12 @@ class _Planner:
     def _repair(self, list_keys: np.ndarray, duplicated: np.ndarray, claimed: np.ndarray) -> None:
         """Plan the removal of the extra copies of people known by phone or name alone (see
         :func:`plan_people_sync`'s module): the first copy stays and is planned like anyone."""
-        listed = self.list
+        shared = np.flatnonzero(duplicated & self.in_scope)  # usually few: only theirs are read
+        listed = self.list.iloc[shared]
         merged = (listed["email"].str.strip().str.len().fillna(0).to_numpy() > 0) | (
             listed["network_profile_url"].str.strip().str.len().fillna(0).to_numpy() > 0
         )
-        copies = np.flatnonzero(duplicated & self.in_scope & ~merged)
+        copies = shared[~merged]
         if not len(copies):
             return
         groups = pd.Series(copies).groupby(list_keys[copies], sort=False)
