@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from listsync.client.models import ConnectionPath, ListedPerson, Person, person_identity
-from listsync.sync.people import PeoplePlan, plan_people_sync
+from listsync.sync.people import PeoplePlan, PlannedWrites, plan_people_sync
 
 
 def src(domain: str = "acme.com", **fields: Any) -> tuple[str, dict[str, Any]]:
@@ -246,3 +246,17 @@ def test_mapped_fields_missing_from_a_person_are_nulls() -> None:
 
     assert kept.unchanged == 1
     assert [p.changes for p in erased.patches] == [{"title": ("CTO", None)}]
+
+
+def test_planned_writes_read_like_a_list_of_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(PlannedWrites, "BATCH", 2)  # several batches for five writes
+    people = [src(email=f"p{n}@acme.com", first_name=f"P{n}") for n in range(5)]
+    adds = plan_people_sync(source(*people), []).adds
+    every = list(adds)
+
+    assert len(adds) == 5 and [add.identity for add in every] == [f"email:p{n}@acme.com" for n in range(5)]
+    assert (adds[0], adds[-1], adds[4]) == (every[0], every[4], every[4])
+    assert adds[1:4] == every[1:4] and adds[::2] == every[::2] and adds[3:1] == []
+    assert adds == every and adds != every[:4]
+    with pytest.raises(IndexError):
+        adds[5]
