@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import logging
+import weakref
 
 import httpx
 import pytest
@@ -136,3 +138,31 @@ def test_lists_are_named_by_id_or_table_id(make_client, item):
     (info,) = client.list_lists()
 
     assert info.id == "tbl_1"
+
+
+def test_each_page_is_freed_once_read_without_waiting_for_the_garbage_collector(make_client):
+    # httpx's stream of a body points back at its response: pages of a long List read would stay
+    # until a full collection. With the collector off, nothing but that cycle could keep them.
+    answered: list[weakref.ref[httpx.Response]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        offset = int(request.url.params.get("offset", 0))
+        page = PEOPLE[offset : offset + 1]
+        response = httpx.Response(
+            200, json={"success": True, "data": {"people": page, "hasMore": offset + 1 < len(PEOPLE)}}
+        )
+        answered.append(weakref.ref(response))
+        return response
+
+    client = make_client(handler)
+    gc.collect()
+    gc.disable()
+    try:
+        people = list(client.iter_targetable_people("tbl_1", page_size=1))
+        alive = [ref for ref in answered if ref() is not None]
+    finally:
+        gc.enable()
+
+    assert [person.first_name for person in people] == ["Ada", "Bob", "Cy"]
+    assert len(answered) == 3
+    assert alive == []

@@ -234,3 +234,25 @@ def test_a_sync_allocates_from_a_pool_that_gives_freed_memory_back(
         [sys.executable, "-c", script], env=environment, capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == backend
+
+
+@pytest.mark.skipif(not GLIBC, reason="malloc_trim is glibc's; elsewhere freed pages are the allocator's")
+def test_pages_freed_between_blocks_still_held_go_back_to_the_system() -> None:
+    # 2,000 blocks of 64 KiB come from the C library's heap (under the fixed mmap threshold); all
+    # but the last are freed, and the last keeps the heap from shrinking on its own.
+    script = (
+        "from listsync.sync.memory import give_back_freed_memory, use_returning_allocator\n"
+        "use_returning_allocator()\n"
+        "def rss():\n"
+        "    status = open('/proc/self/status').read()\n"
+        "    return int(status.split('VmRSS:')[1].split()[0]) // 1024\n"
+        "blocks = [bytearray(b'x' * 65536) for _ in range(2000)]\n"
+        "del blocks[:-1]\n"
+        "freed = rss()\n"
+        "give_back_freed_memory()\n"
+        "print(freed, rss())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    freed, given_back = map(int, done.stdout.split())
+
+    assert freed - given_back >= 100  # MiB, of the 125 MiB freed

@@ -638,6 +638,10 @@ class ListSyncClient:
                 raise OutcomeUnknownError(
                     f"{method} {path}: no answer ({type(exc).__name__}): {exc}"
                 ) from None
+            # The body is read whole. httpx's stream of it points back at the response, a cycle
+            # that only a full garbage collection frees; a plain stream of the same bytes lets
+            # each response (a page of the List: a few hundred kB) go as soon as it is read.
+            response.stream = httpx.ByteStream(response.content)
             # Only a 2xx is success: httpx does not follow redirects, so a 3xx applied nothing.
             if not response.is_success:
                 raise error_from_response(response, now=self.clock())

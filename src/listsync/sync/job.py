@@ -4,7 +4,8 @@
 
     prepare the extract (rejects written, max_reject_fraction enforced)
     read the List and plan                  # pure planning once the List is read
-                                            # (both counted by the memory guard, max_memory)
+                                            # (both counted by the memory guard, max_memory;
+                                            # what each read freed goes back to the system)
     write the plan file                     # for review; always in a dry run
     check delete safety                     # a broken extract never wipes a List
     apply, then read back what was touched  # not in a dry run
@@ -26,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from listsync.sync.memory import MemoryGuard, RowCosts, use_returning_allocator
+from listsync.sync.memory import MemoryGuard, RowCosts, give_back_freed_memory, use_returning_allocator
 from listsync.sync.options import Shard
 from listsync.sync.plan import (
     OpenableFile,
@@ -164,6 +165,7 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
             max_reject_fraction=self.max_reject_fraction,
             prefix=f"listsync-{self.noun}-rejects-",
         )
+        give_back_freed_memory()
         plan = self.plan(prepared, memory)
         plan_path = write_requested_plan(
             self.plan_entries(plan),

@@ -44,6 +44,7 @@ __all__ = [
     "one_chunk",
     "record_fields",
     "records_frame",
+    "stacked",
     "text_chunks",
     "text_column",
     "wire",
@@ -199,12 +200,22 @@ def list_frame(records: Iterable[PersonRecord]) -> ListPeople:
     if batch or not batches:
         batches.append(_list_batch(batch))
         read += len(batch)
-    frame = pd.concat(batches, ignore_index=True) if len(batches) > 1 else batches[0]
-    batches.clear()
-    for name in frame.columns:  # a column at a time, so only one is ever held twice
-        if frame[name].dtype == TEXT:
-            frame[name] = one_chunk(text_chunks(frame[name]))
-    return ListPeople(frame, read)
+    return ListPeople(stacked(batches, list(batches[0].columns)), read)
+
+
+def stacked(parts: list[pd.DataFrame], names: Sequence[str]) -> pd.DataFrame:
+    """The columns ``names`` of ``parts`` (people frames) put end to end, taken a column at a time
+    and dropped from ``parts`` as they are, so that only one column is ever held twice; text
+    columns end in one Arrow chunk (:func:`one_chunk`)."""
+    columns: dict[str, pd.Series] = {}
+    for name in names:
+        if name in OBJECT_FIELDS:
+            columns[name] = pd.Series(np.concatenate([part[name].to_numpy(dtype=object) for part in parts]))
+        else:
+            columns[name] = one_chunk([chunk for part in parts for chunk in text_chunks(part[name])])
+        for part in parts:
+            del part[name]
+    return pd.DataFrame(columns)
 
 
 def text_chunks(column: pd.Series) -> list[pa.Array]:

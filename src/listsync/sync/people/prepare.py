@@ -31,8 +31,7 @@ from listsync.sync.people.frames import (
     field_column,
     frame_records,
     identities,
-    one_chunk,
-    text_chunks,
+    stacked,
     text_column,
     wire,
 )
@@ -108,17 +107,7 @@ class PeoplePreparer:
         if not self._parts:
             return pd.DataFrame({name: field_column(name, []) for name in names})
         parts, self._parts = self._parts, []
-        columns: dict[str, pd.Series] = {}
-        for name in names:
-            if name in OBJECT_FIELDS:
-                columns[name] = pd.Series(
-                    np.concatenate([part[name].to_numpy(dtype=object) for part in parts])
-                )
-            else:
-                columns[name] = one_chunk([chunk for part in parts for chunk in text_chunks(part[name])])
-            for part in parts:  # a column at a time, so only one is ever held twice
-                del part[name]
-        return pd.DataFrame(columns)
+        return stacked(parts, names)
 
     def _validate(self, row: MappedRow, people: pd.DataFrame, position: int) -> bool:
         """Check a row the columns could not pass on their own; reject it, or write the values its

@@ -12,7 +12,7 @@ from listsync.client.writers import (
     PEOPLE_PER_REQUEST,
 )
 from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob
-from listsync.sync.memory import PEOPLE_COSTS, MemoryGuard, RowCosts
+from listsync.sync.memory import PEOPLE_COSTS, MemoryGuard, RowCosts, give_back_freed_memory
 from listsync.sync.options import MAX_MEMORY_AUTO, Shard, parse_max_memory, parse_shard
 from listsync.sync.people.apply import PeopleApplyResult, apply_people_plan, chunk_sizes
 from listsync.sync.people.frames import list_frame
@@ -157,12 +157,14 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
         )
 
     def plan(self, prepared: PreparedPeople, memory: MemoryGuard) -> PeoplePlan:
-        listed = self.client.iter_targetable_people_records(self.table_id, page_size=self.page_size)
+        records = self.client.iter_targetable_people_records(self.table_id, page_size=self.page_size)
+        listed = list_frame(
+            memory.count_list(records if self.shard is None else people_in_shard(records, self.shard))
+        )
+        give_back_freed_memory()
         plan = plan_people_sync(
             prepared.frame,
-            list_frame(
-                memory.count_list(listed if self.shard is None else people_in_shard(listed, self.shard))
-            ),
+            listed,
             fields=set(self.column_map.values()),
             mode=self.mode,
             delete_scope=self.delete_scope,

@@ -119,7 +119,7 @@ def read_list_rows(
     page by page: a page's rows are models only until their cells are taken.
 
     :param shard: keep only the rows whose normalised key is in this shard (each distinct key
-        is hashed once).
+        of a page is hashed once).
     :param counted: passes one item per row kept, as they are kept, e.g.
         :meth:`~listsync.sync.memory.MemoryGuard.count_list`, which fails before the next page
         when they would take too much memory.
@@ -128,16 +128,15 @@ def read_list_rows(
     read = _KeyedRows(client, table_id, key_column, page_size)
     wanted = list(dict.fromkeys(columns))
     table = ListRows([], [], {column: ListColumn() for column in wanted})
-    held: dict[str, bool] = {}
     page: list[Row] = []
 
     def take(rows: list[Row]) -> None:
         keys = list_keys([_value(row, key_column) for row in rows], key_kind)
         kept: Iterable[int] = range(len(rows))
         if shard is not None:
-            for key in keys:
-                if (key or "") not in held:
-                    held[key or ""] = shard.holds(key or "")
+            # Keys are remembered for a page only: a List's keys are mostly distinct, and
+            # remembering them all would hold every key of the List.
+            held = {key: shard.holds(key) for key in {key or "" for key in keys}}
             kept = [index for index, key in enumerate(keys) if held[key or ""]]
         if counted is not None:
             kept = list(counted(iter(kept)))

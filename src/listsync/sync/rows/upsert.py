@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob
-from listsync.sync.memory import MemoryGuard, RowCosts, rows_costs
+from listsync.sync.memory import MemoryGuard, RowCosts, give_back_freed_memory, rows_costs
 from listsync.sync.options import MAX_MEMORY_AUTO, Shard, parse_max_memory, parse_shard
 from listsync.sync.plan import OpenableFile, build_summary
 from listsync.sync.prepare import PreparedRows, prepare_rows, rows_key_column
@@ -175,6 +175,7 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
             shard=self.shard,
             counted=memory.count_list,
         )
+        give_back_freed_memory()
         plan = plan_rows_upsert(
             prepared.frame,
             current,
