@@ -356,6 +356,7 @@ def test_a_control_character_or_a_lone_surrogate_is_refused_by_every_rule(value:
 def test_tabs_and_line_breaks_are_text_and_whitespace_controls_trim_like_spaces() -> None:
     assert normalize_text("An\tn\r\nB") == "An\tn\r\nB"
     assert normalize_email(" a@b.com\x0b") == "a@b.com"
+    assert normalize_text("a\x1c ") == "a"  # among the trailing whitespace, not only last
     result = normalize_column(pd.Series(["A\tB", "\x0cC\x0c", "C\x0cD"], dtype=object), normalize_text)
     assert result.values[:2] == ["A\tB", "C"] and list(result.errors) == [2]
 

@@ -112,7 +112,7 @@ def _text_problem(value: str) -> str | None:
     characters that ``str.strip()`` takes for whitespace (vertical tab, form feed...) are
     trimmed like spaces at either end; within the text they are refused too."""
     match = _BAD_CHARACTER.search(value)
-    if match is not None and (match.start() == 0 or match.end() == len(value)):
+    if match is not None:  # it may lie among the whitespace at an end ("a\x1c "): trimmed
         match = _BAD_CHARACTER.search(value.strip())
     if match is None:
         return None
