@@ -183,7 +183,7 @@ def phases(url: str, extract: Path) -> dict[str, float]:
     """In a fresh process: seconds of prepare (the Parquet extract read in chunks), read List and
     plan; this process's peak RSS through them, and what they added to it."""
     from listsync.client import ListSyncClient
-    from listsync.sync.memory import use_returning_allocator
+    from listsync.sync.memory import give_back_freed_memory, use_returning_allocator
     from listsync.sync.prepare import prepare_rows
     from listsync.sync.rejects import Rejects
     from listsync.sync.rows import plan_rows_upsert, read_list_rows
@@ -197,9 +197,11 @@ def phases(url: str, extract: Path) -> dict[str, float]:
         started = time.perf_counter()
         prepared = prepare_rows(read_extract(extract), column_map, "domain", rejects=Rejects())
         figures["prepare"] = time.perf_counter() - started
+        give_back_freed_memory()  # as a sync does between its steps
         started = time.perf_counter()
         current, _ = read_list_rows(client, TABLE, "domain", prepared.frame.columns, key_kind="domain")
         figures["read List"] = time.perf_counter() - started
+        give_back_freed_memory()
         started = time.perf_counter()
         plan = plan_rows_upsert(prepared.frame, current, key_column="domain")
         figures["plan"] = time.perf_counter() - started
