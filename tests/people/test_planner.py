@@ -8,6 +8,7 @@ import pytest
 
 from listsync.client.models import ConnectionPath, ListedPerson, Person, person_identity
 from listsync.sync.people import PeoplePlan, PlannedWrites, plan_people_sync
+from listsync.sync.people.frames import list_frame
 
 
 def src(domain: str = "acme.com", **fields: Any) -> tuple[str, dict[str, Any]]:
@@ -260,3 +261,17 @@ def test_planned_writes_read_like_a_list_of_them(monkeypatch: pytest.MonkeyPatch
     assert adds == every and adds != every[:4]
     with pytest.raises(IndexError):
         adds[5]
+
+
+def test_a_field_no_list_person_holds_is_left_out_of_its_columns_and_planned_as_null() -> None:
+    current = [listed(**BOB), listed(email="cy@acme.com", first_name="Cy")]  # no title, phone, URL
+    extract = source(src(**{**BOB, "title": "CFO"}), src(email="dee@acme.com", first_name="Dee"))
+
+    columns = list_frame(current).frame.columns
+    plan = plan_people_sync(extract, current, mode="mirror")
+
+    assert {"title", "phone_number", "url_key", "bio"}.isdisjoint(columns) and "email" in columns
+    [patch] = plan.patches
+    assert (patch.match, patch.changes) == ({"email": "bob@acme.com"}, {"title": (None, "CFO")})
+    assert [delete.identity for delete in plan.deletes] == ["email:cy@acme.com"]
+    assert [add.identity for add in plan.adds] == ["email:dee@acme.com"]

@@ -330,7 +330,7 @@ class _Planner:
         identities = _arrow(listed[IDENTITY])
         email_identity = pc.starts_with(identities, "email:").to_numpy(zero_copy_only=False)
         # Every List person is found by their identity, and one with an e-mail by their profile URL too.
-        list_keys = [identities, ("url:" + listed["url_key"]).where(email_identity)]
+        list_keys = [identities, ("url:" + self._list_values("url_key")).where(email_identity)]
         codes = _codes(listed["domain"], list_keys, source[ACCOUNT_DOMAIN], [source[IDENTITY]])
         list_codes, source_codes = codes[: 2 * len(listed)], codes[2 * len(listed) :]
         first, duplicated = _index(list_codes, len(listed), int(codes.max()) + 1 if len(codes) else 0)
@@ -389,13 +389,20 @@ class _Planner:
         present = self.wanted.present
         return column if present is None else column.where(present[name])
 
+    def _list_values(self, name: str, positions: np.ndarray | None = None) -> pd.Series:
+        """The List's field ``name`` (of the people at ``positions``; default everyone's column):
+        nulls where no List person has the field, whose column :func:`list_frame` leaves out."""
+        if name not in self.list.columns:
+            return field_column(name, [None] * (len(self.list) if positions is None else len(positions)))
+        column = self.list[name]
+        return column if positions is None else column.iloc[positions].reset_index(drop=True)
+
     def _repair(self, list_keys: np.ndarray, duplicated: np.ndarray, claimed: np.ndarray) -> None:
         """Plan the removal of the extra copies of people known by phone or name alone (see
         :func:`plan_people_sync`'s module): the first copy stays and is planned like anyone."""
         shared = np.flatnonzero(duplicated & self.in_scope)  # usually few: only theirs are read
-        listed = self.list.iloc[shared]
-        merged = (listed["email"].str.strip().str.len().fillna(0).to_numpy() > 0) | (
-            listed["network_profile_url"].str.strip().str.len().fillna(0).to_numpy() > 0
+        merged = (self._list_values("email", shared).str.strip().str.len().fillna(0).to_numpy() > 0) | (
+            self._list_values("network_profile_url", shared).str.strip().str.len().fillna(0).to_numpy() > 0
         )
         copies = shared[~merged]
         if not len(copies):
@@ -488,7 +495,7 @@ class _Planner:
 
     def _changed_pairs(self, name: str, positions: np.ndarray, matches: np.ndarray) -> np.ndarray:
         desired = self.source[name].iloc[positions].reset_index(drop=True)
-        before = self.list[name].iloc[matches].reset_index(drop=True)
+        before = self._list_values(name, matches)
         present = self.wanted.present
         given = desired.notna().to_numpy()
         if present is not None:
@@ -617,8 +624,9 @@ def _arrow(column: Column) -> pa.ChunkedArray:
 
 def _rows(frame: pd.DataFrame, positions: np.ndarray, names: list[str]) -> pd.DataFrame:
     """The columns ``names`` of the rows of ``frame`` at ``positions``, copied into columns of their
-    own: a plan keeps these, not the whole extract or List."""
-    return frame[names].take(positions).reset_index(drop=True)
+    own: a plan keeps these, not the whole extract or List. A name the frame has no column for (a
+    field no List person has) is left out, as a null would be."""
+    return frame[[name for name in names if name in frame.columns]].take(positions).reset_index(drop=True)
 
 
 def _index(list_codes: np.ndarray, size: int, codes_count: int) -> tuple[np.ndarray, np.ndarray]:
