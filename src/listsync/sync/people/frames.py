@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from listsync.client.errors import UnexpectedResponseError
 from listsync.client.models import ListedPerson
+from listsync.sync.memory import give_back_freed_memory
 from listsync.sync.normalize import normalize_column, normalize_domain, normalize_profile_url
 from listsync.sync.prepare import ACCOUNT_DOMAIN, PERSON_FIELDS
 
@@ -213,7 +214,8 @@ def list_frame(records: Iterable[PersonRecord]) -> ListPeople:
 def stacked(parts: list[pd.DataFrame], names: Sequence[str]) -> pd.DataFrame:
     """The columns ``names`` of ``parts`` (people frames) put end to end, taken a column at a time
     and dropped from ``parts`` as they are, so that only one column is ever held twice; text
-    columns end in one Arrow chunk (:func:`one_chunk`)."""
+    columns end in one Arrow chunk (:func:`one_chunk`). The parts' small buffers (a chunk's offsets)
+    go back to the system a column at a time too, rather than pile up in the C library's heap."""
     columns: dict[str, pd.Series] = {}
     for name in names:
         if name in OBJECT_FIELDS:
@@ -222,6 +224,7 @@ def stacked(parts: list[pd.DataFrame], names: Sequence[str]) -> pd.DataFrame:
             columns[name] = one_chunk([chunk for part in parts for chunk in text_chunks(part[name])])
         for part in parts:
             del part[name]
+        give_back_freed_memory()
     return pd.DataFrame(columns)
 
 
