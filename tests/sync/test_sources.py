@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import collections
 import gc
 import json
 import logging
 import os
 import re
+import sys
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -469,3 +471,24 @@ def test_a_file_whose_rows_would_not_fit_in_memory_is_warned_about(
     message = warning.getMessage()
     # Estimated from the lines of the first bytes read: about the 1,000 rows there are.
     assert re.search(r"MiB holds about 1\d{3} rows", message) and "of memory: split the extract" in message
+
+
+def test_a_profiler_keeping_the_frames_it_saw_does_not_break_reading_a_csv(tmp_path: Path) -> None:
+    # A profiler may hold the last frames that returned, and their local variables with them.
+    path = tmp_path / "blocks.csv"
+    path.write_text("email,name\n" + "".join(f"p{i:07d}@example.com,Person {i}\n" for i in range(100_000)))
+    seen: collections.deque[Any] = collections.deque(maxlen=1000)
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "return":
+            seen.append(frame)
+
+    sys.setprofile(profile)
+    try:
+        frames = list(read_extract(path, chunk_size=30_000))
+    finally:
+        sys.setprofile(None)
+        seen.clear()
+
+    assert [len(frame) for frame in frames] == [30_000, 30_000, 30_000, 10_000]
+    assert frames[-1]["email"].iloc[-1] == "p0099999@example.com"

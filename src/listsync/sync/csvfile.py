@@ -287,7 +287,9 @@ class _Records:
             self._scanned = stop
 
     def _scan(self, start: int, stop: int) -> None:
-        data = np.frombuffer(self._data, dtype=np.uint8, count=stop - start, offset=start)
+        # A view of a copy of the block: a view of ``_data`` itself would forbid resizing it for
+        # as long as anything (a profiler keeping this frame) holds the view.
+        data = np.frombuffer(self._data[start:stop], dtype=np.uint8)
         quotes = _NO_POSITIONS
         if self._data.find(b'"', start, stop) >= 0:
             quotes = self._active_quotes(data, np.flatnonzero(data == _QUOTE), start)
