@@ -92,7 +92,7 @@ def read_extract(
     file_format: FileFormat | None = None,
     delimiter: str | None = None,
     encoding: str = "utf-8",
-    chunk_size: int = 50_000,
+    chunk_size: int = 20_000,
     naive_timezone: str | tzinfo = "UTC",
 ) -> Iterator[pd.DataFrame]:
     """Yield the rows of an extract as DataFrames of at most ``chunk_size`` rows.
