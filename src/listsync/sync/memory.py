@@ -7,7 +7,7 @@ estimates the peak from per-row costs measured on this code: the growth of peak 
 at 100,000, 200,000 and 400,000 rows, each side on its own and planned in full (adds for every
 extract row, deletes for every List item: the worst case, in which every row becomes a write),
 rounded up by about 10%. A run that changes little stays well below: the people benchmark of
-benchmarks/RESULTS.md (20% of the people written) peaks at about 660 MiB at 1,000,000 people,
+benchmarks/RESULTS.md (20% of the people written) peaks at about 630 MiB at 1,000,000 people,
 where the costs say 3.1 GiB. As soon as
 the estimate passes ``max_memory`` the guard raises :class:`MemoryLimitError`, before the next
 chunk or page is read. A sharded run counts only its shard's rows: sharding is the way to fit a
