@@ -68,8 +68,10 @@ class PeoplePreparer:
         self._parts: list[pd.DataFrame] = []
         self._starts: list[int] = []
         self._kept = 0
-        self._identities = _KeyIndex(IDENTITY)
-        self._urls = _KeyIndex("network_profile_url")
+        # Both indexes hash with one hasher, whose tables go when this preparer does.
+        hasher = _Hasher()
+        self._identities = _KeyIndex(IDENTITY, hasher)
+        self._urls = _KeyIndex("network_profile_url", hasher)
 
     def take(self, chunk: MappedChunk) -> None:
         """Decide every row of ``chunk``: kept, rejected or a duplicate."""
@@ -217,14 +219,15 @@ class _KeyIndex:
     """Keys of kept rows by 64-bit hash → position among kept rows, in sorted runs (merged as they
     grow, so a lookup searches a few); the rare key whose hash another key already has is kept whole."""
 
-    def __init__(self, field: str) -> None:
+    def __init__(self, field: str, hasher: _Hasher) -> None:
         self.field = field
+        self._hasher = hasher
         self._runs: list[tuple[np.ndarray, np.ndarray]] = []
         self._whole: dict[Key, int] = {}
 
     def hashes(self, people: pd.DataFrame) -> np.ndarray:
         """The hash of every row's key: its account domain and :attr:`field`."""
-        return key_hashes(people[ACCOUNT_DOMAIN], people[self.field])
+        return self._hasher.key_hashes(people[ACCOUNT_DOMAIN], people[self.field])
 
     def involved(self, hashes: np.ndarray, values: pd.Series) -> np.ndarray:
         """Which keys a kept row may have, or another of these has (a null value: no key)."""
@@ -259,7 +262,7 @@ class _KeyIndex:
         position = self._whole.get(key)
         if position is not None:
             return position
-        found = int(self._lookup(key_hashes(pd.Series([key[0]]), pd.Series([key[1]])))[0])
+        found = int(self._lookup(self._hasher.key_hashes(pd.Series([key[0]]), pd.Series([key[1]])))[0])
         if found < 0:
             return None
         kept = row_at(found)
@@ -275,50 +278,54 @@ class _KeyIndex:
         return positions
 
 
-def key_hashes(domains: pd.Series, values: pd.Series) -> np.ndarray:
-    """A 64-bit hash of each (domain, value) pair, computed over the Arrow text at once."""
-    return _mix(string_hashes(domains) * _MULTIPLIER + string_hashes(values))
-
-
 _MULTIPLIER = np.uint64(0x100000001B3)
 _INVERSE = np.uint64(pow(0x100000001B3, -1, 2**64))
 
 
-def string_hashes(values: pd.Series) -> np.ndarray:
-    """A 64-bit polynomial hash of each text value (nulls hash like ""), mixed with its length."""
-    text = pa.array(values.astype(TEXT), type=pa.string())
-    text = (text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text).fill_null("")
-    offsets = np.frombuffer(text.buffers()[1], dtype=np.int32)[text.offset : text.offset + len(text) + 1]
-    data = text.buffers()[2]
-    span = (
-        np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]]
-        if data is not None
-        else np.empty(0, np.uint8)
-    )
-    starts, ends = offsets[:-1] - offsets[0], offsets[1:] - offsets[0]
-    powers, inverses = _powers(len(span) + 1)
-    with np.errstate(over="ignore"):
-        prefix = np.zeros(len(span) + 1, dtype=np.uint64)
-        np.cumsum(span * powers[1 : len(span) + 1], out=prefix[1:])  # sum of byte * P^(i+1)
-        hashes = (prefix[ends] - prefix[starts]) * inverses[starts]  # as if each text began at 0
-        return _mix(hashes ^ (ends - starts).astype(np.uint64))
+class _Hasher:
+    """64-bit polynomial hashes of text, computed over Arrow text a column at a time. The powers
+    of the base it needs (8 bytes each per byte of a chunk's text, both ways: 16 MiB for a chunk
+    of 1 MB) are kept from chunk to chunk, and go with the hasher once the extract is prepared."""
 
+    def __init__(self) -> None:
+        self._powers = np.ones(0, dtype=np.uint64)
+        self._inverses = np.ones(0, dtype=np.uint64)
 
-_POWER_TABLES: list[tuple[np.ndarray, np.ndarray]] = []
+    def key_hashes(self, domains: pd.Series, values: pd.Series) -> np.ndarray:
+        """A 64-bit hash of each (domain, value) pair."""
+        return _mix(self.string_hashes(domains) * _MULTIPLIER + self.string_hashes(values))
 
+    def string_hashes(self, values: pd.Series) -> np.ndarray:
+        """A 64-bit hash of each text value (nulls hash like ""), mixed with its length."""
+        text = pa.array(values.astype(TEXT), type=pa.string())
+        text = (text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text).fill_null("")
+        offsets = np.frombuffer(text.buffers()[1], dtype=np.int32)[text.offset : text.offset + len(text) + 1]
+        data = text.buffers()[2]
+        span = (
+            np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]]
+            if data is not None
+            else np.empty(0, np.uint8)
+        )
+        starts, ends = offsets[:-1] - offsets[0], offsets[1:] - offsets[0]
+        powers, inverses = self._tables(len(span) + 1)
+        with np.errstate(over="ignore"):
+            prefix = np.zeros(len(span) + 1, dtype=np.uint64)
+            np.cumsum(span * powers[1 : len(span) + 1], out=prefix[1:])  # sum of byte * P^(i+1)
+            hashes = (prefix[ends] - prefix[starts]) * inverses[starts]  # as if each text began at 0
+            return _mix(hashes ^ (ends - starts).astype(np.uint64))
 
-def _powers(count: int) -> tuple[np.ndarray, np.ndarray]:
-    """``P^i`` and ``P^-i`` for i below ``count`` at least (mod 2^64), kept for the next chunk."""
-    if not _POWER_TABLES or len(_POWER_TABLES[0][0]) < count:
-        size = max(count, 2 * len(_POWER_TABLES[0][0]) if _POWER_TABLES else 1 << 20)
-        tables = []
-        for base in (_MULTIPLIER, _INVERSE):
-            steps = np.full(size, base, dtype=np.uint64)
-            steps[0] = 1
-            with np.errstate(over="ignore"):
-                tables.append(np.cumprod(steps))  # base^0, base^1, ...
-        _POWER_TABLES[:] = [(tables[0], tables[1])]
-    return _POWER_TABLES[0]
+    def _tables(self, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """``P^i`` and ``P^-i`` for i below ``count`` at least (mod 2^64)."""
+        if len(self._powers) < count:
+            size = max(count, 2 * len(self._powers), 1 << 16)
+            tables = []
+            for base in (_MULTIPLIER, _INVERSE):
+                steps = np.full(size, base, dtype=np.uint64)
+                steps[0] = 1
+                with np.errstate(over="ignore"):
+                    tables.append(np.cumprod(steps))  # base^0, base^1, ...
+            self._powers, self._inverses = tables
+        return self._powers, self._inverses
 
 
 def _mix(values: np.ndarray) -> np.ndarray:
