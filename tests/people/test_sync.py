@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import logging
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pandas as pd
 import pytest
+from pytest_mock import MockerFixture
 
 from listsync.client import ListSyncClient
 from listsync.emulator import Emulator, FaultRule
@@ -514,3 +517,33 @@ def test_upsert_leaves_extra_copies_alone_and_reports_them(sync: SyncFn, client:
     summary = sync(fail_on_error=False)
 
     assert (summary["copies_removed"], summary["conflicts"], summary["list_duplicates"]) == (0, 1, 2)
+
+
+def test_the_extracts_people_are_let_go_before_the_plan_is_applied(
+    sync: SyncFn, list_people: Callable[[], Any], mocker: MockerFixture
+) -> None:
+    """A sync holds the extract's people (as large as the List's) only until it has planned: the
+    apply and the read back run without them."""
+    import listsync.sync.people.sync as people_sync
+
+    frames: list[weakref.ref[pd.DataFrame]] = []
+    alive_when_applied: list[bool] = []
+    prepare, apply = people_sync.prepare_people, people_sync.apply_people_plan
+
+    def prepare_and_watch(*args: Any, **kwargs: Any) -> Any:
+        prepared = prepare(*args, **kwargs)
+        frames.append(weakref.ref(prepared.frame))
+        return prepared
+
+    def watch_and_apply(*args: Any, **kwargs: Any) -> Any:
+        alive_when_applied.append(frames[0]() is not None)
+        return apply(*args, **kwargs)
+
+    mocker.patch.object(people_sync, "prepare_people", prepare_and_watch)
+    mocker.patch.object(people_sync, "apply_people_plan", watch_and_apply)
+
+    summary = sync()
+
+    assert alive_when_applied == [False]
+    assert (summary["added"], summary["verified"], summary["passed"]) == (4, 4, 4)
+    assert extract_view(list_people()) == NORMALISED

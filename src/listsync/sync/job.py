@@ -5,7 +5,8 @@
     prepare the extract (rejects written, max_reject_fraction enforced)
     read the List and plan                  # pure planning once the List is read
                                             # (both counted by the memory guard, max_memory;
-                                            # what each read freed goes back to the system)
+                                            # what each read freed goes back to the system;
+                                            # the extract's rows let go once planned)
     write the plan file                     # for review; always in a dry run
     check delete safety                     # a broken extract never wipes a List
     apply, then read back what was touched  # not in a dry run
@@ -25,18 +26,18 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from listsync.sync.memory import MemoryGuard, RowCosts, give_back_freed_memory, use_returning_allocator
 from listsync.sync.options import Shard
 from listsync.sync.plan import (
     OpenableFile,
-    PreparedExtract,
     SyncFailedError,
     check_delete_safety,
     prepare_with_rejects,
     write_requested_plan,
 )
+from listsync.sync.prepare import PrepareStats
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,9 +45,20 @@ if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient
     from listsync.sync.rejects import Rejects
 
-__all__ = ["DeleteCounts", "JobFiles", "ListSyncJob"]
+__all__ = ["DeleteCounts", "JobFiles", "ListSyncJob", "PlannedExtract"]
 
-PreparedT = TypeVar("PreparedT", bound=PreparedExtract)
+
+class _Prepared(Protocol):
+    """A prepared extract (``PreparedPeople``, ``PreparedRows``): its rows, and what became of them."""
+
+    @property
+    def stats(self) -> PrepareStats: ...  # pragma: no cover - protocol
+
+    @property
+    def normalization_version(self) -> str: ...  # pragma: no cover - protocol
+
+
+PreparedT = TypeVar("PreparedT", bound=_Prepared)
 PlanT = TypeVar("PlanT")
 OutcomeT = TypeVar("OutcomeT")
 
@@ -60,6 +72,15 @@ class DeleteCounts:
     planned: int
     current_total: int
     source_rows: int
+
+
+@dataclass(frozen=True)
+class PlannedExtract:
+    """What the summary tells of an extract once it is planned: where its rows went, and the rules
+    they were normalised by. The rows themselves are let go (see :meth:`ListSyncJob.run`)."""
+
+    stats: PrepareStats
+    normalization_version: str
 
 
 @dataclass(frozen=True)
@@ -141,7 +162,9 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         """The outcome of a dry run: nothing written, nothing read back."""
 
     @abstractmethod
-    def summary(self, prepared: PreparedT, plan: PlanT, outcome: OutcomeT, files: JobFiles) -> dict[str, Any]:
+    def summary(
+        self, extract: PlannedExtract, plan: PlanT, outcome: OutcomeT, files: JobFiles
+    ) -> dict[str, Any]:
         """The JSON summary (``build_summary``); it must count ``failed`` and ``drift``."""
 
     def run(self) -> dict[str, Any]:
@@ -167,6 +190,12 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         )
         give_back_freed_memory()
         plan = self.plan(prepared, memory)
+        deletes = self.delete_counts(prepared, plan)
+        extract = PlannedExtract(prepared.stats, prepared.normalization_version)
+        # The plan holds what its writes need: the extract's rows, as large as the List's, are
+        # not kept through the apply and the read back.
+        del prepared
+        give_back_freed_memory()
         plan_path = write_requested_plan(
             self.plan_entries(plan),
             self.plan_path,
@@ -174,7 +203,6 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
             prefix=f"listsync-{self.noun}-plan-",
             logger=self.log,
         )
-        deletes = self.delete_counts(prepared, plan)
         check_delete_safety(
             planned_deletes=deletes.planned,
             current_total=deletes.current_total,
@@ -183,7 +211,7 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
             noun=self.noun,
         )
         outcome = self.nothing_applied() if self.dry_run else self.apply(plan)
-        summary = self.summary(prepared, plan, outcome, JobFiles(plan_path, rejects_path))
+        summary = self.summary(extract, plan, outcome, JobFiles(plan_path, rejects_path))
         self.log.info("%s summary: %s", self.title, json.dumps(summary))
         if (summary["failed"] or summary["drift"]) and self.fail_on_error and not self.dry_run:
             raise SyncFailedError(summary)

@@ -86,6 +86,7 @@ __all__ = [
     "iter_mapped_chunks",
     "iter_mapped_rows",
     "iter_shard_chunks",
+    "keys_in_shard",
     "prepare_people",
     "prepare_rows",
     "reject_row",
@@ -387,7 +388,7 @@ def iter_shard_chunks(
         frame = whole
         if shard is not None and shard_column is not None:
             # Sorted out before the other columns are normalised: this task's work is its shard's.
-            kept = _in_shard(column_values(whole, shard_column), shard_rule, shard)
+            kept = keys_in_shard(column_values(whole, shard_column), shard_rule, shard)
             others = len(whole) - int(kept.sum())
             stats.read += others
             stats.other_shards += others
@@ -403,13 +404,14 @@ def column_values(frame: pd.DataFrame, column: str) -> pd.Series:
     return pd.Series([None] * len(frame), index=frame.index, dtype=object)
 
 
-def _in_shard(series: pd.Series, rule: Rule, shard: Shard) -> np.ndarray:
+def keys_in_shard(series: pd.Series, rule: Rule, shard: Shard) -> np.ndarray:
     """Which values of ``series`` are in ``shard``, normalised by ``rule`` (else their text trimmed
     and lower-cased); each distinct value is hashed once."""
-    normalised = pd.Series(normalize_column(series, rule).values, index=series.index, dtype=object)
-    text = series.astype(object).where(series.notna(), "").astype(str).str.strip().str.lower()
-    keys = normalised.where(normalised.notna(), text)
-    codes, distinct = pd.factorize(keys)
+    keys = normalize_column(series, rule).values
+    absent = series.isna().to_numpy()
+    for position in [position for position, key in enumerate(keys) if key is None]:
+        keys[position] = "" if absent[position] else str(series.iat[position]).strip().lower()
+    codes, distinct = pd.factorize(pd.Series(keys, dtype=object))
     held = np.fromiter((shard.holds(str(key)) for key in distinct), dtype=bool, count=len(distinct))
     return held[codes]
 

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel
 
 from listsync.client.models import person_match
+from listsync.sync.memory import give_back_freed_memory
 from listsync.sync.normalize import NormalizationError, normalize_domain, normalize_profile_url
 from listsync.sync.options import DeleteScope, SyncMode, check_sync_options
 from listsync.sync.people.frames import (
@@ -302,6 +303,7 @@ class _Planner:
     def plan(self) -> PeoplePlan:
         source = self.source
         duplicated, claimed, matches = self._matches()
+        give_back_freed_memory()
         found = matches >= 0
         conflicts = found & np.append(duplicated, False)[matches]
         matched = found & ~conflicts
@@ -569,8 +571,9 @@ PAIRS_AT_ONCE = 100_000
 #: About how many keys are numbered at once by :func:`_codes`: the table Arrow builds to number
 #: text holds the distinct values, so numbering every key of a large List at once would take
 #: hundreds of MB for an instant (250 MiB at 1,000,000 people). At 200,000 rather than 500,000,
-#: the people benchmark peaks 37 MiB lower at 1,000,000 people, in the same time.
-KEYS_AT_ONCE = 200_000
+#: the people benchmark peaks 37 MiB lower at 1,000,000 people, in the same time; at 100,000,
+#: planning one shard of 3,000,000 people (of 8) takes 30 MiB at most rather than 40.
+KEYS_AT_ONCE = 100_000
 
 
 def _codes(

@@ -3,11 +3,14 @@ by, and how they differ from what a planned write meant."""
 
 from __future__ import annotations
 
-import functools
+import itertools
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+import pandas as pd
+
 from listsync.client.models import person_identity
+from listsync.sync.normalize import normalize_domain
 from listsync.sync.people.plan import (
     PersonRecord,
     PlannedAdd,
@@ -20,6 +23,7 @@ from listsync.sync.people.plan import (
     person_fields,
     person_keys,
 )
+from listsync.sync.prepare import keys_in_shard
 
 if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient
@@ -75,20 +79,20 @@ def read_accounts(
     return (person for person in everyone if list_domain(account_domain_of(person)) in wanted), "client"
 
 
-#: How many account domains :func:`people_in_shard` remembers the shard of.
-DOMAINS_REMEMBERED = 65_536
+#: How many List people :func:`people_in_shard` sorts into shards at a time.
+PEOPLE_AT_ONCE = 1_000
 
 
 def people_in_shard(people: Iterable[PersonRecord], shard: Shard) -> Iterator[PersonRecord]:
     """The List people whose account domain, normalised like the extract's (:func:`list_domain`),
-    is in ``shard``. The last :data:`DOMAINS_REMEMBERED` domains seen are normalised and hashed
-    once: remembering every domain would hold the whole List's (61 MiB at 600,000 accounts)."""
-
-    @functools.lru_cache(maxsize=DOMAINS_REMEMBERED)
-    def in_shard(domain: str | None) -> bool:
-        return shard.holds(list_domain(domain))
-
-    return (person for person in people if in_shard(account_domain_of(person)))
+    is in ``shard``. They are sorted :data:`PEOPLE_AT_ONCE` at a time, their domains as one column
+    by the extract's own rule (:func:`~listsync.sync.prepare.keys_in_shard`): nothing is kept from
+    one batch to the next, where remembering every domain would hold the whole List's (61 MiB at
+    600,000 accounts)."""
+    people = iter(people)
+    while batch := list(itertools.islice(people, PEOPLE_AT_ONCE)):
+        domains = pd.Series([account_domain_of(person) for person in batch], dtype=object)
+        yield from itertools.compress(batch, keys_in_shard(domains, normalize_domain, shard).tolist())
 
 
 NOT_IN_LIST = "not in the List"

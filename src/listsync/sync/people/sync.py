@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from listsync.client.writers import (
     PEOPLE_PER_REQUEST,
 )
-from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob
+from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob, PlannedExtract
 from listsync.sync.memory import PEOPLE_COSTS, MemoryGuard, RowCosts, give_back_freed_memory
 from listsync.sync.options import MAX_MEMORY_AUTO, Shard, parse_max_memory, parse_shard
 from listsync.sync.people.apply import PeopleApplyResult, apply_people_plan, chunk_sizes
@@ -210,12 +210,12 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
         return PeopleApplyResult(), PeopleVerification()
 
     def summary(
-        self, prepared: PreparedPeople, plan: PeoplePlan, outcome: _PeopleOutcome, files: JobFiles
+        self, extract: PlannedExtract, plan: PeoplePlan, outcome: _PeopleOutcome, files: JobFiles
     ) -> dict[str, Any]:
         result, verification = outcome
         return build_summary(
             {
-                **prepared.stats.to_dict(),
+                **extract.stats.to_dict(),
                 "added": result.added,
                 "updated": result.updated,
                 "deleted": result.deleted,
@@ -244,7 +244,7 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
             mode=self.mode,
             delete_scope=self.delete_scope,
             dry_run=self.dry_run,
-            normalization_version=prepared.normalization_version,
+            normalization_version=extract.normalization_version,
             plan_path=files.plan_path,
             rejects_path=files.rejects_path,
             planned={

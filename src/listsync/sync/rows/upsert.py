@@ -8,7 +8,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob
+from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob, PlannedExtract
 from listsync.sync.memory import MemoryGuard, RowCosts, give_back_freed_memory, rows_costs
 from listsync.sync.options import MAX_MEMORY_AUTO, Shard, parse_max_memory, parse_shard
 from listsync.sync.plan import OpenableFile, build_summary
@@ -219,7 +219,7 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
         return ApplyOutcome(), RowsVerification()
 
     def summary(
-        self, prepared: PreparedRows, plan: RowsPlan, outcome: _RowsOutcome, files: JobFiles
+        self, extract: PlannedExtract, plan: RowsPlan, outcome: _RowsOutcome, files: JobFiles
     ) -> dict[str, Any]:
         applied, verification = outcome
         reasons = [
@@ -231,7 +231,7 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
         failed_rows = applied.failed_keys("add") | applied.failed_keys("update")
         return build_summary(
             {
-                **prepared.stats.to_dict(),
+                **extract.stats.to_dict(),
                 "rows_added": len(applied.rows_added),
                 "rows_updated": applied.rows_updated,
                 "cells_updated": applied.cells_updated,
@@ -254,7 +254,7 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
             key_column=self.key_column,
             delete_missing=self.delete_missing,
             dry_run=self.dry_run,
-            normalization_version=prepared.normalization_version,
+            normalization_version=extract.normalization_version,
             plan_path=files.plan_path,
             rejects_path=files.rejects_path,
             planned={
