@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pandas as pd
 import pytest
@@ -17,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from listsync.sync.normalize import normalize_email, normalize_timestamp
+from listsync.sync.people import prepare as people_prepare
 from listsync.sync.prepare import (
     ColumnMappingError,
     PrepareStats,
@@ -153,6 +155,29 @@ def test_duplicates_collapse_and_clashes_keep_the_first_row(chunk_size: int) -> 
         (reason,) = record["reasons"]
         assert "duplicate of row 1" in reason
         assert "acme.com, email:jane@acme.com" in reason
+
+
+def test_rows_are_checked_against_the_first_kept_whatever_part_it_was_joined_into() -> None:
+    """Kept rows are joined into parts as the extract is read; a later duplicate or clash still
+    finds the row it repeats, however far back."""
+    emails = [f"p{number}@acme.com" for number in range(9)]
+    rows = [person_row(Email=email, Phone="+14155552671") for email in emails]
+    rows += [person_row(Email=email.upper(), Phone="(415) 555-2671") for email in emails[::2]]
+    rows += [person_row(Email=email, Phone="+14155550000") for email in emails[1::2]]
+    rejects = Rejects()
+    with mock.patch.object(people_prepare, "PART_ROWS", 2):
+        prepared = prepare_people(frames_of(rows, 1), PEOPLE_MAP, rejects=rejects)
+    assert prepared.stats.to_dict() == {
+        "read": 18,
+        "passed": 9,
+        "rejected": 4,
+        "duplicates": 5,
+        "other_shards": 0,
+    }
+    assert list(prepared.frame["email"]) == emails
+    assert [record["row"] for record in rejects.records] == [15, 16, 17, 18]
+    for record, first in zip(rejects.records, (2, 4, 6, 8), strict=True):
+        assert f"duplicate of row {first}:" in record["reasons"][0]
 
 
 PREPARE_AND_MEASURE = """
@@ -357,10 +382,18 @@ messy_people = st.lists(
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(rows=messy_people, chunk_size=st.integers(min_value=1, max_value=7))
-def test_every_row_is_passed_rejected_or_collapsed(rows: list[dict[str, Any]], chunk_size: int) -> None:
+@given(
+    rows=messy_people,
+    chunk_size=st.integers(min_value=1, max_value=7),
+    part_rows=st.integers(min_value=1, max_value=9),
+)
+def test_every_row_is_passed_rejected_or_collapsed(
+    rows: list[dict[str, Any]], chunk_size: int, part_rows: int
+) -> None:
     rejects = Rejects()
-    prepared = prepare_people(frames_of(rows, chunk_size), PEOPLE_MAP, rejects=rejects)
+    # Kept rows joined into parts of a few rows, so that earlier rows are found across joins.
+    with mock.patch.object(people_prepare, "PART_ROWS", part_rows):
+        prepared = prepare_people(frames_of(rows, chunk_size), PEOPLE_MAP, rejects=rejects)
     stats = prepared.stats
     assert stats.read == len(rows)
     assert stats.read == stats.passed + stats.rejected + stats.duplicates
@@ -368,10 +401,13 @@ def test_every_row_is_passed_rejected_or_collapsed(rows: list[dict[str, Any]], c
     assert stats.passed == sum(len(people) for people in prepared.people.values())
     assert len({record["row"] for record in rejects.records}) == rejects.count
     assert all(record["reasons"] for record in rejects.records)
-    # the outcome does not depend on how the extract was chunked
-    whole = prepare_people(frames_of(rows, max(len(rows), 1)), PEOPLE_MAP, rejects=Rejects())
+    # the outcome does not depend on how the extract was chunked, nor its kept rows joined
+    whole_rejects = Rejects()
+    whole = prepare_people(frames_of(rows, max(len(rows), 1)), PEOPLE_MAP, rejects=whole_rejects)
     assert whole.people == prepared.people
     assert whole.stats == stats
+    assert whole.frame.equals(prepared.frame)
+    assert whole_rejects.records == rejects.records
 
 
 @settings(max_examples=40, deadline=None)

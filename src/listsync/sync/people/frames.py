@@ -214,12 +214,13 @@ def list_frame(records: Iterable[PersonRecord]) -> ListPeople:
 def stacked(parts: list[pd.DataFrame], names: Sequence[str]) -> pd.DataFrame:
     """The columns ``names`` of ``parts`` (people frames) put end to end, taken a column at a time
     and dropped from ``parts`` as they are, so that only one column is ever held twice; text
-    columns end in one Arrow chunk (:func:`one_chunk`). The parts' small buffers (a chunk's offsets)
+    columns end in one Arrow chunk (:func:`one_chunk`), the others (objects, row numbers) in one
+    NumPy array. The parts' small buffers (a chunk's offsets)
     go back to the system a column at a time too, rather than pile up in the C library's heap."""
     columns: dict[str, pd.Series] = {}
     for name in names:
-        if name in OBJECT_FIELDS:
-            columns[name] = pd.Series(np.concatenate([part[name].to_numpy(dtype=object) for part in parts]))
+        if not isinstance(parts[0][name].dtype, pd.ArrowDtype):  # object fields, row numbers
+            columns[name] = pd.Series(np.concatenate([part[name].to_numpy() for part in parts]))
         else:
             columns[name] = one_chunk([chunk for part in parts for chunk in text_chunks(part[name])])
         for part in parts:

@@ -50,6 +50,8 @@ from listsync.sync.rejects import Rejects
 __all__ = ["PeoplePreparer"]
 
 ROW = "row"
+#: Rows of the extract's people kept in one part at least (:meth:`PeoplePreparer._join_recent_parts`).
+PART_ROWS = 50_000
 _E164 = r"\+[1-9][0-9]{1,14}"
 #: Kept rows: (account domain, identity or profile URL) → (row number, position among kept rows).
 Key = tuple[str, str]
@@ -67,6 +69,8 @@ class PeoplePreparer:
         )
         self._parts: list[pd.DataFrame] = []
         self._starts: list[int] = []
+        #: Parts before this one hold PART_ROWS rows or more each.
+        self._joined = 0
         self._kept = 0
         # Both indexes hash with one hasher, whose tables go when this preparer does.
         hasher = _Hasher()
@@ -102,6 +106,18 @@ class PeoplePreparer:
             index.add(key_hashes[kept], part, self._kept)
         self._kept += len(part)
         self.stats.passed += len(part)
+        self._join_recent_parts()
+
+    def _join_recent_parts(self) -> None:
+        """Join the parts kept since the last join into one once they hold :data:`PART_ROWS` rows:
+        the chunks of a shard keep few rows each, and columns that small would stay in the C
+        library's heap, among what every chunk takes for a moment, until the extract is read."""
+        recent = self._parts[self._joined :]
+        if len(recent) > 1 and sum(len(part) for part in recent) >= PART_ROWS:
+            self._parts[self._joined :] = [stacked(recent, list(recent[0].columns))]
+            del self._starts[self._joined + 1 :]
+        if sum(len(part) for part in self._parts[self._joined :]) >= PART_ROWS:
+            self._joined = len(self._parts)
 
     def frame(self) -> pd.DataFrame:
         """The people kept, in extract order: the chunks' columns put end to end, not copied."""
