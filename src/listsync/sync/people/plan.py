@@ -484,8 +484,9 @@ class _Planner:
     def _changed(self, name: str, positions: np.ndarray, matches: np.ndarray) -> np.ndarray:
         """Which matched pairs differ in field ``name``: a given value the List does not hold, or,
         with ``overwrite_with_null``, a null where the List holds a value. Compared
-        :data:`PAIRS_AT_ONCE` pairs at a time, so that only their values are copied out of the frames."""
-        return np.concatenate(
+        :data:`PAIRS_AT_ONCE` pairs at a time, so that only their values are copied out of the frames,
+        and the pages those copies took go back to the system before the next field's."""
+        changed = np.concatenate(
             [
                 self._changed_pairs(
                     name, positions[start : start + PAIRS_AT_ONCE], matches[start : start + PAIRS_AT_ONCE]
@@ -494,6 +495,8 @@ class _Planner:
             ]
             or [np.zeros(0, dtype=bool)]
         )
+        give_back_freed_memory()
+        return changed
 
     def _changed_pairs(self, name: str, positions: np.ndarray, matches: np.ndarray) -> np.ndarray:
         desired = self.source[name].iloc[positions].reset_index(drop=True)
