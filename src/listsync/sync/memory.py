@@ -7,7 +7,7 @@ estimates the peak from per-row costs measured on this code: the growth of peak 
 at 100,000, 200,000 and 400,000 rows, each side on its own and planned in full (adds for every
 extract row, deletes for every List item: the worst case, in which every row becomes a write),
 rounded up by about 10%. A run that changes little stays well below: the people benchmark of
-benchmarks/RESULTS.md (20% of the people written) peaks at about 630 MiB at 1,000,000 people,
+benchmarks/RESULTS.md (20% of the people written) peaks at about 600 MiB at 1,000,000 people,
 where the costs say 3.1 GiB. As soon as
 the estimate passes ``max_memory`` the guard raises :class:`MemoryLimitError`, before the next
 chunk or page is read. A sharded run counts only its shard's rows: sharding is the way to fit a
@@ -185,9 +185,12 @@ def give_back_freed_memory() -> None:
 
     Blocks under :data:`MMAP_THRESHOLD` come from the C library's heap, and reading an extract
     or a List frees many of them between blocks still held; glibc keeps those pages until
-    ``malloc_trim`` returns them. On a shard of 3,000,000 people (one of 8), calling this after
-    the extract is prepared and after the List is read lowers the peak from 480 to 434 MiB.
-    Elsewhere than glibc it does nothing.
+    ``malloc_trim`` returns them. Larger blocks are served from the heap's free space too while
+    it has some, touching its pages again: planning copies a field's values for the pairs it
+    compares, field after field. On a shard of 3,000,000 people (one of 8), calling this after
+    the extract is prepared and after the List is read lowers the peak from 480 to 434 MiB, and
+    after matching and after each field compared, from 359 to 346 MiB (with the other changes
+    of benchmarks/RESULTS.md between). Elsewhere than glibc it does nothing.
     """
     trim = _libc_function("malloc_trim")
     if trim is not None:
