@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from listsync.client.errors import UnexpectedResponseError
 from listsync.client.models import ConnectionPath, ListedPerson, Person, person_identity
 from listsync.sync.people import PeoplePlan, PlannedWrites, plan_people_sync
 from listsync.sync.people.frames import list_frame
@@ -275,3 +276,27 @@ def test_a_field_no_list_person_holds_is_left_out_of_its_columns_and_planned_as_
     assert (patch.match, patch.changes) == ({"email": "bob@acme.com"}, {"title": (None, "CFO")})
     assert [delete.identity for delete in plan.deletes] == ["email:cy@acme.com"]
     assert [add.identity for add in plan.adds] == ["email:dee@acme.com"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("first_name", 5, "Expected bytes, got a 'int' object"),
+        ("email", {"address": "ann@acme.com"}, "Expected bytes, got a 'dict' object"),
+        ("target", "yes", "Could not convert 'yes'"),
+    ],
+)
+def test_a_list_person_whose_field_has_the_wrong_type_is_refused_as_the_services_error(
+    field: str, value: Any, says: str
+) -> None:
+    people = [
+        {"accountDomain": "acme.com", "email": f"p{number}@acme.com", "first_name": "P"}
+        for number in range(5)
+    ]
+    people[3][field] = value
+
+    with pytest.raises(UnexpectedResponseError, match="cannot read a List person") as error:
+        list_frame(people)
+
+    assert says in str(error.value)
+    assert error.value.status == 200

@@ -262,8 +262,14 @@ def _columns(batch: list[PersonRecord]) -> pd.DataFrame:
             for record in objects:
                 if record.get(name) is not None:
                     ListedPerson.model_validate(record)  # the model says what is wrong, if anything
+    # The text fields are taken out of the objects by Arrow, all at once; text must be text.
+    texts = [name for name in STRING_FIELDS if name in present]
+    converted = pa.array(objects, type=pa.struct([(name, TEXT_ARROW) for name in texts]))
     columns: dict[str, pd.Series] = {}
     for name in PERSON_FIELDS:
+        if name in texts:
+            columns[name] = pd.Series(converted.field(name), dtype=TEXT)
+            continue
         values = [record.get(name) for record in objects] if name in present else [None] * len(objects)
         if name == "target":
             pa.array(values, type=pa.bool_())  # a boolean or nothing, as the model accepts
