@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from listsync.client.errors import UnexpectedResponseError
 from listsync.client.models import ConnectionPath, ListedPerson, Person, person_identity
-from listsync.sync.people import PeoplePlan, PlannedWrites, plan_people_sync
+from listsync.sync.people import PeoplePlan, PlannedWrites, frames, plan_people_sync
 from listsync.sync.people.frames import list_frame
 
 
@@ -300,3 +301,24 @@ def test_a_list_person_whose_field_has_the_wrong_type_is_refused_as_the_services
 
     assert says in str(error.value)
     assert error.value.status == 200
+
+
+def test_a_list_read_in_batches_keeps_its_order_and_stops_soon_after_a_bad_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(frames, "BATCH", 2)
+    people = [{"accountDomain": "acme.com", "email": f"p{n}@acme.com", "first_name": "P"} for n in range(7)]
+
+    assert list(list_frame(people).frame["email"]) == [person["email"] for person in people]
+
+    people[1]["first_name"] = 5
+    taken: list[dict[str, Any]] = []
+
+    def read() -> Iterator[dict[str, Any]]:
+        for person in people:
+            taken.append(person)
+            yield person
+
+    with pytest.raises(UnexpectedResponseError, match="Expected bytes"):
+        list_frame(read())
+    assert len(taken) <= 2 * frames.BATCH  # the bad batch, and at most the one read beside it

@@ -15,6 +15,7 @@ name the List's own spelling, and adds ``url_key``, the profile URL normalised f
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,22 +187,32 @@ class ListPeople:
 def list_frame(records: Iterable[PersonRecord]) -> ListPeople:
     """The List's people as columns, built :data:`BATCH` people at a time.
 
+    Each batch is turned into columns in a thread of its own while the next is read, so that a
+    List is read in about the time the service takes to answer; still one page at a time, each
+    asked for only once the last is taken (the memory guard counts a batch as it is read). A
+    batch's error is raised at the latest once the next batch is read.
+
     :param records: the List's people as read: ``ListedPerson`` models, or the JSON objects the
         service sent (``iter_targetable_people_records``), whose field types are checked here as
         the client's ``ListedPerson`` would (:class:`~listsync.client.errors.UnexpectedResponseError`).
     """
-    batches: list[pd.DataFrame] = []
+    built: list[Future[pd.DataFrame]] = []
     read = 0
     batch: list[PersonRecord] = []
-    for record in records:
-        batch.append(record)
-        if len(batch) == BATCH:
-            batches.append(_list_batch(batch))
+    with ThreadPoolExecutor(1, thread_name_prefix="listsync-list-batches") as builder:
+        for record in records:
+            batch.append(record)
+            if len(batch) == BATCH:
+                if built:
+                    built[-1].result()  # the one before, done by now: its error, if any, now
+                built.append(builder.submit(_list_batch, batch))
+                read += len(batch)
+                batch = []
+        if batch or not built:
+            built.append(builder.submit(_list_batch, batch))
             read += len(batch)
-            batch = []
-    if batch or not batches:
-        batches.append(_list_batch(batch))
-        read += len(batch)
+        batches = [future.result() for future in built]
+    del built
     # A field no List person has would be a column of nulls, 4 to 8 bytes a person: left out.
     names = [
         name
