@@ -187,10 +187,10 @@ class ListPeople:
 def list_frame(records: Iterable[PersonRecord]) -> ListPeople:
     """The List's people as columns, built :data:`BATCH` people at a time.
 
-    Each batch is turned into columns in a thread of its own while the next is read, so that a
-    List is read in about the time the service takes to answer; still one page at a time, each
-    asked for only once the last is taken (the memory guard counts a batch as it is read). A
-    batch's error is raised at the latest once the next batch is read.
+    Each batch is turned into columns in a thread of its own while the next is read, so that this
+    work overlaps the waits for the service's answers. ``records`` is still read here, one person
+    after the other, so its pages are asked for one at a time as before and the memory guard stops
+    a read where it did. A batch's error is raised at the latest once the next batch is read.
 
     :param records: the List's people as read: ``ListedPerson`` models, or the JSON objects the
         service sent (``iter_targetable_people_records``), whose field types are checked here as
@@ -226,8 +226,8 @@ def stacked(parts: list[pd.DataFrame], names: Sequence[str]) -> pd.DataFrame:
     """The columns ``names`` of ``parts`` (people frames) put end to end, taken a column at a time
     and dropped from ``parts`` as they are, so that only one column is ever held twice; text
     columns end in one Arrow chunk (:func:`one_chunk`), the others (objects, row numbers) in one
-    NumPy array. The parts' small buffers (a chunk's offsets)
-    go back to the system a column at a time too, rather than pile up in the C library's heap."""
+    NumPy array. The parts' small buffers (a chunk's offsets) go back to the system a column at a
+    time too, rather than pile up in the C library's heap."""
     columns: dict[str, pd.Series] = {}
     for name in names:
         if not isinstance(parts[0][name].dtype, pd.ArrowDtype):  # object fields, row numbers

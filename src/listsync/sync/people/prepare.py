@@ -120,7 +120,7 @@ class PeoplePreparer:
             self._joined = len(self._parts)
 
     def frame(self) -> pd.DataFrame:
-        """The people kept, in extract order: the chunks' columns put end to end, not copied."""
+        """The people kept, in extract order: their parts' columns put end to end (:func:`stacked`)."""
         names = [ACCOUNT_DOMAIN, IDENTITY, *self._fields]
         if not self._parts:
             return pd.DataFrame({name: field_column(name, []) for name in names})
