@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from pytest_mock import MockerFixture
 
+import listsync.sync.people.sync as people_sync
 from listsync.client import ListSyncClient
 from listsync.emulator import Emulator, FaultRule
 from listsync.sync.people import sync_people
@@ -524,8 +525,6 @@ def test_the_extracts_people_are_let_go_before_the_plan_is_applied(
 ) -> None:
     """A sync holds the extract's people (as large as the List's) only until it has planned: the
     apply and the read back run without them."""
-    import listsync.sync.people.sync as people_sync
-
     frames: list[weakref.ref[pd.DataFrame]] = []
     alive_when_applied: list[bool] = []
     prepare, apply = people_sync.prepare_people, people_sync.apply_people_plan
