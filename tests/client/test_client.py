@@ -379,9 +379,14 @@ def test_row_ids_from_an_add(make_client):
     assert result.added == 2
 
 
-def test_a_success_body_that_is_not_json_is_an_unexpected_response(make_client):
-    with pytest.raises(UnexpectedResponseError):
-        make_client(Recorder(httpx.Response(200, text="<html>"))).list_lists()
+@pytest.mark.parametrize(
+    "body",
+    [b"<html>", b'{"success": true, "data": [{"id": "tbl_1", "name": NaN}]}', b'{"data": []}\xff'],
+    ids=["html", "nan-outside-the-standard", "not-utf-8"],
+)
+def test_a_success_body_that_is_not_json_is_an_unexpected_response(make_client, body):
+    with pytest.raises(UnexpectedResponseError, match="the body is not JSON"):
+        make_client(Recorder(httpx.Response(200, content=body))).list_lists()
 
 
 def test_iter_targetable_people_pages_until_has_more_is_false(make_client):

@@ -11,7 +11,6 @@ object or a list, and List writes may return an empty body.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -19,6 +18,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 import httpx
+import msgspec
 from pydantic import BaseModel, ValidationError
 
 from listsync.client import writers
@@ -684,8 +684,8 @@ def _json(response: httpx.Response) -> Any:
     if not response.content.strip():
         return None
     try:
-        return response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        return msgspec.json.decode(response.content)
+    except msgspec.DecodeError:
         request = response.request
         raise NotJsonError(
             response.status_code, request.method, request.url.path, "the body is not JSON"
