@@ -51,6 +51,7 @@ from pydantic import BaseModel
 
 from listsync.client.errors import InvalidRecordError, ListSyncError
 from listsync.client.models import Person
+from listsync.sync.ahead import made_ahead
 from listsync.sync.normalize import (
     NORMALIZATION_VERSION,
     ColumnResult,
@@ -199,6 +200,11 @@ class PrepareStats:
     def to_dict(self) -> dict[str, int]:
         """The counts as a JSON-ready dict (for task summaries)."""
         return dataclasses.asdict(self)
+
+    def add(self, other: PrepareStats) -> None:
+        """Count the rows ``other`` counted too."""
+        for name, count in other.to_dict().items():
+            setattr(self, name, getattr(self, name) + count)
 
 
 @dataclass
@@ -532,16 +538,19 @@ def prepare_people(
     check_region(default_region)
     check_people_column_map(column_map)
     preparer = PeoplePreparer(column_map, rejects)
-    for chunk in iter_mapped_chunks(
+    sharded = PrepareStats()  # the rows of other shards, counted by the thread that reads
+    chunks = iter_mapped_chunks(
         frames,
         column_map,
         person_rules(default_region),
-        preparer.stats,
+        sharded,
         shard=shard,
         shard_field=ACCOUNT_DOMAIN,
         on_chunk=on_chunk,
-    ):
+    )
+    for chunk in made_ahead(chunks, name="listsync-extract"):
         preparer.take(chunk)
+    preparer.stats.add(sharded)
     return PreparedPeople(preparer.frame(), preparer.stats)
 
 

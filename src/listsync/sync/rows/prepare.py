@@ -21,6 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from listsync.sync.ahead import made_ahead
 from listsync.sync.normalize import (
     MAX_JSON_DEPTH,
     PYTHON_WHITESPACE,
@@ -76,13 +77,16 @@ def prepare_row_columns(
     rules[key_id] = normalize_domain if key_kind == "domain" else normalize_text
     survivors = _Survivors(column_map, key_column, rejects)
     stats = survivors.stats
-    for frame, numbers, problems in iter_shard_chunks(
-        frames, column_map, stats, shard=shard, shard_column=key_column, shard_rule=rules[key_id]
-    ):
+    sharded = PrepareStats()  # the rows of other shards, counted by the thread that reads
+    chunks = iter_shard_chunks(
+        frames, column_map, sharded, shard=shard, shard_column=key_column, shard_rule=rules[key_id]
+    )
+    for frame, numbers, problems in made_ahead(chunks, name="listsync-extract"):
         stats.read += len(frame)
         if on_chunk is not None:
             on_chunk(len(frame))
         survivors.add_chunk(frame, numbers, problems, rules)
+    stats.add(sharded)
     return PreparedRows(survivors.frame(), key_id, stats)
 
 
