@@ -590,16 +590,20 @@ def _codes(
     first; then the keys of a share of the domains at a time (about :data:`KEYS_AT_ONCE` keys), and
     the pairs of numbers within that share: equal pairs have equal domains, so they meet in one
     share. No text is built."""
-    domain_codes = _numbered([list_domains] * len(list_keys) + [source_domains] * len(source_keys))
+    # Each side's domains numbered once, then repeated for each of its keys.
+    both = _numbered([list_domains, source_domains])
+    list_codes, source_codes = both[: len(list_domains)], both[len(list_domains) :]
+    domain_codes = np.concatenate([list_codes] * len(list_keys) + [source_codes] * len(source_keys))
     keys = pa.chunked_array(
         [chunk for key in [*list_keys, *source_keys] for chunk in _arrow(key).chunks], TEXT_ARROW
     )
     codes = np.full(len(domain_codes), -1, dtype=np.int32)  # 4 bytes a key: a plan holds millions
     given = pc.is_valid(keys).to_numpy(zero_copy_only=False) if len(keys) else np.empty(0, dtype=bool)
     shares = max(1, -(-int(given.sum()) // KEYS_AT_ONCE))
+    share_of = np.where(given, domain_codes % shares, -1)  # the divisions done once
     numbered = 0
     for share in range(shares):
-        in_share = given & (domain_codes % shares == share)
+        in_share = share_of == share
         if not in_share.any():
             continue
         key_codes = _numbered([keys.filter(pa.array(in_share))])
