@@ -78,14 +78,17 @@ def prepare_row_columns(
     survivors = _Survivors(column_map, key_column, rejects)
     stats = survivors.stats
     sharded = PrepareStats()  # the rows of other shards, counted by the thread that reads
-    chunks = iter_shard_chunks(
-        frames, column_map, sharded, shard=shard, shard_column=key_column, shard_rule=rules[key_id]
+    chunks = (
+        (frame, numbers, survivors.cells(frame, numbers, problems, rules))
+        for frame, numbers, problems in iter_shard_chunks(
+            frames, column_map, sharded, shard=shard, shard_column=key_column, shard_rule=rules[key_id]
+        )
     )
-    for frame, numbers, problems in made_ahead(chunks, name="listsync-extract"):
+    for frame, numbers, (cells, reasons) in made_ahead(chunks, name="listsync-extract"):
         stats.read += len(frame)
         if on_chunk is not None:
             on_chunk(len(frame))
-        survivors.add_chunk(frame, numbers, problems, rules)
+        survivors.add_chunk(frame, numbers, cells, reasons)
     stats.add(sharded)
     return PreparedRows(survivors.frame(), key_id, stats)
 
@@ -105,10 +108,11 @@ class _Survivors:
         # Each key passed -> its index among the rows passed (across chunks).
         self.seen: dict[str, int] = {}
 
-    def add_chunk(
+    def cells(
         self, frame: pd.DataFrame, numbers: np.ndarray, problems: Mapping[int, str], rules: Mapping[str, Rule]
-    ) -> None:
-        size = len(frame)
+    ) -> tuple[dict[str, np.ndarray], dict[int, list[str]]]:
+        """A chunk's cells by List column id, and the reasons to reject each row that has any.
+        Changes nothing here: chunks are made ready in a thread of their own (``made_ahead``)."""
         cells: dict[str, np.ndarray] = {}
         reasons: dict[int, list[str]] = {}
         key_failed: Collection[int] = ()
@@ -130,10 +134,20 @@ class _Survivors:
             for position, number in enumerate(numbers.tolist()):
                 if number in problems:
                     reasons[position] = [problems[number]]
+        return cells, reasons
+
+    def add_chunk(
+        self,
+        frame: pd.DataFrame,
+        numbers: np.ndarray,
+        cells: Mapping[str, np.ndarray],
+        reasons: Mapping[int, list[str]],
+    ) -> None:
+        """Reject the chunk's rows with reasons (:meth:`cells`) and keep the first of each key."""
         for position in sorted(reasons):
             self.rejects.add(int(numbers[position]), _original(frame, position), reasons[position])
         self.stats.rejected += len(reasons)
-        passing = np.ones(size, dtype=bool)
+        passing = np.ones(len(frame), dtype=bool)
         passing[list(reasons)] = False
         self._keep_first(frame, numbers, cells, np.flatnonzero(passing))
 
