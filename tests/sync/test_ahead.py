@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Iterator
 
@@ -80,3 +81,25 @@ def test_a_failing_caller_has_the_items_closed_before_its_error_goes_on() -> Non
             raise RuntimeError("the service refused")
 
     assert closed.is_set()
+
+
+TASK = contextvars.ContextVar("task", default="none")
+
+
+def test_the_items_are_made_in_the_callers_context_variables() -> None:
+    """A task's logging context (Airflow binds it in context variables) goes with the lines the
+    reading thread logs."""
+    seen: list[str] = []
+
+    def items() -> Iterator[int]:
+        for number in range(3):
+            seen.append(TASK.get())
+            yield number
+
+    token = TASK.set("sync_targetable_people[3]")
+    try:
+        assert list(made_ahead(items(), name="listsync-extract")) == [0, 1, 2]
+    finally:
+        TASK.reset(token)
+
+    assert seen == ["sync_targetable_people[3]"] * 3
