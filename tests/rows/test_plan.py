@@ -105,6 +105,32 @@ def test_a_bad_value_names_the_row_and_column() -> None:
         plan([{"domain": "acme.com", "arr": float("nan")}], [])
 
 
+def test_a_number_json_cannot_carry_inside_an_object_is_refused_not_taken_for_null() -> None:
+    current = [CurrentRow("row_1", {"domain": "acme.com", "meta": {"score": None}})]
+    with pytest.raises(ValueError, match=r"row 'acme.com', column 'meta'.*not a finite number"):
+        plan([{"domain": "acme.com", "meta": {"score": float("nan")}}], current)
+
+
+@pytest.mark.parametrize(
+    ("desired", "listed", "changed"),
+    [
+        ({"a": Decimal("1.5"), "b": [1]}, {"b": [1], "a": 1.5}, False),
+        ({"a": Decimal("1.50")}, {"a": 1.5}, False),
+        ({"a": Decimal("1.5")}, {"a": "1.5"}, True),
+        ({"a": 1}, {"a": True}, True),
+        ({"a": 1.0}, {"a": 1}, False),
+        ({"é": ["ü"]}, {"é": ["ü"]}, False),
+        ({"a": dt.date(2026, 5, 14)}, {"a": "2026-05-14"}, False),
+    ],
+)
+def test_objects_compare_as_the_values_sent(desired: Any, listed: Any, changed: bool) -> None:
+    current = [CurrentRow("row_1", {"domain": "acme.com", "meta": listed})]
+    result = plan([{"domain": "acme.com", "meta": desired}], current)
+    assert [(c.column_id, c.after) for c in result.changes] == (
+        [("meta", to_cell_value(desired))] if changed else []
+    )
+
+
 # --- planning -------------------------------------------------------------------------------
 
 
