@@ -504,6 +504,17 @@ def test_parquet_dates_arrive_as_dates_and_one_python_cannot_hold_is_refused_by_
     assert [row["renewal"] for row in rows] == days
     assert type(rows[0]["renewal"]) is date
 
+    repeated = tmp_path / "repeated.parquet"
+    owners = ["ann", None, "bob", "ann", "ann", None, "bob", "ann"]
+    renewals = [date(2026, 1, 1), None, date(2026, 1, 2), date(2026, 1, 1)] * 2
+    pq.write_table(pa.table({"owner": owners, "renewal": pa.array(renewals, pa.date32())}), repeated)
+    rows = records(read_extract(repeated))
+    assert [row["owner"] for row in rows] == owners
+    assert [row["renewal"] for row in rows] == renewals
+    # A value that repeats is one object, whichever rows hold it.
+    assert len({id(row["owner"]) for row in rows if row["owner"] == "ann"}) == 1
+    assert len({id(row["renewal"]) for row in rows if row["renewal"] == date(2026, 1, 1)}) == 1
+
     beyond = tmp_path / "beyond.parquet"
     late = (date(9999, 12, 31) - date(1970, 1, 1)).days + 1
     pq.write_table(pa.table({"renewal": pa.array([0, late], pa.int32()).cast(pa.date32())}), beyond)

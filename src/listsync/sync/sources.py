@@ -39,6 +39,7 @@ from datetime import date, datetime, tzinfo
 from pathlib import PurePath
 from typing import IO, Any, Literal, Protocol
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -333,21 +334,31 @@ _PYTHON_DAYS = ((date.min - date(1970, 1, 1)).days, (date.max - date(1970, 1, 1)
 
 
 def _python_values(name: str, column: pa.Array) -> Sequence[Any]:
-    """A Parquet column's values as Python objects. Dates go through NumPy, twenty times faster
-    than ``to_pylist``.
+    """A Parquet column's values as Python objects. Text and dates that repeat (a value in two
+    rows or more on average) are made once per value, each row holding the one object: a column
+    of 50 owners takes 50 strings, not one a row. Other dates go through NumPy, twenty times
+    faster than ``to_pylist``.
 
     :raises ExtractError: a date outside the years 1 to 9999, which Python cannot hold.
     """
-    if not pa.types.is_date32(column.type):
+    kind = column.type
+    dates = pa.types.is_date32(kind)
+    if dates:
+        days = pc.min_max(column.cast(pa.int32()))
+        first, last = days["min"].as_py(), days["max"].as_py()
+        if first is not None and (first < _PYTHON_DAYS[0] or last > _PYTHON_DAYS[1]):
+            raise ExtractError(
+                f"column {name!r} holds a date outside the years 1 to 9999, which Python cannot hold: "
+                "correct it at the source"
+            )
+    elif not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
         return column.to_pylist()
-    days = pc.min_max(column.cast(pa.int32()))
-    first, last = days["min"].as_py(), days["max"].as_py()
-    if first is not None and (first < _PYTHON_DAYS[0] or last > _PYTHON_DAYS[1]):
-        raise ExtractError(
-            f"column {name!r} holds a date outside the years 1 to 9999, which Python cannot hold: "
-            "correct it at the source"
-        )
-    return column.to_numpy(zero_copy_only=False).astype(object)
+    encoded = column.dictionary_encode()
+    distinct = len(encoded.dictionary)
+    if distinct * 2 <= len(column):
+        objects = np.array([*encoded.dictionary.to_pylist(), None], dtype=object)
+        return objects[encoded.indices.fill_null(distinct).to_numpy()]
+    return column.to_numpy(zero_copy_only=False).astype(object) if dates else column.to_pylist()
 
 
 def _read_jsonl(handle: IO[bytes], encoding: str, chunk_size: int) -> Iterator[pd.DataFrame]:
