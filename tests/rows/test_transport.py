@@ -1,5 +1,5 @@
 """The rows upsert's requests on the wire, with httpx.MockTransport: the read mode, the value it
-compares, and a row add answered by a 5xx."""
+compares, a row add answered by a 5xx, and the shapes of List rows read."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ import json
 from typing import Any
 
 import httpx
+import numpy as np
 import pandas as pd
+import pytest
 
 from listsync.client.client import ListSyncClient
-from listsync.sync.rows import upsert_rows
+from listsync.client.errors import UnexpectedResponseError
+from listsync.sync.rows import read_list_rows, upsert_rows
 
 
 def row(row_id: str, **cells: tuple[Any, Any]) -> dict[str, Any]:
@@ -99,3 +102,41 @@ def test_reads_by_key_compares_values_and_rereads_a_row_add_answered_by_a_5xx() 
         ("GET", {"rowIds": "row_new0", "userId": "usr_1"}),
     ]
     assert (summary["verified"], summary["drift"]) == (1, 0)
+
+
+def list_client(rows: list[Any]) -> ListSyncClient:
+    """A client whose List answers GET rows with ``rows`` on one page."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"success": True, "data": {"rows": rows, "truncated": False}})
+
+    return ListSyncClient("https://api.example.com", "sk_test", transport=httpx.MockTransport(handler))
+
+
+def test_the_list_is_read_from_cells_as_objects_or_as_bare_values() -> None:
+    rows = [
+        row("row_1", domain=("Acme.com", "acme.com"), plan=("team", "Team")),
+        {"id": "row_2", "cells": {"domain": "beta.io", "plan": {"tier": 1}, "note": None}},
+        {"id": "row_3", "cells": {"domain": {"value": "gamma.dev"}}},
+        {"id": "row_4"},  # no cells: no key, not read
+    ]
+    with list_client(rows) as client:
+        table, requests = read_list_rows(client, "tbl_1", "domain", ["domain", "plan"], key_kind="domain")
+    assert (table.row_ids, table.keys, requests) == (
+        ["row_1", "row_2", "row_3", "row_4"],
+        ["acme.com", "beta.io", "gamma.dev", None],
+        1,
+    )
+    every = np.arange(4)
+    assert table.cells["domain"].values(every).tolist() == ["Acme.com", "beta.io", "gamma.dev", None]
+    assert table.cells["plan"].values(every).tolist() == ["team", {"tier": 1}, None, None]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [["row_1"], {"cells": {}}, {"id": 7, "cells": {}}, {"id": "row_1", "cells": ["acme.com"]}],
+    ids=["not an object", "no id", "id not text", "cells not an object"],
+)
+def test_a_list_row_that_is_not_a_row_is_refused(bad: Any) -> None:
+    with list_client([bad]) as client, pytest.raises(UnexpectedResponseError, match="cannot read RowsPage"):
+        read_list_rows(client, "tbl_1", "domain", ["domain"], key_kind="domain")

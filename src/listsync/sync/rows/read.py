@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from listsync.client.models import Row
+from listsync.client.models import Row, RowsPage
 from listsync.client.paging import iter_offset_pages
 from listsync.sync.rows.plan import CurrentRow, ListColumn, ListRows
 from listsync.sync.rows.prepare import object_array
@@ -24,7 +24,8 @@ ROWS_PAGE_SIZE = 1000
 class _KeyedRows:
     """Every List row whose key cell is not empty, page by page (GET rows in the documented
     filter mode, ``columnId=<key_column>&operator=is_not_empty``, so the read does not depend
-    on how the service pages a List without a filter); ``requests`` counts the GETs sent."""
+    on how the service pages a List without a filter), as the JSON objects the service sent;
+    ``requests`` counts the GETs sent."""
 
     def __init__(self, client: ListSyncClient, table_id: str, key_column: str, page_size: int) -> None:
         self.client = client
@@ -33,19 +34,26 @@ class _KeyedRows:
         self.page_size = page_size
         self.requests = 0
 
-    def __iter__(self) -> Iterator[Row]:
+    def __iter__(self) -> Iterator[Any]:
         return iter_offset_pages(self._fetch, what=f"rows of {self.table_id}")
 
-    def _fetch(self, offset: int) -> tuple[list[Row], bool | None, int | None]:
+    def _fetch(self, offset: int) -> tuple[list[Any], bool | None, int | None]:
         self.requests += 1
-        page = self.client.get_rows(
-            self.table_id,
-            column_id=self.key_column,
-            operator="is_not_empty",
-            limit=self.page_size,
-            offset=offset,
+        rows, page = self._page(
+            column_id=self.key_column, operator="is_not_empty", limit=self.page_size, offset=offset
         )
-        return page.rows, page.more, page.total
+        return rows, page.more, page.total
+
+    def _page(self, **query: Any) -> tuple[list[Any], RowsPage]:
+        return self.client.get_row_records(self.table_id, **query)
+
+
+class _KeyedRowModels(_KeyedRows):
+    """:class:`_KeyedRows` as :class:`Row` models."""
+
+    def _page(self, **query: Any) -> tuple[list[Any], RowsPage]:
+        page = self.client.get_rows(self.table_id, **query)
+        return page.rows, page
 
 
 def read_current_rows(
@@ -57,7 +65,7 @@ def read_current_rows(
 
     :return: the rows (cells' ``value``, never ``computedValue``) and the GET requests sent.
     """
-    read = _KeyedRows(client, table_id, key_column, page_size)
+    read = _KeyedRowModels(client, table_id, key_column, page_size)
     return [current_row(row) for row in read], read.requests
 
 
@@ -116,7 +124,7 @@ def read_list_rows(
     """Read every List row whose ``key_column`` cell is not empty, page by page, into columns.
 
     Only ``columns`` (and the key, normalised per ``key_kind`` by :func:`list_keys`) are kept,
-    page by page: a page's rows are models only until their cells are taken.
+    page by page: a page's rows are held as the service sent them only until their cells are taken.
 
     :param shard: keep only the rows whose normalised key is in this shard (each distinct key
         of a page is hashed once).
@@ -128,10 +136,11 @@ def read_list_rows(
     read = _KeyedRows(client, table_id, key_column, page_size)
     wanted = list(dict.fromkeys(columns))
     table = ListRows([], [], {column: ListColumn() for column in wanted})
-    page: list[Row] = []
+    page: list[dict[str, Any]] = []
 
-    def take(rows: list[Row]) -> None:
-        keys = list_keys([_value(row, key_column) for row in rows], key_kind)
+    def take(rows: list[dict[str, Any]]) -> None:
+        cells = [row.get("cells", {}) for row in rows]
+        keys = list_keys([_value(row_cells.get(key_column)) for row_cells in cells], key_kind)
         kept: Iterable[int] = range(len(rows))
         if shard is not None:
             # Keys are remembered for a page only: a List's keys are mostly distinct, and
@@ -140,10 +149,10 @@ def read_list_rows(
             kept = [index for index, key in enumerate(keys) if held[key or ""]]
         if counted is not None:
             kept = list(counted(iter(kept)))
-        table.row_ids.extend(rows[index].id for index in kept)
+        table.row_ids.extend(rows[index]["id"] for index in kept)
         table.keys.extend(keys[index] for index in kept)
         for column in wanted:
-            table.cells[column].append([_value(rows[index], column) for index in kept])
+            table.cells[column].append([_value(cells[index].get(column)) for index in kept])
 
     for row in read:
         page.append(row)
@@ -155,6 +164,7 @@ def read_list_rows(
     return table, read.requests
 
 
-def _value(row: Row, column: str) -> Any:
-    cell = row.cells.get(column)
-    return None if cell is None else cell.value
+def _value(cell: Any) -> Any:
+    """A cell's value: the ``value`` of an object holding one (``computedValue`` beside it), else
+    the cell itself (a bare value, the shape cells are written in), as :class:`Row` reads it."""
+    return cell["value"] if isinstance(cell, dict) and "value" in cell else cell
