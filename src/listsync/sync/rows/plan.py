@@ -444,36 +444,46 @@ class _RowsDiff:
                 befores.append(listed.values(list_rows[where]))
             found_rows.append(where)
             found_columns.append(np.full(len(where), index))
-            afters.append(wanted[where])
+            afters.append(self._sent(column, wanted[where], kinds[where], desired_rows[where]))
         rows = np.concatenate(found_rows)
         order = np.lexsort((np.concatenate(found_columns), rows))
+        rows = rows[order]
         column_of = np.concatenate(found_columns)[order]
         before = np.concatenate(befores)[order] if befores else np.empty(0, dtype=object)
         after = np.concatenate(afters)[order] if afters else np.empty(0, dtype=object)
-        changes = []
-        for row, column_index, old, new in zip(
-            rows[order].tolist(), column_of.tolist(), before.tolist(), after.tolist(), strict=True
-        ):
-            key = self.keys[desired_rows[row]]
-            column = columns[column_index]
-            row_id = self.current.row_ids[list_rows[row]]
-            changes.append(CellChange(key, row_id, column, old, _cell_value_for(key, column, new)))
-        return changes
+        keys, row_ids = self.keys, self.current.row_ids
+        return [
+            CellChange(keys[desired], row_ids[listed], columns[column_index], old, new)
+            for desired, listed, column_index, old, new in zip(
+                desired_rows[rows].tolist(),
+                list_rows[rows].tolist(),
+                column_of.tolist(),
+                before.tolist(),
+                after.tolist(),
+                strict=True,
+            )
+        ]
+
+    def _sent(self, column: str, values: np.ndarray, kinds: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """``values`` (of ``kinds``, extract rows ``rows``) as the JSON values sent: None, booleans
+        and text are sent as they are, numbers and the rest as :func:`to_cell_value` makes them."""
+        sent = values.copy()
+        for index in np.flatnonzero(np.isin(kinds, (_NUMBER_KIND, _OTHER_KIND))).tolist():
+            sent[index] = _cell_value_for(self.keys[rows[index]], column, values[index])
+        return sent
 
 
 # Kinds of value compared by Python's equality alone, once kinds match: None, booleans, numbers
 # (10 == 10.0) and text. Booleans are not numbers here (JSON: true is not 1).
 _NONE_KIND = 0
-_SIMPLE_KINDS = {type(None): _NONE_KIND, bool: 1, int: 2, float: 2, str: 3}
+_NUMBER_KIND = 2
+_SIMPLE_KINDS = {type(None): _NONE_KIND, bool: 1, int: _NUMBER_KIND, float: _NUMBER_KIND, str: 3}
 _OTHER_KIND = 4
 
 
 def _kinds(values: np.ndarray) -> np.ndarray:
-    codes, types = pd.factorize(pd.Series(object_array(map(type, values), len(values)), dtype=object))
-    if not len(types):
-        return np.empty(0, dtype=np.int8)
-    by_code = np.array([_SIMPLE_KINDS.get(kind, _OTHER_KIND) for kind in types], dtype=np.int8)
-    return by_code[codes]
+    kinds = map(_SIMPLE_KINDS.get, map(type, values), itertools.repeat(_OTHER_KIND))
+    return np.fromiter(kinds, dtype=np.int8, count=len(values))
 
 
 def cells_equal(desired: np.ndarray, current: np.ndarray) -> np.ndarray:
