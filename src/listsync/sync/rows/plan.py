@@ -39,7 +39,7 @@ class RowAddition:
     cells: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one is made per cell to write, and frozen ones cost twice as much
 class CellChange:
     """One cell to update: ``before`` is the List's value, ``after`` the JSON value to send."""
 
@@ -229,7 +229,7 @@ class ListColumn:
             try:
                 texts = pa.array(wanted, type=pa.string())
             except UnicodeEncodeError:  # a lone surrogate: compared as Python values
-                return cells_equal(wanted, self.values(rows))
+                return cells_equal(wanted, self.values(rows), kinds)
             return _same_strings(texts, self._strings(rows))
         if form == _JSON:
             # Each text is dropped as soon as Arrow holds it: no column of Python strings at once.
@@ -240,9 +240,11 @@ class ListColumn:
             # Texts differ for some equal values (1 and 1.0, odd types): those are compared one by one.
             containers = np.flatnonzero(~equal & (kinds == _OTHER_KIND))
             if containers.size:
-                equal[containers] = cells_equal(wanted[containers], self.values(rows[containers]))
+                equal[containers] = cells_equal(
+                    wanted[containers], self.values(rows[containers]), kinds[containers]
+                )
             return equal
-        return cells_equal(wanted, self.values(rows))
+        return cells_equal(wanted, self.values(rows), kinds)
 
 
 def _json_text(value: Any) -> bytes:
@@ -486,14 +488,17 @@ def _kinds(values: np.ndarray) -> np.ndarray:
     return np.fromiter(kinds, dtype=np.int8, count=len(values))
 
 
-def cells_equal(desired: np.ndarray, current: np.ndarray) -> np.ndarray:
-    """:func:`cell_values_equal` of each pair, over two object arrays of one length.
+def cells_equal(
+    desired: np.ndarray, current: np.ndarray, desired_kinds: np.ndarray | None = None
+) -> np.ndarray:
+    """:func:`cell_values_equal` of each pair, over two object arrays of one length (the kinds of
+    ``desired``, when known, given as ``desired_kinds``).
 
     Pairs of simple values (None, booleans, numbers, text) compare at once: same kind and
     Python-equal. Other pairs (objects, arrays, dates, decimals...) that Python finds equal and
     that print alike are equal; the rest are compared one by one by :func:`cell_values_equal`.
     """
-    desired_kinds = _kinds(desired)
+    desired_kinds = _kinds(desired) if desired_kinds is None else desired_kinds
     current_kinds = _kinds(current)
     equal = (desired_kinds == current_kinds) & np.asarray(desired == current, dtype=bool)
     other = np.flatnonzero((desired_kinds == _OTHER_KIND) | (current_kinds == _OTHER_KIND))

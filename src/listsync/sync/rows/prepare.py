@@ -159,7 +159,7 @@ class _Survivors:
         seen = self.seen
         repeated = pd.Series(keys, dtype=object).duplicated(keep=False).to_numpy()
         if seen:
-            repeated = repeated | np.fromiter((key in seen for key in keys), dtype=bool, count=len(keys))
+            repeated = repeated | np.fromiter(map(seen.__contains__, keys), dtype=bool, count=len(keys))
         dropped: list[int] = []
         firsts: dict[str, int] = {}  # key -> position in this chunk, for keys new in it
         for index in np.flatnonzero(repeated).tolist():
@@ -188,7 +188,10 @@ class _Survivors:
                 self.stats.rejected += 1
         kept = np.delete(positions, dropped)
         start = len(seen)
-        chunk = pd.DataFrame({target: values[kept] for target, values in cells.items()}, dtype=object)
+        every = len(kept) == len(frame)  # no row rejected or dropped: the cells as they are
+        chunk = pd.DataFrame(
+            {target: values if every else values[kept] for target, values in cells.items()}, dtype=object
+        )
         seen.update(zip(chunk[self.key_id].tolist(), range(start, start + len(chunk)), strict=True))
         self.chunks.append(chunk)
         self.chunk_starts.append(start)
