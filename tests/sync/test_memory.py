@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 
 import pytest
 
-from listsync.sync.memory import BASE_MEMORY, PEOPLE_COSTS, MemoryGuard, MemoryLimitError, rows_costs
+from listsync.sync.memory import (
+    BASE_MEMORY,
+    PEOPLE_COSTS,
+    MemoryGuard,
+    MemoryLimitError,
+    kept_objects_frozen,
+    rows_costs,
+)
 from listsync.sync.options import (
     Shard,
     default_max_memory,
@@ -122,3 +130,21 @@ def test_no_limit_counts_without_failing() -> None:
     memory.count_extract(10**9)
     assert list(memory.count_list(range(5))) == [0, 1, 2, 3, 4]
     assert memory.estimate() == BASE_MEMORY + 10**9 * PEOPLE_COSTS.extract
+
+
+def test_objects_settled_are_frozen_until_the_block_ends_unless_frozen_before() -> None:
+    assert gc.get_freeze_count() == 0
+    with kept_objects_frozen() as settle:
+        kept = [{"row": number} for number in range(1000)]
+        settle()
+        assert gc.get_freeze_count() >= len(kept)
+    assert gc.get_freeze_count() == 0
+
+    gc.freeze()  # frozen by someone else (a process forked after freezing, say): left so
+    try:
+        before = gc.get_freeze_count()
+        with kept_objects_frozen() as settle:
+            settle()
+        assert gc.get_freeze_count() >= before > 0
+    finally:
+        gc.unfreeze()

@@ -29,12 +29,14 @@ compactly as read), measured on the data of benchmarks/rows_upsert.py between 10
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
+import gc
 import math
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -48,6 +50,7 @@ __all__ = [
     "MemoryLimitError",
     "RowCosts",
     "give_back_freed_memory",
+    "kept_objects_frozen",
     "rows_costs",
     "use_returning_allocator",
 ]
@@ -211,3 +214,23 @@ def _libc_function(name: str) -> Any:
         return getattr(ctypes.CDLL(ctypes.util.find_library("c")), name)
     except (OSError, AttributeError, TypeError):
         return None
+
+
+@contextlib.contextmanager
+def kept_objects_frozen() -> Iterator[Callable[[], None]]:
+    """Within, the function given (``settle``) moves every object alive to where Python's cycle
+    collector no longer looks (``gc.freeze``); on leaving, they are handed back, unless something
+    else had frozen objects before.
+
+    Each full collection looks at every object that may be part of a cycle; a preparation that
+    keeps hundreds of thousands of values (dicts, lists) would be looked at again and again as it
+    grows. Settled after each chunk, they are not: 500,000 rows with a JSON column prepared in 3.5-3.7
+    instead of 4.1-4.3 s. Objects freed while frozen are freed as ever (by their reference counts);
+    only cycles among them wait for the hand-back.
+    """
+    frozen_before = gc.get_freeze_count()
+    try:
+        yield gc.freeze
+    finally:
+        if not frozen_before:
+            gc.unfreeze()

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from listsync.sync.ahead import made_ahead
+from listsync.sync.memory import kept_objects_frozen
 from listsync.sync.normalize import (
     MAX_JSON_DEPTH,
     PYTHON_WHITESPACE,
@@ -84,11 +85,13 @@ def prepare_row_columns(
             frames, column_map, sharded, shard=shard, shard_column=key_column, shard_rule=rules[key_id]
         )
     )
-    for frame, numbers, (cells, reasons) in made_ahead(chunks, name="listsync-extract"):
-        stats.read += len(frame)
-        if on_chunk is not None:
-            on_chunk(len(frame))
-        survivors.add_chunk(frame, numbers, cells, reasons)
+    with kept_objects_frozen() as settle:
+        for frame, numbers, (cells, reasons) in made_ahead(chunks, name="listsync-extract"):
+            stats.read += len(frame)
+            if on_chunk is not None:
+                on_chunk(len(frame))
+            survivors.add_chunk(frame, numbers, cells, reasons)
+            settle()  # the rows kept: not looked at again by each full collection
     stats.add(sharded)
     return PreparedRows(survivors.frame(), key_id, stats)
 
