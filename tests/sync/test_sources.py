@@ -504,6 +504,14 @@ def test_parquet_dates_arrive_as_dates_and_one_python_cannot_hold_is_refused_by_
     assert [row["renewal"] for row in rows] == days
     assert type(rows[0]["renewal"]) is date
 
+    beyond = tmp_path / "beyond.parquet"
+    late = (date(9999, 12, 31) - date(1970, 1, 1)).days + 1
+    pq.write_table(pa.table({"renewal": pa.array([0, late], pa.int32()).cast(pa.date32())}), beyond)
+    with pytest.raises(ExtractError, match=r"column 'renewal' holds a date outside the years 1 to 9999"):
+        list(read_extract(beyond))
+
+
+def test_parquet_text_and_dates_that_repeat_are_one_object_per_value(tmp_path: Path) -> None:
     repeated = tmp_path / "repeated.parquet"
     owners = ["ann", None, "bob", "ann", "ann", None, "bob", "ann"]
     renewals = [date(2026, 1, 1), None, date(2026, 1, 2), date(2026, 1, 1)] * 2
@@ -511,12 +519,6 @@ def test_parquet_dates_arrive_as_dates_and_one_python_cannot_hold_is_refused_by_
     rows = records(read_extract(repeated))
     assert [row["owner"] for row in rows] == owners
     assert [row["renewal"] for row in rows] == renewals
-    # A value that repeats is one object, whichever rows hold it.
+    # A value in two rows or more on average is one object, whichever rows hold it.
     assert len({id(row["owner"]) for row in rows if row["owner"] == "ann"}) == 1
     assert len({id(row["renewal"]) for row in rows if row["renewal"] == date(2026, 1, 1)}) == 1
-
-    beyond = tmp_path / "beyond.parquet"
-    late = (date(9999, 12, 31) - date(1970, 1, 1)).days + 1
-    pq.write_table(pa.table({"renewal": pa.array([0, late], pa.int32()).cast(pa.date32())}), beyond)
-    with pytest.raises(ExtractError, match=r"column 'renewal' holds a date outside the years 1 to 9999"):
-        list(read_extract(beyond))

@@ -262,10 +262,9 @@ def column_cells(series: pd.Series, rule: Rule) -> tuple[np.ndarray, dict[int, s
             _float_cells(values, positions, errors)
         elif kind is dt.date:
             # Each date formatted once, its rows sharing the text.
-            days, distinct_days = pd.factorize(values[positions])
-            values[positions] = object_array((day.isoformat() for day in distinct_days), len(distinct_days))[
-                days
-            ]
+            days, distinct = pd.factorize(values[positions])
+            texts = object_array((day.isoformat() for day in distinct), len(distinct))
+            values[positions] = texts[days]
         elif kind is dict or kind is list:
             # Kept as they are when made of JSON's own types (what JSON columns and most typed
             # sources hold); the rule would only copy them.
