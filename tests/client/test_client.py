@@ -439,6 +439,59 @@ def test_people_paging_ends_on_the_services_own_word_wherever_it_is(make_client,
     assert [r.url.params["limit"] for r in recorder.requests] == ["1000"] * 3
 
 
+SIX_PEOPLE = [{"first_name": f"P{i}", "email": f"p{i}@x.io", "accountDomain": "x.io"} for i in range(6)]
+PAGINATION = {"total": 6, "limit": 25, "offset": 0, "hasMore": False}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"success": True, "data": SIX_PEOPLE, "pagination": PAGINATION},
+        {"success": True, "data": {"people": SIX_PEOPLE, "pagination": PAGINATION}},
+        {"success": True, "data": SIX_PEOPLE, "meta": PAGINATION},
+        {"success": True, "data": {"items": SIX_PEOPLE, "paging": PAGINATION}},
+        {"people": SIX_PEOPLE, "pagination": PAGINATION},
+    ],
+    ids=["pagination-beside", "pagination-inside", "meta-beside", "paging-inside", "no-envelope"],
+)
+def test_paging_fields_in_a_pagination_object_are_read(make_client, body):
+    recorder = Recorder(httpx.Response(200, json=body))
+    client = make_client(recorder)
+
+    page = client.get_targetable_people("tbl_1", limit=25)
+
+    assert (page.total, page.has_more, page.more, page.limit, page.offset) == (6, False, False, 25, 0)
+    assert len(page.people) == 6
+    # The iterators stop on the page's own word: no request for an empty page after it.
+    assert len(list(client.iter_targetable_people("tbl_1", page_size=25))) == 6
+    assert len(list(client.iter_targetable_people_records("tbl_1", page_size=25))) == 6
+    assert len(recorder.requests) == 3
+
+
+def test_a_paging_field_given_directly_wins_over_one_in_a_pagination_object(make_client):
+    body = {"success": True, "data": {"people": SIX_PEOPLE, "hasMore": True, "pagination": PAGINATION}}
+
+    page = make_client(Recorder(httpx.Response(200, json=body))).get_targetable_people("tbl_1")
+
+    assert (page.has_more, page.total) == (True, 6)
+
+
+def test_rows_paging_fields_in_a_pagination_object_are_read(make_client):
+    rows = [{"id": f"row_{i}", "cells": {}} for i in range(3)]
+    pagination = {"totalMatched": 3, "truncated": False, "returned": 3}
+    recorder = Recorder(ok({"rows": rows, "pagination": pagination}))
+    client = make_client(recorder)
+
+    page = client.get_rows("tbl_1", column_id="domain", operator="is_not_empty", limit=10)
+    records, paging = client.get_row_records("tbl_1", column_id="domain", operator="is_not_empty")
+    listed = list(client.iter_rows("tbl_1", column_id="domain", operator="is_not_empty", page_size=10))
+
+    assert (page.total_matched, page.truncated, page.returned) == (3, False, 3)
+    assert (len(records), paging.total_matched, paging.more) == (3, 3, False)
+    assert len(listed) == 3
+    assert len(recorder.requests) == 3  # iter_rows stopped after its one page
+
+
 @pytest.mark.parametrize(
     "body",
     [

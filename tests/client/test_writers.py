@@ -368,3 +368,218 @@ def test_an_unreadable_success_leaves_the_chunk_unknown(make_client):
 
     assert sorted(report.outcome_unknown) == ["a.io#0", "a.io#1"]
     assert report.written == [] and report.failed == {}
+
+
+# -- refusals in words the client does not know --------------------------------------------------
+
+HELD = [f"acct{i}.com" for i in range(60)]
+
+
+class PeopleList:
+    """A people List holding the accounts of ``HELD``: a people add naming any other account is
+    refused whole with ``refusal(domains)``; GET targetable-people answers (the List is there)."""
+
+    def __init__(self, refusal, *, list_there: bool = True) -> None:
+        self.refusal = refusal
+        self.list_there = list_there
+        self.people: list[tuple[str, str]] = []
+        self.writes: list[int] = []  # people per write request, in order
+        self.reads = 0
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            self.reads += 1
+            if not self.list_there:
+                return refuse("Not found", 404)
+            return httpx.Response(200, json={"success": True, "data": {"people": [], "hasMore": False}})
+        accounts = json.loads(request.content)["accounts"]
+        self.writes.append(sum(len(a["people"]) for a in accounts))
+        unknown = [a["accountDomain"] for a in accounts if a["accountDomain"].lower() not in HELD]
+        if unknown:
+            return self.refusal(unknown)
+        self.people += [(a["accountDomain"], p["email"]) for a in accounts for p in a["people"]]
+        return httpx.Response(200, json={"success": True, "data": {"added": self.writes[-1]}})
+
+
+def good_and_ghost_people(ghost_after: int) -> list[AccountKeyed]:
+    """300 people on the 60 held accounts and 5 on ghost-account.com, after ``ghost_after`` accounts."""
+    counts = [(domain, 5) for domain in HELD]
+    return people([*counts[:ghost_after], ("ghost-account.com", 5), *counts[ghost_after:]])
+
+
+GHOSTS = [f"ghost-account.com#{i}" for i in range(5)]
+
+
+def test_a_404_in_other_words_naming_an_account_fails_only_its_people(make_client):
+    service = PeopleList(lambda unknown: refuse(f"Unknown account domain(s): {', '.join(unknown)}", 404))
+
+    report = make_client(service).write_people_adds("tbl_1", good_and_ghost_people(ghost_after=30))
+
+    assert len(service.people) == 300
+    assert len(report.written) == 300 and "ghost-account.com#0" not in report.written
+    assert sorted(report.failed) == GHOSTS
+    assert all("Unknown account domain(s): ghost-account.com" in r for r in report.failed.values())
+    # All 305 refused, the 300 others sent again at once.
+    assert service.writes == [305, 300]
+    assert (report.requests, report.isolation_requests) == (2, 1)
+    assert service.reads == 0
+
+
+@pytest.mark.parametrize("ghost_after", [0, 30, 60], ids=["first", "straddling-the-halves", "last"])
+def test_a_404_naming_nothing_is_bisected_until_the_refused_account_stands_alone(make_client, ghost_after):
+    service = PeopleList(lambda unknown: refuse("Not found", 404))
+
+    report = make_client(service).write_people_adds("tbl_1", good_and_ghost_people(ghost_after))
+
+    assert len(service.people) == 300
+    assert sorted(report.failed) == GHOSTS
+    assert set(report.failed.values()) == {"POST /v1/lists/tbl_1/targetable-people -> 404: Not found"}
+    assert report.outcome_unknown == {}
+    # Two requests per halving, down to each refused person on either side of a cut: some 40,
+    # not one per person.
+    assert report.requests <= 40
+    # Only halves that were both refused ask whether the List is there, and only once.
+    assert service.reads == (1 if ghost_after == 30 else 0)
+
+
+def test_a_404_naming_an_email_is_not_a_refusal_of_the_whole_account(make_client):
+    def answer(body):
+        if any(p["match"]["email"] == "p1@b.io" for a in body["accounts"] for p in a["people"]):
+            return refuse("No such person: p1@b.io", 404)
+        return httpx.Response(200, json={"success": True, "data": {"updated": 1}})
+
+    items = [
+        AccountKeyed(f"{d}#{i}", d, {"match": {"email": f"p{i}@{d}"}, "patch": {"title": "CTO"}})
+        for d in ("a.io", "b.io")
+        for i in range(4)
+    ]
+
+    report = make_client(Service(answer)).write_people_patches("tbl_1", items)
+
+    assert list(report.failed) == ["b.io#1"]
+    assert len(report.written) == 7
+
+
+def test_a_400_naming_an_account_sends_it_apart_and_finds_the_one_bad_person(make_client):
+    # A 400 naming an account may be about one of its people: they are sent apart, not failed.
+    def answer(body):
+        for account in body["accounts"]:
+            if any(p.get("title") == "???" for p in account["people"]):
+                return refuse(f"Invalid title for a person of {account['accountDomain']}")
+        return httpx.Response(200, json={"success": True, "data": {"added": 1}})
+
+    items = people([("a.io", 3), ("b.io", 4), ("c.io", 3)])
+    items[5] = AccountKeyed("b.io#bad", "b.io", {"first_name": "Bad", "email": "bad@b.io", "title": "???"})
+
+    report = make_client(Service(answer)).write_people_adds("tbl_1", items)
+
+    assert list(report.failed) == ["b.io#bad"]
+    assert "Invalid title for a person of b.io" in report.failed["b.io#bad"]
+    assert len(report.written) == 9
+
+
+def test_an_account_not_found_in_another_spelling_is_still_found(make_client):
+    def answer(body):
+        if any(a["accountDomain"] == "ghost.io" for a in body["accounts"]):
+            return refuse("Account not found: GHOST.io (no such account row)", 404)
+        return httpx.Response(200, json={"success": True, "data": {"added": 1}})
+
+    service = Service(answer)
+    report = make_client(service).write_people_adds("tbl_1", people([("a.io", 2), ("ghost.io", 2)]))
+
+    assert sorted(report.failed) == ["ghost.io#0", "ghost.io#1"]
+    assert report.written == ["a.io#0", "a.io#1"]
+    assert report.requests == 2
+
+
+def cells_service(refusal: str):
+    def answer(body):
+        if any(u["rowId"] == "row_7" for u in body["updates"]):
+            return refuse(refusal, 404)
+        return httpx.Response(200, json={"success": True, "data": {"updated": len(body["updates"])}})
+
+    return Service(answer)
+
+
+def test_a_404_in_other_words_naming_a_row_fails_only_its_updates(make_client):
+    service = cells_service("No such row(s): row_7")
+    updates = [
+        Keyed(f"k{i}", {"rowId": f"row_{i % 10}", "columnId": "status", "value": "done"}) for i in range(40)
+    ]
+
+    report = make_client(service).write_cell_updates("tbl_1", updates)
+
+    assert sorted(report.failed) == ["k17", "k27", "k37", "k7"]
+    assert all("No such row(s): row_7" in reason for reason in report.failed.values())
+    assert len(report.written) == 36
+    # row_70 would not be row_7: the id is named as a whole token.
+    assert [len(body["updates"]) for body in service.bodies] == [40, 36]
+    assert (report.requests, report.isolation_requests) == (2, 1)
+
+
+def test_row_deletes_refused_404_in_other_words_count_the_named_rows_as_gone(make_client):
+    def answer(body):
+        if "row_gone" in body["rowIds"]:
+            return refuse("No such row(s): row_gone", 404)
+        return httpx.Response(200, json={"success": True, "data": {"deleted": len(body["rowIds"])}})
+
+    items = [Keyed("a", "row_1"), Keyed("b", "row_gone"), Keyed("c", "row_2")]
+    report = make_client(Service(answer)).write_row_deletes("tbl_1", items)
+
+    assert sorted(report.written) == ["a", "b", "c"]
+    assert report.not_found == ["row_gone"]
+    assert report.failed == {}
+
+
+@pytest.mark.parametrize(
+    ("refusal", "requests"),
+    [
+        ("List not found or not accessible: tbl_1", 1),
+        ("Table tbl_1 does not exist", 1),
+        ("Cannot POST /v1/lists/tbl_1/targetable-people", 1),
+        # Nothing named: both halves are refused too, and so is a read of the List.
+        ("Not found", 4),
+    ],
+    ids=["a10", "table-id-named", "route-named", "nothing-named"],
+)
+def test_a_404_of_the_whole_list_fails_everything_without_bisecting_down_to_each_person(
+    make_client, refusal, requests
+):
+    sent: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request.method)
+        return refuse(refusal, 404)
+
+    items = people([(domain, 5) for domain in HELD[:20]])
+
+    report = make_client(handler).write_people_adds("tbl_1", items, chunk_size=50)
+
+    assert report.written == [] and len(report.failed) == 100
+    assert all(refusal in reason for reason in report.failed.values())
+    # The first chunk finds the List refused; the other chunks are not sent.
+    assert len(sent) == requests == report.requests
+    assert sent.count("GET") == (1 if refusal == "Not found" else 0)
+
+
+def test_a_list_there_keeps_a_404_naming_nothing_bisecting(make_client):
+    # Both halves refused, but the List answers a read: the refusal is about the people.
+    def answer(body):
+        refused = [a for a in body["accounts"] if a["accountDomain"] in ("acct1.com", "acct8.com")]
+        return refuse("Not found", 404) if refused else ok_added(body)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json={"success": True, "data": {"people": []}})
+        return answer(json.loads(request.content))
+
+    report = make_client(handler).write_people_adds("tbl_1", people([(d, 2) for d in HELD[:10]]))
+
+    assert sorted(report.failed) == ["acct1.com#0", "acct1.com#1", "acct8.com#0", "acct8.com#1"]
+    assert len(report.written) == 16
+
+
+def ok_added(body: dict) -> httpx.Response:
+    return httpx.Response(
+        200, json={"success": True, "data": {"added": sum(len(a["people"]) for a in body["accounts"])}}
+    )

@@ -276,7 +276,8 @@ class ListSyncClient:
         spec's (§4.3). ``contactable``, ``search`` and ``account_domain`` are sent under the names
         of A12, which a service may not know and then ignores: :meth:`iter_targetable_people`
         checks the answer and filters here when it does. Paging fields are read in ``data`` or
-        beside it; a page may hold fewer people than ``limit`` (a cap of the service).
+        beside it, also from a ``pagination`` (``paging``, ``meta``) object there; a page may
+        hold fewer people than ``limit`` (a cap of the service).
         """
         filters = PeopleFilters(contactable, search, account_domain)
         return self._people_page(
@@ -752,13 +753,44 @@ def _items(data: Any, *keys: str) -> list[Any]:
     return []
 
 
+#: Objects a service may keep a page's paging fields in, beside ``data`` or inside it (A13).
+_PAGING_OBJECTS = ("pagination", "paging", "meta")
+#: The paging fields read out of such an object: the names :class:`PeoplePage` and
+#: :class:`RowsPage` accept.
+_PAGING_FIELDS = (
+    "total",
+    "totalMatched",
+    "totalCount",
+    "hasMore",
+    "has_more",
+    "truncated",
+    "limit",
+    "offset",
+    "returned",
+)
+
+
+def _with_paging(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``fields`` and the paging fields of a ``pagination``, ``paging`` or ``meta`` object among
+    them, lifted beside the rest; a field given directly wins over one in such an object."""
+    lifted = dict(fields)
+    for name in _PAGING_OBJECTS:
+        nested = fields.get(name)
+        if isinstance(nested, Mapping):
+            for key in _PAGING_FIELDS:
+                if key in nested:
+                    lifted.setdefault(key, nested[key])
+    return lifted
+
+
 def _page(response: httpx.Response, *item_keys: str) -> tuple[list[Any], dict[str, Any]]:
     """A page's items and its other fields (paging metadata), wherever the service puts them.
 
     The items are ``data`` itself when it is a list, else the list under the first of
     ``item_keys`` that ``data`` holds; the other fields come from ``data`` and from beside it
-    in the envelope. An answer without such a list is refused: read as an empty page, it would
-    make a List look empty.
+    in the envelope, those of ``data`` first, and at each level from a ``pagination``,
+    ``paging`` or ``meta`` object too (``_PAGING_OBJECTS``). An answer without such a list
+    is refused: read as an empty page, it would make a List look empty.
     """
     body = _json(response)
     if isinstance(body, list):
@@ -769,7 +801,7 @@ def _page(response: httpx.Response, *item_keys: str) -> tuple[list[Any], dict[st
         raise _unexpected(response, f"success is false: {body.get('error', '')}")
     enveloped = "data" in body or "success" in body
     data = body.get("data") if enveloped else body
-    beside = (
+    beside = _with_paging(
         {key: value for key, value in body.items() if key not in ("data", "success")} if enveloped else {}
     )
     if isinstance(data, list):
@@ -779,7 +811,8 @@ def _page(response: httpx.Response, *item_keys: str) -> tuple[list[Any], dict[st
             if key in data:
                 if not isinstance(data[key], list):
                     raise _unexpected(response, f"{key} is not a list")
-                return data[key], {**beside, **{name: v for name, v in data.items() if name != key}}
+                inside = _with_paging({name: v for name, v in data.items() if name != key})
+                return data[key], {**beside, **inside}
     raise _unexpected(response, f"the answer holds no list of {item_keys[0]}")
 
 
