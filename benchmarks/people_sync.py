@@ -31,6 +31,13 @@ With ``--naive`` (the default up to 100,000 people), the baselines of the first 
 Aims: issue 5 (100,000 people): plan < 5 s, >= 10x faster than naive, requests = minimum, peak RSS
 < 1 GB. Issue 15 (1,000,000 people): read + prepare + plan <= 10 s, peak RSS <= 1 GB, <= 0.5 GB more
 per extra million.
+
+With ``--state-cost``, the whole job instead (``sync_people`` as the operators call it: plan file
+aside, memory guard, read back and all), each night in a process of its own, for the cost of the
+sync's state: night 1 (the extract as the List holds it) keeps a state, night 2 (the changed
+extract) runs against it; and night 2 again, on a fresh copy of the List, without a state. The
+state's cost is the difference between the two night 2 runs, in wall time and in peak RSS, and its
+size on disk. Aim (issue 25, 1,000,000 people): <= 64 MB and <= 10% of night 2's wall time.
 """
 
 from __future__ import annotations
@@ -294,6 +301,70 @@ def timed(seconds: dict[str, float], phase: str, started: float) -> None:
     seconds[phase] = time.perf_counter() - started
 
 
+def run_night(url: str, extract: Path, state: Path | None) -> dict[str, Any]:
+    """One night of the whole job in a process of its own: its wall time, peak RSS and summary."""
+    command = [sys.executable, __file__, "--night", str(extract), "--url", url]
+    if state is not None:
+        command += ["--state", str(state)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    figures: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return figures
+
+
+def night(url: str, extract: Path, state: str | None) -> None:
+    """Child process: one ``sync_people`` of ``extract`` in mirror mode; print its figures as JSON."""
+    from listsync.sync.people import sync_people
+
+    started = time.perf_counter()
+    with ListSyncClient(url, API_KEY, timeout=120.0) as client:
+        summary = sync_people(
+            client,
+            TABLE,
+            read_extract(extract),
+            COLUMN_MAP,
+            mode="mirror",
+            max_delete_fraction=0.2,
+            state_path=state,
+            fail_on_error=False,
+        )
+    seconds = time.perf_counter() - started
+    print(json.dumps({"seconds": seconds, "rss": peak_rss_mib(), "summary": summary}))
+
+
+def state_cost(scale: Scale) -> list[str]:
+    """The cost of the sync's state on night 2 (see the module docstring), as result lines."""
+    with tempfile.TemporaryDirectory() as folder:
+        same, changed, state = (
+            Path(folder) / "night1.csv",
+            Path(folder) / "night2.csv",
+            Path(folder) / "state",
+        )
+        with same.open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(COLUMN_MAP)
+            for _number, account, fields in list_people(scale):
+                writer.writerow((domain(account), fields["email"], *_rest(fields, fields["title"])))
+        write_extract(scale, changed)
+        with ChildEmulator(__file__, "--people", str(scale.people)) as url:
+            first = run_night(url, same, state)
+            kept = state.stat().st_size
+            with_state = run_night(url, changed, state)
+        with ChildEmulator(__file__, "--people", str(scale.people)) as url:
+            without = run_night(url, changed, None)
+    writes = [night["summary"]["requests"]["total"] for night in (first, with_state, without)]
+    extra = with_state["seconds"] - without["seconds"]
+    return [
+        f"whole job, mirror, {scale.people:,} people: night 1 (extract as the List holds it) "
+        f"{first['seconds']:.1f} s, {writes[0]} write requests, keeps a state of {kept / 2**20:.1f} MiB "
+        f"({kept / scale.people:.1f} bytes a person)",
+        f"night 2 (5% removed, 5% retitled, 10% new) with the state: {with_state['seconds']:.1f} s, peak RSS "
+        f"{with_state['rss']:,.0f} MiB, {writes[1]} write requests; without a state: "
+        f"{without['seconds']:.1f} s, peak RSS {without['rss']:,.0f} MiB, {writes[2]} write requests",
+        f"the state's cost on night 2: {extra:+.1f} s ({extra / without['seconds']:+.1%} of its wall time), "
+        f"{with_state['rss'] - without['rss']:+,.0f} MiB of peak RSS, {kept / 2**20:.1f} MiB kept",
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--people", type=int, default=100_000, help="people in the List (default 100,000)")
@@ -309,12 +380,24 @@ def main() -> None:
         metavar="REVISION",
         help="also run the phases with the code of REVISION (e.g. a commit before a change), for ratios",
     )
+    parser.add_argument(
+        "--state-cost", action="store_true", help="time the whole job's night 2 with and without a sync state"
+    )
     parser.add_argument("--figures-json", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(SERVE_FLAG, action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--night", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--state", help=argparse.SUPPRESS)
     args = parser.parse_args()
     scale = Scale(args.people)
     if args.serve_emulator:
         serve_emulator(scale)
+        return
+    if args.night:
+        night(args.url, args.night, args.state)
+        return
+    if args.state_cost:
+        record(state_cost(scale), args.append_results, f"People sync's state, {scale.people:,} people")
         return
     with_naive = args.naive if args.naive is not None else scale.people <= 100_000
     # As a sync does (ListSyncJob.run); a revision before it (--compare) chose its pool under another name.
@@ -417,12 +500,17 @@ def main() -> None:
             f"{before['read List'] / figures['read List']:.1f}x faster, peak RSS "
             f"{before['rss'] / figures['rss']:.1f}x smaller"
         )
+    record(lines, args.append_results, f"People sync, {scale.people:,} people")
+
+
+def record(lines: list[str], append: bool, title: str) -> None:
+    """Print the result lines; with ``append``, add them to RESULTS.md under ``title``."""
     for line in lines:
         print(line)
-    if args.append_results:
+    if append:
         with RESULTS.open("a", encoding="utf-8") as results:
             results.write(
-                f"\n## People sync, {scale.people:,} people (benchmarks/people_sync.py), "
+                f"\n## {title} (benchmarks/people_sync.py), "
                 f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC\n\n"
                 f"Machine: 2 cores / 24 GiB, python-svc (Python {platform.python_version()}); emulator in "
                 f"a child process; load average at the end {os.getloadavg()[0]:.1f} (the machine is shared "

@@ -91,7 +91,7 @@ def test_reference_is_the_default_dialect_and_the_default_profile():
     assert PROFILES["reference"] == Dialect()
     assert demo_config().profile == "reference"
     assert demo_config().dialect is PROFILES["reference"]
-    assert list(PROFILES) == ["reference", "lean", "strict", "rolling"]
+    assert list(PROFILES) == ["reference", "lean", "strict", "rolling", "hosted"]
 
 
 @pytest.mark.parametrize(
@@ -134,6 +134,14 @@ def test_reference_is_the_default_dialect_and_the_default_profile():
                 "page_cap_refuses": False,
             },
         ),
+        (
+            "hosted",
+            {
+                "lag_seconds": 2.0,
+                "canonical_forms": frozenset(("whitespace", "email_case", "url")),
+                "refusal_wording": "other",
+            },
+        ),
     ],
 )
 def test_each_preset_differs_from_the_reference_in_its_knobs_only(name, changed):
@@ -148,7 +156,7 @@ def test_each_preset_differs_from_the_reference_in_its_knobs_only(name, changed)
 
 def test_an_unknown_profile_is_refused_with_the_names():
     with pytest.raises(
-        ValidationError, match="unknown profile 'nope'; one of reference, lean, strict, rolling"
+        ValidationError, match="unknown profile 'nope'; one of reference, lean, strict, rolling, hosted"
     ):
         EmulatorConfig(profile="nope")
 
@@ -167,6 +175,9 @@ def test_a_config_file_names_its_profile(tmp_path):
         ({"filter_names": {"email": "e"}}, "unknown filter 'email'"),
         ({"caps": {"events": 5}}, "unknown cap 'events'"),
         ({"caps": {"rows": 0}}, "caps must be at least 1"),
+        ({"lag_seconds": -1}, "greater than or equal to 0"),
+        ({"canonical_forms": {"url", "phone"}}, "unknown canonical form 'phone'"),
+        ({"refusal_wording": "terse"}, "refusal_wording"),
     ],
 )
 def test_dialects_refuse_knobs_that_cannot_be_served(fields, reason):
@@ -192,14 +203,20 @@ def test_cli_refuses_an_unknown_profile_with_the_names(capsys):
     assert "argument --profile: invalid choice: 'nope'" in error
     # Python versions differ on quoting the choices; each name is listed either way.
     offered = error.partition("choose from")[2]
-    assert [name for name in PROFILES if name in offered] == ["reference", "lean", "strict", "rolling"]
+    assert [name for name in PROFILES if name in offered] == [
+        "reference",
+        "lean",
+        "strict",
+        "rolling",
+        "hosted",
+    ]
 
 
 def test_cli_help_lists_the_profiles(capsys):
     with pytest.raises(SystemExit) as exited:
         main(["emulator", "--help"])
     assert exited.value.code == 0
-    assert "one of reference, lean, strict, rolling" in " ".join(capsys.readouterr().out.split())
+    assert "one of reference, lean, strict, rolling, hosted" in " ".join(capsys.readouterr().out.split())
 
 
 def test_cli_profile_overrides_the_configs(monkeypatch, tmp_path):

@@ -74,6 +74,40 @@ def test_a_sync_writes_and_a_second_one_finds_nothing_to_do(
     assert [p["email"] for p in list_people()["acme.com"]] == ["ann@acme.com"]
 
 
+def test_a_sync_keeps_its_state_in_the_state_folder_unless_told_otherwise(
+    cli: Callable[..., int], capsys: pytest.CaptureFixture[str], listsync_state_dir: Path, tmp_path: Path
+) -> None:
+    assert cli() == 0
+    kept = json.loads(capsys.readouterr().out)["state"]
+    assert [path.name for path in listsync_state_dir.iterdir()] == [Path(kept).name]
+    assert Path(kept).name.startswith(f"people-{TABLE}-all-")
+
+    assert cli("--state-path", str(tmp_path / "mine.state")) == 0
+    assert json.loads(capsys.readouterr().out)["state"] == str(tmp_path / "mine.state")
+    assert (tmp_path / "mine.state").exists()
+
+    assert cli("--no-state") == 0
+    assert json.loads(capsys.readouterr().out)["state"] is None
+
+    # Another region for phone numbers is another mapping: a state of its own.
+    assert cli("--default-region", "GB") == 0
+    assert len(list(listsync_state_dir.iterdir())) == 2
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--verify-timeout", "-1"], "--verify-timeout must be a number of seconds, 0 or more"),
+        (["--visibility-window", "nan"], "--visibility-window must be a number of seconds"),
+    ],
+)
+def test_bad_state_settings_exit_2(
+    cli: Callable[..., int], capsys: pytest.CaptureFixture[str], options: list[str], message: str
+) -> None:
+    assert cli(*options) == 2
+    assert message in capsys.readouterr().err
+
+
 def test_unsafe_deletes_exit_1_with_the_reason(
     cli: Callable[..., int], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

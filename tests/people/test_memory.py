@@ -203,9 +203,9 @@ def test_the_operator_hands_its_limit_to_the_sync() -> None:
     operator = SyncTargetablePeopleOperator(
         task_id="t", table_id=TABLE, column_map=COLUMN_MAP, source="x.csv", max_memory="2GiB"
     )
-    assert operator.plan_sync_arguments()["max_memory"] == "2GiB"
+    assert operator.plan_sync_arguments({})["max_memory"] == "2GiB"
     default = SyncTargetablePeopleOperator(task_id="d", table_id=TABLE, column_map=COLUMN_MAP, source="x.csv")
-    assert default.plan_sync_arguments()["max_memory"] == "auto"
+    assert default.plan_sync_arguments({})["max_memory"] == "auto"
 
 
 GLIBC = platform.libc_ver()[0] == "glibc"

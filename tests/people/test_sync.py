@@ -421,7 +421,7 @@ def test_people_blocked_by_duplicates_in_the_list_fail_after_the_rest_is_written
     assert sync(fail_on_error=False)["failed"] == 1
 
 
-def test_an_acknowledged_write_the_list_does_not_hold_is_drift_and_fails_the_task(
+def test_an_acknowledged_write_the_list_never_shows_is_unconfirmed_not_a_failure(
     emulator_url: str,
     client: ListSyncClient,
     extract: Callable[[str], Path],
@@ -432,8 +432,56 @@ def test_an_acknowledged_write_the_list_does_not_hold_is_drift_and_fails_the_tas
     changed = MESSY.replace("Bob,Ray,,", "Bob,Ray,CFO,")
     acknowledged = httpx.Response(200, json={"success": True, "data": {"updated": 1, "notFound": []}})
     forgetful = intercepting(lambda request: acknowledged if request.method == "PATCH" else None)
+    with ListSyncClient(emulator_url, API_KEY, "usr_people", transport=forgetful) as lying:
+        summary = sync_people(
+            lying,
+            TABLE,
+            read_extract(extract(changed)),
+            COLUMN_MAP,
+            rejects_path=tmp_path / "r.jsonl",
+            verify_timeout=0.3,
+        )
+
+    assert (summary["updated"], summary["verified"], summary["drift"], summary["failed"]) == (1, 0, 0, 0)
+    assert summary["unconfirmed"] == 1
+    assert summary["unconfirmed_reasons"] == [
+        "patch of acme.com email:bob@acme.com: title is still None, expected 'CFO' after 0.3 s"
+    ]
+    # Without a state, the next run is a live diff: it writes the patch again.
+    rerun = sync_people(
+        client, TABLE, read_extract(extract(changed)), COLUMN_MAP, rejects_path=tmp_path / "r.jsonl"
+    )
+    assert (rerun["updated"], rerun["verified"], rerun["drift"], rerun["unconfirmed"]) == (1, 1, 0, 0)
+
+
+def test_an_acknowledged_write_the_list_contradicts_is_drift_and_fails_the_task(
+    emulator_url: str,
+    client: ListSyncClient,
+    extract: Callable[[str], Path],
+    tmp_path: Path,
+    intercepting: Callable[..., httpx.BaseTransport],
+) -> None:
+    sync_people(client, TABLE, read_extract(extract(MESSY)), COLUMN_MAP, rejects_path=tmp_path / "r.jsonl")
+    changed = MESSY.replace("Bob,Ray,,", "Bob,Ray,CFO,")
+    acknowledged = httpx.Response(200, json={"success": True, "data": {"updated": 1, "notFound": []}})
+
+    def something_else(request: httpx.Request) -> httpx.Response | None:
+        if request.method != "PATCH":
+            return None
+        # The service applies another value than the one sent.
+        client.update_people(
+            TABLE,
+            [
+                {
+                    "accountDomain": "acme.com",
+                    "people": [{"match": {"email": "bob@acme.com"}, "patch": {"title": "COO"}}],
+                }
+            ],
+        )
+        return acknowledged
+
     with (
-        ListSyncClient(emulator_url, API_KEY, "usr_people", transport=forgetful) as lying,
+        ListSyncClient(emulator_url, API_KEY, "usr_people", transport=intercepting(something_else)) as lying,
         pytest.raises(SyncFailedError, match="1 written item") as raised,
     ):
         sync_people(
@@ -442,12 +490,10 @@ def test_an_acknowledged_write_the_list_does_not_hold_is_drift_and_fails_the_tas
 
     summary = raised.value.summary
     assert (summary["updated"], summary["verified"], summary["drift"], summary["failed"]) == (1, 0, 1, 0)
-    assert summary["drift_reasons"] == ["patch of acme.com email:bob@acme.com: title is None, expected 'CFO'"]
-    # The next run is just a diff: it writes the patch again.
-    rerun = sync_people(
-        client, TABLE, read_extract(extract(changed)), COLUMN_MAP, rejects_path=tmp_path / "r.jsonl"
-    )
-    assert (rerun["updated"], rerun["verified"], rerun["drift"]) == (1, 1, 0)
+    assert summary["drift_reasons"] == [
+        "patch of acme.com email:bob@acme.com: title is 'COO', expected 'CFO'"
+    ]
+    assert summary["unconfirmed"] == 0
 
 
 def test_an_add_answered_with_a_5xx_is_reread_and_sent_again_only_when_absent(

@@ -267,22 +267,20 @@ def test_too_many_rejects_fail_before_reading_the_list_and_leave_the_rejects_fil
     assert emulator.handle.stats.requests["GET /v1/lists/{tableId}/rows"] == 0
 
 
-def test_acknowledged_writes_the_list_does_not_hold_are_drift(
+def test_acknowledged_writes_the_list_never_shows_are_unconfirmed_not_failures(
     emulator: LiveEmulator, tmp_path: Path, intercepting: Callable[..., httpx.BaseTransport]
 ) -> None:
     # A service that answers cell updates and row deletes with success but applies none of them.
     ids = emulator.seed({"domain": "a.io", "name": "A"}, {"domain": "gone.io", "name": "Gone"})
+    slept: list[float] = []
 
     def forget(request: httpx.Request) -> httpx.Response | None:
         if request.method in ("PATCH", "DELETE"):
             return httpx.Response(200, json={"success": True, "data": {}})
         return None
 
-    with (
-        emulator.client(sleep=lambda seconds: None, transport=intercepting(forget)) as client,
-        pytest.raises(SyncFailedError, match="2 written item") as raised,
-    ):
-        upsert_rows(
+    with emulator.client(sleep=slept.append, transport=intercepting(forget)) as client:
+        summary = upsert_rows(
             client,
             TABLE,
             extract(account("a.io", "A2"), account("b.io", "B")),
@@ -290,16 +288,49 @@ def test_acknowledged_writes_the_list_does_not_hold_are_drift(
             column_map=COLUMN_MAP,
             delete_missing=True,
             max_delete_fraction=1.0,
+            verify_timeout=10,
         )
 
-    summary = raised.value.summary
     assert (summary["rows_added"], summary["cells_updated"], summary["rows_deleted"]) == (1, 1, 1)
-    assert (summary["verified"], summary["drift"]) == (1, 2)
-    assert summary["drift_reasons"] == [
-        "update of 'a.io': column 'name' is 'A', expected 'A2'",
-        "delete of 'gone.io': still in the List",
+    assert (summary["verified"], summary["drift"], summary["failed"], summary["unconfirmed"]) == (1, 0, 0, 2)
+    assert summary["unconfirmed_reasons"] == [
+        "update of 'a.io': column 'name' is still 'A' after 10 s",
+        "delete of 'gone.io': still in the List after 10 s",
     ]
+    # The read back waited the whole verify_timeout, in growing pauses, before giving up.
+    assert slept == [0.5, 1.0, 2.0, 4.0, 2.5]
     assert ids[1] in {row_id for row_id in emulator.handle.state.lists[TABLE].rows}
+
+
+def test_acknowledged_writes_the_list_contradicts_are_drift(
+    emulator: LiveEmulator, tmp_path: Path, intercepting: Callable[..., httpx.BaseTransport]
+) -> None:
+    emulator.seed({"domain": "a.io", "name": "A"})
+
+    def something_else(request: httpx.Request) -> httpx.Response | None:
+        if request.method != "PATCH":
+            return None
+        # The service applies another value than the one sent.
+        body = json.loads(request.content)
+        body["updates"][0]["value"] = "Another"
+        headers = {name: value for name, value in request.headers.items() if name != "content-length"}
+        with httpx.Client() as direct:
+            return direct.request(request.method, request.url, headers=headers, json=body)
+
+    with (
+        emulator.client(sleep=lambda seconds: None, transport=intercepting(something_else)) as client,
+        pytest.raises(SyncFailedError, match="1 written item") as raised,
+    ):
+        upsert_rows(client, TABLE, extract(account("a.io", "A2")), key_column="domain", column_map=COLUMN_MAP)
+
+    summary = raised.value.summary
+    assert (summary["cells_updated"], summary["verified"], summary["drift"], summary["unconfirmed"]) == (
+        1,
+        0,
+        1,
+        0,
+    )
+    assert summary["drift_reasons"] == ["update of 'a.io': column 'name' is 'Another', expected 'A2'"]
 
 
 @pytest.mark.parametrize("kind", ["drop_after", "drop_before"])

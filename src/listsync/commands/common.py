@@ -17,6 +17,7 @@ import os
 import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "OUTPUT_ADVICE",
+    "STATE_DIR_ENV",
     "add_extract_arguments",
     "add_plan_arguments",
     "add_service_arguments",
@@ -39,6 +41,7 @@ __all__ = [
     "check_source_file",
     "chunk_size_argument",
     "column_mapping",
+    "default_state_dir",
     "log_warnings_to_stderr",
     "masked_secrets",
     "one_line",
@@ -50,6 +53,8 @@ __all__ = [
 ]
 
 API_KEY_ENV = "LISTSYNC_API_KEY"
+#: The folder of the command line's checkpoints and sync states.
+STATE_DIR_ENV = "LISTSYNC_STATE_DIR"
 #: What to do about a file a command cannot write (formatted with the option).
 OUTPUT_ADVICE = "give {} a file in a folder this command can write"
 
@@ -155,12 +160,64 @@ def add_plan_arguments(group: argparse._ArgumentGroup, *, noun: str, overwrite_h
         help="fail as soon as the rows read would take more memory than SIZE (bytes, or e.g. 2GiB, "
         "500MB); auto (default): half the machine's or container's memory; off: no limit",
     )
+    from listsync.sync.options import VERIFY_TIMEOUT, VISIBILITY_WINDOW
+
+    group.add_argument(
+        "--state-path",
+        metavar="FILE",
+        help="where the sync keeps what it applied, for the next run's three-way diff (default: a "
+        f"file under ${STATE_DIR_ENV}, else $XDG_STATE_HOME/listsync, else ~/.local/state/listsync, "
+        "named after the service, the List, the shard and the mapping)",
+    )
+    group.add_argument(
+        "--no-state", action="store_true", help="keep no state: every run diffs against the live List alone"
+    )
+    group.add_argument(
+        "--fresh-state",
+        action="store_true",
+        help="do not use the state kept: diff against the live List alone, then keep a new state",
+    )
+    group.add_argument(
+        "--verify-timeout",
+        type=float,
+        default=VERIFY_TIMEOUT,
+        metavar="SECONDS",
+        help="how long the read back waits for writes the List does not show yet; what is still "
+        f"not shown is counted unconfirmed (default {VERIFY_TIMEOUT:g})",
+    )
+    group.add_argument(
+        "--visibility-window",
+        type=float,
+        default=VISIBILITY_WINDOW,
+        metavar="SECONDS",
+        help="how long a write the List has not shown is not sent again by a later run "
+        f"(default {VISIBILITY_WINDOW:g})",
+    )
+
+
+def default_state_dir() -> Path:
+    """``$LISTSYNC_STATE_DIR``, else ``$XDG_STATE_HOME/listsync``, else ``~/.local/state/listsync``."""
+    if os.environ.get(STATE_DIR_ENV):
+        return Path(os.environ[STATE_DIR_ENV])
+    base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return Path(base) / "listsync"
 
 
 def plan_sync_arguments(args: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments ``sync_people`` and ``upsert_rows`` share, from the options
-    :func:`add_plan_arguments` added."""
+    :func:`add_plan_arguments` added; the state in ``--state-path``, else in a file of its own
+    under the state folder (named after the service, the List, the shard and the mapping), else,
+    with ``--no-state``, nowhere."""
+    from listsync.sync.state import StateDirectory
+
+    state: Any = None
+    if not args.no_state:
+        state = args.state_path or StateDirectory(default_state_dir(), args.base_url.rstrip("/"))
     return {
+        "state_path": state,
+        "fresh_state": args.fresh_state,
+        "verify_timeout": args.verify_timeout,
+        "visibility_window": args.visibility_window,
         "max_delete_fraction": args.max_delete_fraction,
         "overwrite_with_null": args.overwrite_with_null,
         "dry_run": args.dry_run,
@@ -278,14 +335,23 @@ def check_plan_arguments(args: argparse.Namespace) -> None:
         and 1, no file can be written at ``--rejects-path`` or ``--plan-path``, or ``--shard`` is
         not ``I/N``, or ``--max-memory`` is not a size.
     """
-    from listsync.sync.options import check_output_file, parse_max_memory, parse_shard
+    from listsync.sync.options import check_output_file, check_state_options, parse_max_memory, parse_shard
 
     check_option("--shard", parse_shard, args.shard)
     check_option("--max-memory", parse_max_memory, args.max_memory)
+    try:
+        check_state_options(args.verify_timeout, args.visibility_window)
+    except ValueError as error:
+        raise ValueError(
+            str(error)
+            .replace("verify_timeout", "--verify-timeout")
+            .replace("visibility_window", "--visibility-window")
+        ) from None
 
     for what, option, path in (
         ("the rejects file", "--rejects-path", args.rejects_path),
         ("the plan file", "--plan-path", args.plan_path),
+        ("the state file", "--state-path", args.state_path),
     ):
         if path:
             check_output_file(path, what, OUTPUT_ADVICE.format(option))

@@ -25,20 +25,20 @@ from listsync.commands.common import (
     EXIT_FAILED,
     EXIT_USAGE,
     OUTPUT_ADVICE,
+    STATE_DIR_ENV,
     add_extract_arguments,
     add_service_arguments,
     api_key,
     check_extract_arguments,
     check_service_arguments,
     check_source_file,
+    default_state_dir,
     read_frames,
     report,
     run_and_report,
 )
 
 __all__ = ["API_KEY_ENV", "STATE_DIR_ENV", "JsonFileStore", "default_state_dir", "register", "run"]
-
-STATE_DIR_ENV = "LISTSYNC_STATE_DIR"
 
 
 class JsonFileStore:
@@ -87,14 +87,6 @@ class JsonFileStore:
                 f"the checkpoint {self.path} is not a JSON object; delete it, or run with --fresh"
             )
         return data
-
-
-def default_state_dir() -> Path:
-    """``$LISTSYNC_STATE_DIR``, else ``$XDG_STATE_HOME/listsync``, else ``~/.local/state/listsync``."""
-    if os.environ.get(STATE_DIR_ENV):
-        return Path(os.environ[STATE_DIR_ENV])
-    base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
-    return Path(base) / "listsync"
 
 
 def checkpoint_path(args: argparse.Namespace) -> Path | None:

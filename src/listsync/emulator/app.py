@@ -350,7 +350,7 @@ def create_app(
             body = await _object_body(request)
             # A9: DELETE may carry userId in the body or in the query string.
             ops.check_user(body.get("userId", request.query_params.get("userId")))
-            result = operation(table(request), body)
+            result = ops.write(table(request), operation, body)
             emulator.persist()
             return json_response(200, write_body(result, emulator.dialect))
 

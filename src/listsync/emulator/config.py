@@ -8,6 +8,7 @@ A config is an :class:`EmulatorConfig`; build one in code, load one from YAML or
     users: [usr_1]
     window_seconds: 60
     profile: reference   # how the unknowns of the spec are read: listsync.emulator.profiles
+    dialect_overrides: {} # knobs of that profile to change, e.g. {lag_seconds: 0.3}
     signals:
       - {slug: page_visit, id: sig_pagevisit01, type: Event}
       - {slug: seats_used, id: sig_seats01, type: Metric, schema_versions: [1, 2],
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -152,11 +153,14 @@ class EmulatorConfig(_Model):
     state_file: str | None = None
     # A name of PROFILES: how the emulator reads the spec where it says "not shown".
     profile: str = "reference"
+    # Knobs of the profile's Dialect to change (field name -> value); a dict knob (caps,
+    # filter_names) is merged into the profile's. E.g. {"lag_seconds": 0.3} on "hosted".
+    dialect_overrides: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def dialect(self) -> Dialect:
-        """The :class:`Dialect` of :attr:`profile`."""
-        return PROFILES[self.profile]
+        """The :class:`Dialect` of :attr:`profile`, with :attr:`dialect_overrides` applied."""
+        return _overridden(PROFILES[self.profile], self.dialect_overrides)
 
     @field_validator("profile")
     @classmethod
@@ -171,11 +175,31 @@ class EmulatorConfig(_Model):
         return {**DEFAULT_RATE_LIMITS, **limits}
 
     @model_validator(mode="after")
+    def _overrides_make_a_dialect(self) -> EmulatorConfig:
+        # Refused here, with the field names, rather than when the emulator starts.
+        _overridden(PROFILES[self.profile], self.dialect_overrides)
+        return self
+
+    @model_validator(mode="after")
     def _names_are_unique(self) -> EmulatorConfig:
         _refuse_repeats("signal slug", [s.slug for s in self.signals])
         _refuse_repeats("signal id", [s.id for s in self.signals])
         _refuse_repeats("List id", [lst.id for lst in self.lists])
         return self
+
+
+def _overridden(base: Dialect, overrides: dict[str, Any]) -> Dialect:
+    """``base`` with ``overrides`` applied; the profile itself (not a copy) when there are none."""
+    if not overrides:
+        return base
+    merged = base.model_dump()
+    for name, value in overrides.items():
+        current = merged.get(name)
+        if isinstance(current, dict) and isinstance(value, dict):
+            merged[name] = {**current, **value}
+        else:
+            merged[name] = value
+    return Dialect.model_validate(merged)
 
 
 def _refuse_repeats(what: str, names: list[str]) -> None:

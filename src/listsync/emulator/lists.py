@@ -3,14 +3,16 @@
 Every write validates the whole request, then applies it, so a refused request changes nothing
 and a retry is safe (assumptions A11, A14, A20, A21, A23). Statuses, messages and response bodies
 follow ``docs/assumptions.md``, as the profile (:mod:`listsync.emulator.profiles`) varies them:
-page cap, filter names, ``match`` keys, unknown accounts, caps, missing rows and the statuses here;
-the wording of answers in :mod:`listsync.emulator.answers`. Answers are returned in the reference
-form (A13, A18).
+page cap, filter names, ``match`` keys, unknown accounts, caps, missing rows, the statuses and
+refusal wordings, the forms people are kept in and the lag of reads behind writes here; the wording
+of answers in :mod:`listsync.emulator.answers`. Answers are returned in the reference form (A13,
+A18).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -36,6 +38,8 @@ PERSON_TEXT_FIELDS = (
     "persona_rationale",
 )
 PERSON_FIELDS = frozenset((*PERSON_TEXT_FIELDS, "connection_paths", "target", "personas"))
+URL_FIELDS = frozenset(("network_profile_url", "avatar_url"))
+_URL_SCHEME = re.compile(r"(?:[a-z][a-z0-9+.-]*:)?//")
 E164 = re.compile(r"\+[1-9][0-9]{1,14}")
 DUPLICATE_STRATEGIES = ("update-existing", "skip")
 OPERATORS = frozenset(
@@ -126,11 +130,35 @@ def _validate_connection_paths(value: object, path: str) -> None:
             raise _bad(f"{where}.context must be a string")
 
 
-def _refuse_missing_rows(lst: ListState, row_ids: Iterable[str]) -> None:
-    """``404 Rows not found: <ids>`` (A20; also DELETE rows when ``missing_row_delete`` is ``404``)."""
-    missing = [row_id for row_id in row_ids if row_id not in lst.rows]
-    if missing:
-        raise ApiError(404, f"Rows not found: {', '.join(dict.fromkeys(missing))}")
+def canonical_url(value: str) -> str:
+    """A URL in the ``url`` canonical form: trimmed, lower case, scheme https (given when it has
+    none), no trailing slash. A value without anything after the scheme is only trimmed and
+    lower-cased."""
+    url = value.strip().lower()
+    scheme = _URL_SCHEME.match(url)
+    rest = (url[scheme.end() :] if scheme else url).rstrip("/")
+    return f"https://{rest}" if rest else url
+
+
+def canonical_person(person: Person, forms: frozenset[str]) -> Person:
+    """``person`` (a Person, a patch, a ``match`` or a DELETE identity) with its text fields in the
+    profile's ``canonical_forms``; the same object when there are none. Other values are left as
+    they are (a ``None`` of a patch still clears)."""
+    if not forms:
+        return person
+    kept = dict(person)
+    for name in PERSON_TEXT_FIELDS:
+        value = kept.get(name)
+        if not isinstance(value, str):
+            continue
+        if "whitespace" in forms:
+            value = " ".join(value.split())
+        if name == "email" and "email_case" in forms:
+            value = value.lower()
+        if name in URL_FIELDS and "url" in forms:
+            value = canonical_url(value)
+        kept[name] = value
+    return kept
 
 
 def is_contactable(person: Person) -> bool:
@@ -365,7 +393,10 @@ class ListOperations:
     def __init__(self, config: EmulatorConfig, state: EmulatorState, clock: Callable[[], float]) -> None:
         self._users = frozenset(config.users)
         self._dialect = config.dialect
-        self._caps = config.dialect.caps
+        self._caps = self._dialect.caps
+        self._forms = self._dialect.canonical_forms
+        self._lag = self._dialect.lag_seconds
+        self._other_wording = self._dialect.refusal_wording == "other"
         self._state = state
         self._clock = clock
 
@@ -385,6 +416,52 @@ class ListOperations:
         if self._dialect.page_cap_refuses:
             return _int_param(params, "limit", default, 1, cap)
         return min(_int_param(params, "limit", default, 1, None), cap)
+
+    def _refuse_missing_rows(self, lst: ListState, row_ids: Iterable[str]) -> None:
+        """``404 Rows not found: <ids>`` (A20; also DELETE rows when ``missing_row_delete`` is
+        ``404``), or ``404 No such row(s): <ids>`` when ``refusal_wording`` is ``other``."""
+        missing = [row_id for row_id in row_ids if row_id not in lst.rows]
+        if missing:
+            prefix = "No such row(s)" if self._other_wording else "Rows not found"
+            raise ApiError(404, f"{prefix}: {', '.join(dict.fromkeys(missing))}")
+
+    # ---- lag_seconds: reads behind writes ----------------------------------------------------
+
+    def write(
+        self,
+        lst: ListState,
+        operation: Callable[[ListState, dict[str, Any]], Mapping[str, Any]],
+        body: dict[str, Any],
+    ) -> Mapping[str, Any]:
+        """Apply a List write (one of the six methods below) and answer it at once; under a lag,
+        also keep a copy of the List as the write left it, stamped with the time of the answer.
+        Without a lag this is the operation alone: nothing is copied."""
+        if not self._lag:
+            return operation(lst, body)
+        before = None if lst.history else lst.copy()
+        result = operation(lst, body)  # a refused write raises here, and nothing is kept
+        if before is not None:
+            lst.history.append((-math.inf, before))
+        lst.history.append((self._clock(), lst.copy()))
+        return result
+
+    def visible(self, lst: ListState) -> ListState:
+        """The List as reads see it: as it is, or under a lag as the newest write answered at
+        least ``lag_seconds`` ago left it (before any write: as it was then). Copies no read can
+        show again are dropped, all of them once the last write shows."""
+        history = lst.history
+        if not history:
+            return lst
+        cutoff = self._clock() - self._lag
+        shown = 0
+        while shown + 1 < len(history) and history[shown + 1][0] <= cutoff:
+            shown += 1
+        if shown == len(history) - 1 and history[shown][0] <= cutoff:
+            # Every write shows: the List itself is what reads see until the next write.
+            history.clear()
+            return lst
+        del history[:shown]
+        return history[0][1]
 
     def check_user(self, user_id: object) -> None:
         """A9: ``userId`` is optional; when sent it must name a configured user."""
@@ -408,7 +485,7 @@ class ListOperations:
             ],
             "targetableAccountColumn": lst.config.account_column,
             "uniqueDomains": lst.config.unique_domains,
-            "rowCount": len(lst.rows),
+            "rowCount": len(self.visible(lst).rows),
         }
 
     def list_lists(self) -> list[dict[str, Any]]:
@@ -439,7 +516,8 @@ class ListOperations:
         # A List without an account column has no accounts: none to create, none to miss.
         accepted = self._dialect.unknown_accounts == "create" and lst.config.account_column is not None
         if missing and not accepted:
-            raise ApiError(404, f"Account not found: {', '.join(dict.fromkeys(missing))}")
+            prefix = "Unknown account domain(s)" if self._other_wording else "Account not found"
+            raise ApiError(404, f"{prefix}: {', '.join(dict.fromkeys(missing))}")
         return accounts
 
     def _open_account(self, lst: ListState, domain: str) -> Row:
@@ -461,7 +539,13 @@ class ListOperations:
         if strategy not in DUPLICATE_STRATEGIES:
             raise _bad(f"Invalid duplicateStrategy: {strategy}")
         checked = [
-            (account, [_validate_person(raw, where, partial=False) for where, raw in account.entries()])
+            (
+                account,
+                [
+                    canonical_person(_validate_person(raw, where, partial=False), self._forms)
+                    for where, raw in account.entries()
+                ],
+            )
             for account in self._accounts(lst, body)
         ]
         counts = {"added": 0, "updated": 0, "skipped": 0}
@@ -497,14 +581,16 @@ class ListOperations:
         for account in self._accounts(lst, body):
             for where, raw in account.entries():
                 entry = _object(raw, where)
+                # A match is compared in the form people are kept in; notFound echoes it as sent.
                 if patching:
                     match = _object(entry.get("match"), f"{where}.match")
-                    identity = self._match_identity(match, f"{where}.match")
+                    identity = self._match_identity(canonical_person(match, self._forms), f"{where}.match")
                     patch = _validate_person(entry.get("patch"), f"{where}.patch", partial=True)
-                    changes.append(_Change(account, match, identity, patch))
+                    changes.append(_Change(account, match, identity, canonical_person(patch, self._forms)))
                 else:
                     # DELETE identities are the spec's own (§4.6) in every profile.
-                    changes.append(_Change(account, entry, _identity(entry, where), None))
+                    identity = _identity(canonical_person(entry, self._forms), where)
+                    changes.append(_Change(account, entry, identity, None))
         return changes
 
     def update_people(self, lst: ListState, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -545,6 +631,7 @@ class ListOperations:
 
     def query_people(self, lst: ListState, params: Mapping[str, str]) -> dict[str, Any]:
         """GET targetable-people (A12, A13): filtered, ordered by account row then insertion."""
+        lst = self.visible(lst)
         # The spec names target and personas; the other filters go by the profile's names, and a
         # parameter it does not name is ignored, as a server ignores what it does not know.
         names = self._dialect.filter_names
@@ -648,7 +735,7 @@ class ListOperations:
                     raise _bad(f"updates[{index}].{name} is required")
             if "value" not in update:
                 raise _bad(f"updates[{index}].value is required")
-        _refuse_missing_rows(lst, (u["rowId"] for u in updates))
+        self._refuse_missing_rows(lst, (u["rowId"] for u in updates))
         final: dict[str, dict[str, Any]] = {}
         for index, update in enumerate(updates):
             column = self._column(lst, update["columnId"])
@@ -670,7 +757,7 @@ class ListOperations:
         if not all(isinstance(r, str) for r in row_ids):
             raise _bad("rowIds must be an array of strings")
         if self._dialect.missing_row_delete == "404":
-            _refuse_missing_rows(lst, row_ids)
+            self._refuse_missing_rows(lst, row_ids)
         deleted = 0
         not_found = []
         for row_id in dict.fromkeys(row_ids):
@@ -683,6 +770,7 @@ class ListOperations:
 
     def get_rows(self, lst: ListState, params: Mapping[str, str]) -> dict[str, Any]:
         """GET rows in the three documented modes, or all rows paged (A22)."""
+        lst = self.visible(lst)
         limit = self._page_size(params)
         offset = _int_param(params, "offset", 0, 0, None)
         matched: list[Row]

@@ -2,8 +2,9 @@
 
 ``docs/assumptions.md`` decides every "not shown" of the spec one way; that reading is the
 ``reference`` profile and is what the emulator serves by default. A :class:`Dialect` holds one
-value per knob below; :data:`PROFILES` names four presets. Choose one with
-``EmulatorConfig(profile=...)`` or ``listsync emulator --profile NAME``.
+value per knob below; :data:`PROFILES` names five presets. Choose one with
+``EmulatorConfig(profile=...)`` or ``listsync emulator --profile NAME``, and change single knobs of
+it with ``EmulatorConfig(dialect_overrides={...})`` (say ``{"lag_seconds": 0.3}`` on ``hosted``).
 
 Knobs (reference value first; the assumption row each one varies):
 
@@ -31,6 +32,19 @@ Knobs (reference value first; the assumption row each one varies):
 - ``missing_row_delete`` ``not_found`` | ``404`` (A19): missing row ids of a DELETE rows listed in
   ``notFound``, or the whole request refused ``404 Rows not found: <ids>``.
 - ``caps`` (A21): per-request caps of the List writes.
+- ``lag_seconds`` 0 (A33): how long after a List write was answered it shows in GET
+  targetable-people, GET rows and the ``rowCount`` of GET /v1/lists[/{tableId}], like a service
+  with a queue behind its write API. Writes are validated against, and applied to, the List as it
+  is; only those reads serve it as it was ``lag_seconds`` ago (``/_emulator/state`` shows it now).
+- ``canonical_forms`` empty (A33): the forms in which a person's fields are stored on add and
+  patch, of :data:`CANONICAL_FORMS`: ``whitespace`` (each text field's runs of whitespace made one
+  space, ends trimmed), ``email_case`` (email lower-cased), ``url`` (``network_profile_url`` and
+  ``avatar_url`` lower-cased, scheme https, no trailing slash). A PATCH ``match`` or a DELETE
+  identity is put in the same forms before it is compared.
+- ``refusal_wording`` ``reference`` | ``other`` (A14, A20, A33): the messages of two List
+  refusals. ``other`` words an unknown account on a people write ``404 Unknown account domain(s):
+  <d1>, <d2>`` (for ``Account not found: ...``) and missing rows ``404 No such row(s): <ids>``
+  (for ``Rows not found: ...``); statuses, cap refusals and every 400 keep their wording.
 """
 
 from __future__ import annotations
@@ -44,6 +58,10 @@ MoreFlag = Literal["hasMore", "truncated"]
 WindowKind = Literal["aligned", "first_event"]
 ResetFormat = Literal["iso", "epoch"]
 WriteCounts = Literal["reference", "renamed", "none"]
+RefusalWording = Literal["reference", "other"]
+
+# canonical_forms: the forms a service may keep person fields in (see the module docstring).
+CANONICAL_FORMS = ("whitespace", "email_case", "url")
 
 # The spec's two unnamed GET targetable-people filters and the account-domain filter: role -> name.
 REFERENCE_FILTER_NAMES: dict[str, str] = {
@@ -99,6 +117,9 @@ class Dialect(BaseModel):
     list_not_found_status: int = Field(default=404, ge=400, le=499)
     missing_row_delete: Literal["not_found", "404"] = "not_found"
     caps: dict[str, int] = Field(default_factory=lambda: dict(REFERENCE_CAPS))
+    lag_seconds: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+    canonical_forms: frozenset[str] = frozenset()
+    refusal_wording: RefusalWording = "reference"
 
     @field_validator("filter_names")
     @classmethod
@@ -123,6 +144,14 @@ class Dialect(BaseModel):
         if any(cap < 1 for cap in caps.values()):
             raise ValueError("caps must be at least 1")
         return {**REFERENCE_CAPS, **caps}
+
+    @field_validator("canonical_forms")
+    @classmethod
+    def _known_forms(cls, forms: frozenset[str]) -> frozenset[str]:
+        unknown = sorted(forms - set(CANONICAL_FORMS))
+        if unknown:
+            raise ValueError(f"unknown canonical form {unknown[0]!r}; one of {', '.join(CANONICAL_FORMS)}")
+        return forms
 
 
 PROFILES: dict[str, Dialect] = {
@@ -157,5 +186,12 @@ PROFILES: dict[str, Dialect] = {
         unknown_accounts="create",
         page_cap=200,
         page_cap_refuses=False,
+    ),
+    # A hosted service: writes show in reads 2 s after their answer, values are kept in its own
+    # forms, and two refusals are worded its own way.
+    "hosted": Dialect(
+        lag_seconds=2.0,
+        canonical_forms=frozenset(CANONICAL_FORMS),
+        refusal_wording="other",
     ),
 }

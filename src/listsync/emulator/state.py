@@ -7,6 +7,7 @@ can be written to and read back from a JSON file (``EmulatorConfig.state_file``)
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from dataclasses import dataclass, field
@@ -56,6 +57,9 @@ class ListState:
         self.people_queries: dict[tuple[object, ...], list[tuple[Row, Person]]] = {}
         # Likewise for GET rows in filter mode: (column id, operator, query) -> the rows matched.
         self.row_queries: dict[tuple[str, str, str | None], list[Row]] = {}
+        # Only under a profile's lag_seconds: (when a write was answered, a copy of the List as it
+        # left it), oldest first; a first entry at -inf is the List before the first of them.
+        self.history: list[tuple[float, ListState]] = []
 
     @property
     def id(self) -> str:
@@ -84,6 +88,16 @@ class ListState:
     def people_changed(self) -> None:
         """Cheaper than :meth:`changed` when only people moved: the domain index still holds."""
         self.people_queries.clear()
+
+    def copy(self) -> ListState:
+        """A copy of the rows, cells and people that later writes leave alone (for lag_seconds)."""
+        twin = ListState(self.config)
+        twin.rows = {
+            row.id: Row(row.id, copy.deepcopy(row.cells), row.updated_at, copy.deepcopy(row.people))
+            for row in self.rows.values()
+        }
+        twin.changed()
+        return twin
 
     def snapshot(self) -> dict[str, Any]:
         return {

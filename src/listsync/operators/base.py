@@ -22,7 +22,10 @@ from airflow.sdk import BaseOperator
 from listsync.operators.extract import check_extract_arguments, checked_storage_path, read_operator_extract
 from listsync.sync.options import (
     MAX_MEMORY_AUTO,
+    VERIFY_TIMEOUT,
+    VISIBILITY_WINDOW,
     check_encoding,
+    check_state_options,
     parse_max_memory,
     parse_shard,
     resolve_timezone,
@@ -156,7 +159,9 @@ class ListSyncExtractOperator(BaseOperator):
             return None
         from listsync.sync.options import check_output_file
 
-        what = "the plan file" if parameter == "plan_path" else "the rejects file"
+        what = {"plan_path": "the plan file", "state_path": "the state file"}.get(
+            parameter, "the rejects file"
+        )
         check_output_file(path, what, f"give {parameter} a file in a folder the task can write")
         return checked_storage_path(path)
 
@@ -205,6 +210,15 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         ``"auto"`` (default): half the worker's memory (or its container's),
         worked out on the worker; None, 0 or ``"off"``: no limit. Split a List too big for it with
         ``shard``.
+    :param state_path: where the sync keeps what it applied, for the next run's three-way diff
+        (:mod:`listsync.sync.state`): a local path or an object-storage URI. None (default): the
+        Airflow asset state store of the task's List asset (an inlet or outlet
+        ``listsync://<host>/<tableId>``, :mod:`listsync.operators.state`); without one, no state.
+    :param fresh_state: do not use the state kept (a new one is kept at the end of the run).
+    :param verify_timeout: seconds the read back waits for writes the List does not show yet
+        (default 60); what is still not shown is ``unconfirmed``, not a failure.
+    :param visibility_window: seconds a write the List has not shown yet is not sent again by a
+        later run (default 3600).
     :param kwargs: the parameters of :class:`ListSyncExtractOperator` and ``BaseOperator``.
     """
 
@@ -221,9 +235,18 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         max_reject_fraction: float = 1.0,
         shard: str | None = None,
         max_memory: int | str | None = MAX_MEMORY_AUTO,
+        state_path: str | None = None,
+        fresh_state: bool = False,
+        verify_timeout: float = VERIFY_TIMEOUT,
+        visibility_window: float = VISIBILITY_WINDOW,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        check_state_options(verify_timeout, visibility_window)
+        self.state_path = state_path
+        self.fresh_state = fresh_state
+        self.verify_timeout = verify_timeout
+        self.visibility_window = visibility_window
         if shard is not None and "{{" not in shard and "{%" not in shard:
             parse_shard(shard)
         if max_memory != MAX_MEMORY_AUTO:  # "auto" is the worker's, worked out as the task runs
@@ -239,11 +262,21 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         self.user_id = user_id
         self.max_reject_fraction = max_reject_fraction
 
-    def plan_sync_arguments(self) -> dict[str, Any]:
+    def plan_sync_arguments(self, context: Context) -> dict[str, Any]:
         """The keyword arguments ``sync_people`` and ``upsert_rows`` share, from this operator's
         parameters: delete, null, failure and reject policies, the dry run, and the rejects and
-        plan files (see :meth:`output_file`), the shard and the memory limit."""
+        plan files (see :meth:`output_file`), the shard, the memory limit, and the state: where it
+        is kept (``state_path``, else the List asset's state store in ``context``) and how."""
+        from listsync.operators.state import list_asset_state_store
+
+        state = self.output_file(self.state_path, "state_path") or list_asset_state_store(
+            self.table_id, [*self.inlets, *self.outlets], context
+        )
         return {
+            "state_path": state,
+            "fresh_state": self.fresh_state,
+            "verify_timeout": self.verify_timeout,
+            "visibility_window": self.visibility_window,
             "max_delete_fraction": self.max_delete_fraction,
             "overwrite_with_null": self.overwrite_with_null,
             "dry_run": self.is_dry_run,

@@ -58,6 +58,16 @@ class UpsertRowsOperator(ListSyncPlanOperator):
         read would take more memory than this: bytes or a size such as ``"2GiB"``; ``"auto"``
         (default): half the worker's memory; None, 0 or ``"off"``: no limit. The
         message says how many shards would fit.
+    :param state_path: where the sync keeps what it applied, for the next run's three-way diff: a
+        local path or an object-storage URI. Default: the Airflow asset state store of the task's
+        List asset (an inlet or outlet ``listsync://<host>/<tableId>``); without one, no state.
+        (templated)
+    :param fresh_state: do not use the state kept: diff against the live List alone, then keep a
+        new state.
+    :param verify_timeout: seconds the read back waits for writes the List does not show yet
+        (default 60); what is still not shown is ``unconfirmed``, not a failure.
+    :param visibility_window: seconds a write the List has not shown yet is not sent again by a
+        later run (default 3600).
     :param naive_timezone: the zone (IANA name, default ``"UTC"``) of extract timestamps written
         without an offset; an unknown name fails when the DAG is parsed.
     """
@@ -69,6 +79,7 @@ class UpsertRowsOperator(ListSyncPlanOperator):
         "sql",
         "rejects_path",
         "plan_path",
+        "state_path",
         "user_id",
         "shard",
     )
@@ -109,5 +120,5 @@ class UpsertRowsOperator(ListSyncPlanOperator):
                 json_columns=self.json_columns,
                 delete_missing=self.delete_missing,
                 chunk_size=self.chunk_size,
-                **self.plan_sync_arguments(),
+                **self.plan_sync_arguments(context),
             )

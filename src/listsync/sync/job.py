@@ -9,8 +9,13 @@
                                             # the extract's rows let go once planned)
     write the plan file                     # for review; always in a dry run
     check delete safety                     # a broken extract never wipes a List
-    apply, then read back what was touched  # not in a dry run
+    apply, then read back what was touched  # not in a dry run; waits for late writes
+    keep the state                          # what was applied and seen (listsync.sync.state)
     summary                                 # logged, returned, raised with when something failed
+
+The sync's state is read before anything else (one made for another List, shard or mapping is
+refused before the extract is read), planned against (a three-way diff), and replaced once the
+writes are read back; a dry run leaves it as it was.
 
 A job (:class:`ListSyncJob`) supplies the steps that differ: how its extract is prepared, how the
 List is read and planned, what the plan file holds, how a plan is applied and verified, and what
@@ -38,11 +43,13 @@ from listsync.sync.plan import (
     write_requested_plan,
 )
 from listsync.sync.prepare import PrepareStats
+from listsync.sync.state import LastApplied, StateEntries, StateScope, StateStore, load_state, save_state
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from listsync.client.client import ListSyncClient
+    from listsync.sync.forms import Forms
     from listsync.sync.rejects import Rejects
 
 __all__ = ["DeleteCounts", "JobFiles", "ListSyncJob", "PlannedExtract"]
@@ -85,10 +92,12 @@ class PlannedExtract:
 
 @dataclass(frozen=True)
 class JobFiles:
-    """Where a run wrote its plan and its rejects (None: nowhere), for the summary."""
+    """Where a run wrote its plan and its rejects, and where its state is kept (None: nowhere),
+    for the summary."""
 
     plan_path: str | None
     rejects_path: str | None
+    state: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -109,6 +118,11 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
     :param shard: the run's shard; None: the whole List.
     :param max_memory: fail as soon as the rows read would take more bytes at the peak
         (:class:`~listsync.sync.memory.MemoryGuard`); None: no limit.
+    :param state_store: where the sync's state is kept between runs (:mod:`listsync.sync.state`);
+        None: nowhere, every run diffs against the live List alone.
+    :param fresh_state: do not use the state kept (it is replaced at the end of the run).
+    :param verify_timeout: how long the read back waits for writes the List does not show yet.
+    :param visibility_window: how long a write the List has not shown is not sent again.
     """
 
     #: What the job writes ("people", "rows"): names its temporary files and its messages.
@@ -130,6 +144,12 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
     max_delete_fraction: float
     shard: Shard | None
     max_memory: int | None
+    state_store: StateStore | None = None
+    fresh_state: bool = False
+    verify_timeout: float = 0.0
+    visibility_window: float = 0.0
+    #: The state the plan weighs (set by :meth:`run`; None: no state is kept).
+    last_applied: LastApplied | None = None
 
     @abstractmethod
     def memory_costs(self) -> RowCosts:
@@ -158,6 +178,15 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         """Send the plan's writes, then read back what they touched."""
 
     @abstractmethod
+    def state_mapping(self) -> Mapping[str, Any]:
+        """What decides the values written besides the extract (the column map...): a state made
+        under another is refused."""
+
+    @abstractmethod
+    def state_entries(self, plan: PlanT, outcome: OutcomeT) -> tuple[list[StateEntries], Forms]:
+        """The entries of the next state and the forms the read back learned."""
+
+    @abstractmethod
     def nothing_applied(self) -> OutcomeT:
         """The outcome of a dry run: nothing written, nothing read back."""
 
@@ -174,7 +203,14 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         :raises UnsafeDeleteError: the deletes look like a broken extract; nothing was written.
         :raises SyncFailedError: something failed or drifted and ``fail_on_error`` is set.
         :raises MemoryLimitError: the rows read would take more than ``max_memory``.
+        :raises StateMismatchError: the state kept was made for another List, shard or mapping.
         """
+        scope = StateScope(
+            self.noun, self.table_id, None if self.shard is None else str(self.shard), self.state_mapping()
+        )
+        state = load_state(self.state_store, scope, fresh=self.fresh_state)
+        if self.state_store is not None:
+            self.last_applied = LastApplied(state, self.client.clock(), self.visibility_window)
         use_returning_allocator()
         memory = MemoryGuard(
             self.max_memory,
@@ -211,7 +247,12 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
             noun=self.noun,
         )
         outcome = self.nothing_applied() if self.dry_run else self.apply(plan)
-        summary = self.summary(extract, plan, outcome, JobFiles(plan_path, rejects_path))
+        if not self.dry_run:
+            entries, forms = self.state_entries(plan, outcome)
+            kept = {} if self.last_applied is None else self.last_applied.forms
+            save_state(self.state_store, scope, entries, [kept, forms], clock=self.client.clock)
+        where = None if self.state_store is None else self.state_store.where(scope)
+        summary = self.summary(extract, plan, outcome, JobFiles(plan_path, rejects_path, where))
         self.log.info("%s summary: %s", self.title, json.dumps(summary))
         if (summary["failed"] or summary["drift"]) and self.fail_on_error and not self.dry_run:
             raise SyncFailedError(summary)

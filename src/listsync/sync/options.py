@@ -229,6 +229,25 @@ DELETE_SCOPES: tuple[str, ...] = ("accounts_in_source", "list")
 PEOPLE_WRITE_KINDS: tuple[str, ...] = ("add", "patch", "delete")
 
 
+#: How long a read back waits, at most, for writes the List does not show yet, in seconds
+#: (``verify_timeout``, ``--verify-timeout``). A service with a queue behind its write API shows a
+#: write seconds after acknowledging it; what is still not shown then is ``unconfirmed``.
+VERIFY_TIMEOUT = 60.0
+#: How long a write the List has not shown is waited for rather than sent again, in seconds
+#: (``visibility_window``, ``--visibility-window``): a later run within it reads before it writes.
+VISIBILITY_WINDOW = 3600.0
+
+
+def check_state_options(verify_timeout: float, visibility_window: float) -> None:
+    """Check the read back's and the state's settings.
+
+    :raises ValueError: a negative or non-numeric ``verify_timeout`` or ``visibility_window``.
+    """
+    for name, value in (("verify_timeout", verify_timeout), ("visibility_window", visibility_window)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+            raise ValueError(f"{name} must be a number of seconds, 0 or more; got {value!r}")
+
+
 def check_sync_options(mode: str, delete_scope: str) -> None:
     """Check ``mode`` and ``delete_scope`` (callers check early, before reading anything).
 

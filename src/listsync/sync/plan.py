@@ -24,7 +24,7 @@ import math
 import os
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -44,6 +44,7 @@ __all__ = [
     "check_delete_safety",
     "combine_summaries",
     "prepare_with_rejects",
+    "read_back_rounds",
     "wait_for_late_writes",
     "write_plan_file",
     "write_requested_plan",
@@ -400,6 +401,38 @@ def _added(counts: Iterable[Mapping[str, int] | None]) -> Counter[str]:
 
 def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+#: The first pause of a read back waiting for writes to show, and the longest (it doubles).
+READ_BACK_PAUSES = (0.5, 8.0)
+
+
+def read_back_rounds(
+    client: ListSyncClient, timeout: float, pending: Callable[[], bool], what: str
+) -> Iterator[int]:
+    """The rounds of a read back: the first at once; then, while ``pending()`` says some writes are
+    not shown by the List yet, another after a pause (:data:`READ_BACK_PAUSES`), until the pauses
+    add up to ``timeout`` seconds (``verify_timeout``)."""
+    pause, longest = READ_BACK_PAUSES
+    waited = 0.0
+    number = 0
+    while True:
+        yield number
+        number += 1
+        left = timeout - waited
+        if left <= 0 or not pending():
+            return
+        delay = min(pause, left)
+        logging.getLogger(__name__).info(
+            "Some %s are not shown by the List yet: reading them again in %.1f s "
+            "(%.0f s left of verify_timeout)",
+            what,
+            delay,
+            left,
+        )
+        client.sleep(delay)
+        waited += delay
+        pause = min(pause * 2, longest)
 
 
 def wait_for_late_writes(client: ListSyncClient, settle_after: float | None) -> None:

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel
 
 from listsync.client.models import person_match
+from listsync.sync.forms import Forms, fold_text
 from listsync.sync.memory import give_back_freed_memory
 from listsync.sync.normalize import NormalizationError, normalize_domain, normalize_profile_url
 from listsync.sync.options import DeleteScope, SyncMode, check_sync_options
@@ -35,6 +36,17 @@ from listsync.sync.people.frames import (
     wire,
 )
 from listsync.sync.prepare import ACCOUNT_DOMAIN, PERSON_FIELDS
+from listsync.sync.state import (
+    ADD,
+    DELETE,
+    PATCH,
+    UNSEEN,
+    LastApplied,
+    StateEntries,
+    SyncState,
+    key_hashes,
+    value_digests,
+)
 
 #: Text as a pandas column or as Arrow.
 Column: TypeAlias = pd.Series | pa.Array | pa.ChunkedArray
@@ -165,6 +177,7 @@ class PeoplePlan:
     list_duplicates: int = 0
     conflicts: int = 0
     conflict_reasons: list[str] = field(default_factory=list)
+    ledger: PeopleLedger | None = None
 
     @property
     def size(self) -> int:
@@ -200,6 +213,30 @@ class PeoplePlan:
             }
 
 
+@dataclass
+class PeopleLedger:
+    """What the next state needs of a plan (:mod:`listsync.sync.state`): the extract's keys and
+    digests of each planned add and patch (in the plan's order), the List's keys of each planned
+    delete, and the entries already final (people in step, writes held back).
+
+    :ivar edited_in_list: people whose extract is as last sent but whose List values changed since
+        they were seen (edited by hand): repaired as planned.
+    :ivar awaiting: writes of an earlier run the List has not shown yet, younger than the
+        visibility window: not sent again.
+    """
+
+    forms: Forms
+    fields: list[str]
+    kept: list[StateEntries] = field(default_factory=list)
+    add_keys: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+    add_sent: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+    patch_keys: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+    patch_sent: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+    delete_keys: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+    edited_in_list: int = 0
+    awaiting: int = 0
+
+
 def plan_people_sync(
     source: Mapping[str, Mapping[str, PersonRecord]] | pd.DataFrame,
     current: Iterable[PersonRecord] | ListPeople,
@@ -208,6 +245,7 @@ def plan_people_sync(
     mode: SyncMode = "upsert",
     delete_scope: DeleteScope = "accounts_in_source",
     overwrite_with_null: bool = False,
+    last_applied: LastApplied | None = None,
 ) -> PeoplePlan:
     """Diff the extract's people against the List's, by account domain and identity.
 
@@ -228,12 +266,20 @@ def plan_people_sync(
     :param delete_scope: in mirror mode, delete only within the extract's accounts
         (``"accounts_in_source"``) or anywhere in the List (``"list"``).
     :param overwrite_with_null: a null in the extract erases the List's value.
+    :param last_applied: the sync's state, for a three-way diff: a matched person whose extract
+        values are the ones last sent and whose List values are the ones seen after is unchanged,
+        whatever form the List keeps them in; fields whose service forms were learned are compared
+        (and people matched) in that form; writes the List has not shown yet, younger than the
+        visibility window, are not planned again. The plan then carries a
+        :class:`PeopleLedger` for the next state. None: a live diff alone, no ledger.
     :raises ValueError: an unknown ``mode`` or ``delete_scope``.
     """
     check_sync_options(mode, delete_scope)
     wanted = _source_people(source, fields)
     listed = current if isinstance(current, ListPeople) else list_frame(current)
-    return _Planner(wanted, listed, mode == "mirror", delete_scope, overwrite_with_null).plan()
+    return _Planner(
+        wanted, listed, mode == "mirror", delete_scope, overwrite_with_null, last_applied=last_applied
+    ).plan()
 
 
 @dataclass
@@ -284,10 +330,19 @@ class _Planner:
     """
 
     def __init__(
-        self, wanted: _Source, listed: ListPeople, mirror: bool, delete_scope: DeleteScope, overwrite: bool
+        self,
+        wanted: _Source,
+        listed: ListPeople,
+        mirror: bool,
+        delete_scope: DeleteScope,
+        overwrite: bool,
+        *,
+        last_applied: LastApplied | None = None,
     ) -> None:
         self.wanted, self.listed, self.mirror, self.overwrite = wanted, listed, mirror, overwrite
         self.source, self.list = wanted.frame, listed.frame
+        self.last_applied = last_applied
+        self.forms: Forms = {} if last_applied is None else last_applied.forms
         domains = pc.unique(_arrow(self.source[ACCOUNT_DOMAIN]))
         self.in_scope = (
             np.ones(len(self.list), dtype=bool)
@@ -299,6 +354,11 @@ class _Planner:
             current_people=listed.read,
             list_unidentified=listed.unidentified,
         )
+        self.ledger: PeopleLedger | None = None
+        if last_applied is not None:
+            self.ledger = self.result.ledger = PeopleLedger(self.forms, wanted.carried)
+            self.source_keys = key_hashes(self.source[ACCOUNT_DOMAIN], self.source[IDENTITY])
+            self.source_digests = value_digests(self.source, wanted.carried)
 
     def plan(self) -> PeoplePlan:
         source = self.source
@@ -311,7 +371,11 @@ class _Planner:
         # Writes go account by account, the accounts in the order the extract first names them
         # (numbered in order of first appearance).
         grouped = np.argsort(_numbered([source[ACCOUNT_DOMAIN]]), kind="stable")
-        self._adds(grouped[~found[grouped]])
+        added = grouped[~found[grouped]]
+        if self.ledger is not None:
+            added = self._not_awaiting(added)
+            self.ledger.add_keys, self.ledger.add_sent = self.source_keys[added], self.source_digests[added]
+        self._adds(added)
         for key in frame_records(source, grouped[conflicts[grouped]], [ACCOUNT_DOMAIN, IDENTITY]):
             self.result.conflicts += 1
             self.result.conflict_reasons.append(
@@ -321,8 +385,52 @@ class _Planner:
         patched = grouped[matched[grouped]]
         self._patches(patched, matches[patched])
         if self.mirror:
-            self.result.deletes = self._deletes(np.flatnonzero(~claimed & ~duplicated & self.in_scope))
+            deleted = np.flatnonzero(~claimed & ~duplicated & self.in_scope)
+            if self.ledger is not None:
+                deleted, self.ledger.delete_keys = self._deletes_not_awaiting(deleted)
+            self.result.deletes = self._deletes(deleted)
         return self.result
+
+    def _state_of(self, keys: np.ndarray) -> tuple[np.ndarray, SyncState]:
+        """Where each of ``keys`` stands in the state (-1: nowhere), and the state."""
+        assert self.last_applied is not None and self.last_applied.state is not None
+        state = self.last_applied.state
+        return state.find(keys), state
+
+    def _awaiting(self, positions: np.ndarray, kind: int) -> np.ndarray:
+        """Which state entries at ``positions`` are writes of ``kind`` the List has not shown yet,
+        within the visibility window; they are kept as they are in the next state."""
+        last = self.last_applied
+        assert last is not None and last.state is not None and self.ledger is not None
+        awaiting = last.state.pending(positions, kind, last.now, last.visibility_window)
+        self.ledger.kept.append(last.state.entries.take(positions[awaiting]))
+        self.ledger.awaiting += int(awaiting.sum())
+        return awaiting
+
+    def _not_awaiting(self, added: np.ndarray) -> np.ndarray:
+        """The extract people to add, less those an earlier run added that the List has not shown
+        yet (adding them again would make a second copy of anyone known by phone or name). A person
+        the List showed once and no longer holds was deleted there by hand: added again, counted."""
+        assert self.ledger is not None
+        if self.last_applied is None or self.last_applied.state is None or not len(added):
+            return added
+        positions, state = self._state_of(self.source_keys[added])
+        awaiting = self._awaiting(positions, ADD)
+        entries = state.at(positions)
+        removed_by_hand = (positions >= 0) & ~awaiting & (entries.kind == 0) & (entries.seen != UNSEEN)
+        self.ledger.edited_in_list += int(removed_by_hand.sum())
+        return added[~awaiting]
+
+    def _deletes_not_awaiting(self, deleted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The List people to delete, less those an earlier run deleted that the List still shows
+        within the visibility window; and the keys of those left."""
+        rows = self.list.iloc[deleted]
+        keys = key_hashes(rows["domain"], rows[IDENTITY])
+        if self.last_applied is None or self.last_applied.state is None or not len(deleted):
+            return deleted, keys
+        positions, _ = self._state_of(keys)
+        awaiting = self._awaiting(positions, DELETE)
+        return deleted[~awaiting], keys[~awaiting]
 
     def _matches(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Which List people share a key with another (left alone), which are claimed already (the
@@ -332,8 +440,13 @@ class _Planner:
         identities = _arrow(listed[IDENTITY])
         email_identity = pc.starts_with(identities, "email:").to_numpy(zero_copy_only=False)
         # Every List person is found by their identity, and one with an e-mail by their profile URL too.
-        list_keys = [identities, ("url:" + self._list_values("url_key")).where(email_identity)]
-        codes = _codes(listed["domain"], list_keys, source[ACCOUNT_DOMAIN], [source[IDENTITY]])
+        list_keys = [
+            self._fold_keys(identities),
+            self._fold_keys(("url:" + self._list_values("url_key")).where(email_identity)),
+        ]
+        codes = _codes(
+            listed["domain"], list_keys, source[ACCOUNT_DOMAIN], [self._fold_keys(source[IDENTITY])]
+        )
         list_codes, source_codes = codes[: 2 * len(listed)], codes[2 * len(listed) :]
         first, duplicated = _index(list_codes, len(listed), int(codes.max()) + 1 if len(codes) else 0)
         self.result.list_duplicates = int(duplicated.sum())
@@ -454,7 +567,10 @@ class _Planner:
         differs = np.zeros(len(positions), dtype=bool)
         for mask in changed.values():
             differs |= mask
-        self.result.unchanged += int((~differs).sum())
+        held = np.zeros(len(positions), dtype=bool)
+        if self.ledger is not None:
+            differs, held = self._three_way(positions, matches, differs)
+        self.result.unchanged += int((~differs & ~held).sum())
         offsets = np.flatnonzero(differs)
         names = list(changed)
         wanted = _rows(self.source, positions[offsets], [ACCOUNT_DOMAIN, *names])
@@ -480,6 +596,51 @@ class _Planner:
             return patches
 
         self.result.patches = PlannedWrites(len(offsets), make)
+
+    def _three_way(
+        self, positions: np.ndarray, matches: np.ndarray, differs: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Which matched pairs to patch, and which patches of an earlier run the List has not shown
+        yet to wait for, weighing the state (see :func:`plan_people_sync`); the pairs in step
+        become entries of the next state, the patches' keys go to the ledger."""
+        ledger = self.ledger
+        assert ledger is not None
+        keys, sent = self.source_keys[positions], self.source_digests[positions]
+        seen = value_digests(self.list.iloc[matches], self.wanted.carried)
+        held = np.zeros(len(positions), dtype=bool)
+        state = None if self.last_applied is None else self.last_applied.state
+        if state is not None and len(positions):
+            found, state = self._state_of(keys)
+            entries = state.at(found)
+            as_sent = (found >= 0) & (entries.sent == sent)
+            # Extract as sent and List as seen: in step, whatever form the List keeps values in.
+            differs = differs & ~(as_sent & (entries.seen == seen))
+            held = self._awaiting(np.where(as_sent & differs, found, -1), PATCH)
+            differs = differs & ~held
+            edited = differs & as_sent & (entries.kind == 0) & (entries.seen != UNSEEN)
+            ledger.edited_in_list += int(edited.sum())
+        in_step = ~differs & ~held
+        ledger.kept.append(StateEntries.of(keys[in_step], sent[in_step], seen[in_step]))
+        ledger.patch_keys, ledger.patch_sent = keys[differs], sent[differs]
+        return differs, held
+
+    def _fold_keys(self, keys: Column) -> Column:
+        """Keys in the forms the service was seen to keep their fields in: profile-URL keys in the
+        profile URL's, name keys in the names' (:mod:`listsync.sync.forms`); as they are when
+        none was learned."""
+        url = self.forms.get("network_profile_url", ())
+        names = [*self.forms.get("first_name", ()), *self.forms.get("last_name", ())]
+        if not url and not names:
+            return keys
+        folded = _arrow(keys)
+        for prefix, classes in (("url:", url), ("name:", names)):
+            if classes:
+                folded = pc.if_else(pc.starts_with(folded, prefix), fold_text(folded, classes), folded)
+        return folded
+
+    def _folded(self, name: str, column: pd.Series) -> pd.Series:
+        """A text field's values in the forms the service was seen to keep it in."""
+        return pd.Series(pd.arrays.ArrowExtensionArray(fold_text(_arrow(column), self.forms[name])))
 
     def _changed(self, name: str, positions: np.ndarray, matches: np.ndarray) -> np.ndarray:
         """Which matched pairs differ in field ``name``: a given value the List does not hold, or,
@@ -508,6 +669,10 @@ class _Planner:
         if name in OBJECT_FIELDS:
             differs = np.array(
                 [_differs(value, old) for value, old in zip(desired, before, strict=True)], dtype=bool
+            )
+        elif name in self.forms:
+            differs = (
+                (self._folded(name, desired) != self._folded(name, before)).fillna(True).to_numpy(dtype=bool)
             )
         else:
             differs = (desired != before).fillna(True).to_numpy(dtype=bool)
@@ -556,7 +721,7 @@ class _OtherKeys:
             self._domains,
             [self._keys],
             pd.concat([domains] * 3, ignore_index=True),
-            [pd.concat(keys, ignore_index=True)],
+            [planner._fold_keys(pd.concat(keys, ignore_index=True))],
         )
         listed, found = codes[: len(self._keys)], codes[len(self._keys) :]
         first = np.full(int(codes.max()) + 1, -1, dtype=np.int64)

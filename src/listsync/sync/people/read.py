@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from listsync.client.models import person_identity
+from listsync.sync.forms import fold, learn_form
 from listsync.sync.normalize import normalize_domain
 from listsync.sync.people.plan import (
     PersonRecord,
@@ -30,9 +32,15 @@ if TYPE_CHECKING:
     from listsync.sync.options import Shard
 
 
-#: List people as read back: account domain → a key they can be found by (:func:`person_keys`) → the
-#: fields of every person found by it, in List order.
+#: List people as read back: account domain → a key they can be found by (:func:`person_keys`, made
+#: :func:`loose`) → the fields of every person found by it, in List order.
 PeopleIndex = dict[str, dict[str, list[dict[str, Any]]]]
+
+
+def loose(key: str) -> str:
+    """A key as a read back looks it up: in lower case, its white space folded, so that a person the
+    service keeps in a form of its own (:mod:`listsync.sync.forms`) is found all the same."""
+    return fold(key, ("whitespace", "case"))
 
 
 def people_index(
@@ -51,7 +59,7 @@ def people_index(
         if identity is None:
             continue
         domain = list_domain(account_domain_of(record))
-        keys = list(person_keys(identity, normalised))
+        keys = [loose(key) for key in person_keys(identity, normalised)]
         if wanted is not None and not any(key in wanted.get(domain, ()) for key in keys):
             continue
         people = index.setdefault(domain, {})
@@ -99,33 +107,81 @@ NOT_IN_LIST = "not in the List"
 
 
 def looked_up_keys(item: PlannedAdd | PlannedPatch | PlannedDelete) -> list[str]:
-    """The keys :func:`difference` looks the item's person up by."""
+    """The keys :func:`read_back` looks the item's person up by (:func:`loose`)."""
     if isinstance(item, PlannedDelete):
-        return [item.identity] if item.copy else list(person_keys(item.identity, item.match))
-    if isinstance(item, PlannedAdd):
-        return list(person_keys(item.identity, item.person))
-    after = {**item.current, **item.patch}
-    return [
-        *person_keys(item.identity, item.current),
-        *person_keys(person_identity(after) or item.identity, after),
-    ]
+        keys = [item.identity] if item.copy else list(person_keys(item.identity, item.match))
+    elif isinstance(item, PlannedAdd):
+        keys = list(person_keys(item.identity, item.person))
+    else:
+        after = {**item.current, **item.patch}
+        keys = [
+            *person_keys(item.identity, item.current),
+            *person_keys(person_identity(after) or item.identity, after),
+        ]
+    return [loose(key) for key in keys]
+
+
+@dataclass(frozen=True)
+class ReadBack:
+    """What the List shows of one planned write.
+
+    :ivar status: ``"shown"`` (as written, or in the service's own form of it), ``"not_yet"`` (the
+        List still shows what was there before: an add absent, a patched field at its old value, a
+        deleted person present; it may show the write later), or ``"drift"`` (anything else).
+    :ivar problem: what is not shown, or how the List differs, in words; None when shown.
+    :ivar forms: field → the classes of form the service keeps the written value in.
+    :ivar found: the List person's fields, when the write is an add or a patch found.
+    """
+
+    status: str
+    problem: str | None = None
+    forms: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    found: dict[str, Any] | None = None
+
+
+def read_back(
+    item: PlannedAdd | PlannedPatch | PlannedDelete, people: Mapping[str, list[dict[str, Any]]]
+) -> ReadBack:
+    """What the List's people of the item's account (:func:`people_index`) show of it."""
+    keys = looked_up_keys(item)
+    if isinstance(item, PlannedDelete):
+        copies = len(people.get(loose(item.identity), [])) if item.copy else 0
+        if copies > 1:
+            return ReadBack("not_yet", f"the List still holds {copies} copies")
+        if not item.copy and any(key in people for key in keys):
+            return ReadBack("not_yet", "still in the List")
+        return ReadBack("shown")
+    found = next((people[key][0] for key in keys if key in people), None)
+    if found is None:
+        return ReadBack("not_yet" if isinstance(item, PlannedAdd) else "drift", NOT_IN_LIST)
+    wanted = item.person if isinstance(item, PlannedAdd) else item.patch
+    forms: dict[str, tuple[str, ...]] = {}
+    old: list[str] = []
+    for name, value in wanted.items():
+        shown = found.get(name)
+        if canonical(value) == canonical(shown):
+            continue
+        form = learn_form(name, value, shown)
+        if form is not None:
+            forms[name] = form
+        elif isinstance(item, PlannedPatch) and _is_before(item, name, shown):
+            old.append(f"{name} is still {shown!r}, expected {value!r}")
+        else:
+            return ReadBack("drift", f"{name} is {shown!r}, expected {value!r}")
+    if old:
+        return ReadBack("not_yet", "; ".join(old))
+    return ReadBack("shown", forms=forms, found=found)
+
+
+def _is_before(patch: PlannedPatch, name: str, shown: Any) -> bool:
+    """Whether ``shown`` is the patched field's value before the patch (or its service form)."""
+    before = patch.changes[name][0]
+    return canonical(before) == canonical(shown) or learn_form(name, before, shown) is not None
 
 
 def difference(
     item: PlannedAdd | PlannedPatch | PlannedDelete, people: Mapping[str, list[dict[str, Any]]]
 ) -> str | None:
-    """How the List's people of the item's account differ from what the item meant; None if not."""
-    keys = looked_up_keys(item)
-    if isinstance(item, PlannedDelete) and item.copy:
-        copies = len(people.get(item.identity, []))
-        return f"the List still holds {copies} copies" if copies > 1 else None
-    if isinstance(item, PlannedDelete):
-        return "still in the List" if any(key in people for key in keys) else None
-    wanted = item.person if isinstance(item, PlannedAdd) else item.patch
-    found = next((people[key][0] for key in keys if key in people), None)
-    if found is None:
-        return NOT_IN_LIST
-    for name, value in wanted.items():
-        if canonical(value) != canonical(found.get(name)):
-            return f"{name} is {found.get(name)!r}, expected {value!r}"
-    return None
+    """How the List's people of the item's account differ from what the item meant; None if not
+    (the service's own form of a written value is no difference)."""
+    return read_back(item, people).problem

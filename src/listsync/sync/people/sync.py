@@ -13,19 +13,29 @@ from listsync.client.writers import (
 )
 from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob, PlannedExtract
 from listsync.sync.memory import PEOPLE_COSTS, MemoryGuard, RowCosts, give_back_freed_memory
-from listsync.sync.options import MAX_MEMORY_AUTO, Shard, parse_max_memory, parse_shard
+from listsync.sync.options import (
+    MAX_MEMORY_AUTO,
+    VERIFY_TIMEOUT,
+    VISIBILITY_WINDOW,
+    Shard,
+    check_state_options,
+    parse_max_memory,
+    parse_shard,
+)
 from listsync.sync.people.apply import PeopleApplyResult, apply_people_plan, chunk_sizes
 from listsync.sync.people.frames import list_frame
 from listsync.sync.people.plan import DeleteScope, PeoplePlan, SyncMode, check_sync_options, plan_people_sync
 from listsync.sync.people.read import people_in_shard
-from listsync.sync.people.verify import PeopleVerification, verify_people
+from listsync.sync.people.verify import SHOWN, UNCONFIRMED, PeopleVerification, verify_people
 from listsync.sync.plan import OpenableFile, build_summary
 from listsync.sync.prepare import PreparedPeople, prepare_people
+from listsync.sync.state import ADD, DELETE, PATCH, UNSEEN, StateEntries, StateStore, state_store
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from listsync.client.client import ListSyncClient
+    from listsync.sync.forms import Forms
     from listsync.sync.rejects import Rejects
 
 log = logging.getLogger(__name__)
@@ -51,6 +61,10 @@ def sync_people(
     page_size: int = 1000,
     shard: str | Shard | None = None,
     max_memory: int | str | None = MAX_MEMORY_AUTO,
+    state_path: str | os.PathLike[str] | OpenableFile | StateStore | None = None,
+    fresh_state: bool = False,
+    verify_timeout: float = VERIFY_TIMEOUT,
+    visibility_window: float = VISIBILITY_WINDOW,
 ) -> dict[str, Any]:
     """Make the List's targetable people match an extract; return the JSON summary.
 
@@ -87,11 +101,23 @@ def sync_people(
         read so far would take more memory than this (:mod:`listsync.sync.memory`): bytes, or a
         size such as ``"2GiB"`` (:func:`~listsync.sync.options.parse_max_memory`). ``"auto"``:
         half the memory the machine or container has; None, 0 or ``"off"``: no limit.
+    :param state_path: where the sync keeps what it applied, for the next run's three-way diff
+        (:mod:`listsync.sync.state`): a local path, an object with ``open()`` such as
+        ``ObjectStoragePath``, or a :class:`~listsync.sync.state.StateStore`; None: no state, every
+        run diffs against the live List alone (and says so once).
+    :param fresh_state: do not use the state kept: diff against the live List alone, then keep
+        a new state.
+    :param verify_timeout: seconds the read back waits for writes the List does not show yet;
+        those still not shown are ``unconfirmed``.
+    :param visibility_window: seconds a write the List has not shown is not sent again.
     :return: the summary: ``shard``; rows ``read``, ``rejected``, ``duplicates``,
         ``other_shards``; people ``added``,
         ``updated``, ``deleted``, ``unchanged``, ``failed`` (people not written, including the
         ``conflicts``: extract people whose identity several List people share), ``conflicts``,
-        ``not_found``;
+        ``not_found``; ``service_forms`` (writes the List shows in a form of its own),
+        ``unconfirmed`` (acknowledged writes not shown within ``verify_timeout``), ``awaiting``
+        (writes of an earlier run still not shown, not sent again), ``edited_in_list`` (people
+        edited in the List by hand since the last run, repaired); ``state`` (where it is kept);
         ``planned`` and ``requests`` by kind; ``normalization_version``; ``plan_path`` and
         ``rejects_path``; ``failure_reasons``.
     :raises UnsafeDeleteError: the planned deletes look like a broken extract (nothing written).
@@ -101,8 +127,13 @@ def sync_people(
     """
     # Bad settings fail before anything is read.
     check_sync_options(mode, delete_scope)
+    check_state_options(verify_timeout, visibility_window)
     chunk_sizes(chunk_size)
     job = _PeopleSync(
+        state_store=state_store(state_path),
+        fresh_state=fresh_state,
+        verify_timeout=verify_timeout,
+        visibility_window=visibility_window,
         shard=parse_shard(shard),
         max_memory=parse_max_memory(max_memory),
         client=client,
@@ -169,6 +200,7 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
             mode=self.mode,
             delete_scope=self.delete_scope,
             overwrite_with_null=self.overwrite_with_null,
+            last_applied=self.last_applied,
         )
         log.info(
             "Plan for %s: %d to add, %d to patch, %d to delete, %d extra copies to remove, %d unchanged "
@@ -204,7 +236,36 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
         result = apply_people_plan(
             plan, client, table_id=table_id, chunk_size=self.chunk_size, page_size=page_size
         )
-        return result, verify_people(plan, result, client, table_id=table_id, page_size=page_size)
+        verification = verify_people(
+            plan, result, client, table_id=table_id, page_size=page_size, verify_timeout=self.verify_timeout
+        )
+        return result, verification
+
+    def state_mapping(self) -> Mapping[str, Any]:
+        return {"column_map": dict(self.column_map), "default_region": self.default_region}
+
+    def state_entries(self, plan: PeoplePlan, outcome: _PeopleOutcome) -> tuple[list[StateEntries], Forms]:
+        _result, verification = outcome
+        ledger = plan.ledger
+        if ledger is None:
+            return [], verification.forms
+        now = self.client.clock()
+        shown, seen = verification.outcome, verification.seen
+        entries = list(ledger.kept)
+        start = 0
+        for keys, sent, kind in (
+            (ledger.add_keys, ledger.add_sent, ADD),
+            (ledger.patch_keys, ledger.patch_sent, PATCH),
+        ):
+            outcome_of = shown[start : start + len(keys)]
+            done, waiting = outcome_of == SHOWN, outcome_of == UNCONFIRMED
+            entries.append(StateEntries.of(keys[done], sent[done], seen[start : start + len(keys)][done]))
+            entries.append(StateEntries.of(keys[waiting], sent[waiting], UNSEEN, now, kind))
+            start += len(keys)
+        start += len(plan.repairs)
+        waiting = shown[start : start + len(ledger.delete_keys)] == UNCONFIRMED
+        entries.append(StateEntries.of(ledger.delete_keys[waiting], 0, UNSEEN, now, DELETE))
+        return entries, verification.forms
 
     def nothing_applied(self) -> _PeopleOutcome:
         return PeopleApplyResult(), PeopleVerification()
@@ -233,6 +294,10 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
                 "copies_removed": result.copies_removed,
                 "verified": verification.verified,
                 "drift": len(verification.drift),
+                "service_forms": verification.service_forms,
+                "unconfirmed": verification.unconfirmed,
+                "awaiting": 0 if plan.ledger is None else plan.ledger.awaiting,
+                "edited_in_list": 0 if plan.ledger is None else plan.ledger.edited_in_list,
             },
             requests=result.requests,
             failure_reasons=[*plan.conflict_reasons, *result.failed.values()],
@@ -247,6 +312,8 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
             normalization_version=extract.normalization_version,
             plan_path=files.plan_path,
             rejects_path=files.rejects_path,
+            state=files.state,
+            unconfirmed_reasons=verification.unconfirmed_reasons,
             planned={
                 "add": len(plan.adds),
                 "patch": len(plan.patches),

@@ -1,13 +1,18 @@
 """Reading back the accounts a people plan touched, and checking every write against what the plan
-meant."""
+meant: waiting for writes the List does not show yet, and learning the forms it keeps values in."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from listsync.sync.forms import merged_forms
 from listsync.sync.people.apply import PeopleApplyResult
+from listsync.sync.people.frames import records_frame
 from listsync.sync.people.plan import (
     PeoplePlan,
     PlannedAdd,
@@ -15,11 +20,17 @@ from listsync.sync.people.plan import (
     PlannedPatch,
     item_key,
 )
-from listsync.sync.people.read import difference, looked_up_keys, people_index, read_accounts
-from listsync.sync.plan import wait_for_late_writes
+from listsync.sync.people.read import looked_up_keys, people_index, read_accounts, read_back
+from listsync.sync.plan import MAX_FAILURE_REASONS, read_back_rounds, wait_for_late_writes
+from listsync.sync.state import value_digests
 
 if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient
+
+log = logging.getLogger(__name__)
+
+#: ``PeopleVerification.outcome`` of a write: not settled (failed, or drift), shown, not shown yet.
+NOT_SETTLED, SHOWN, UNCONFIRMED = 0, 1, 2
 
 
 @dataclass
@@ -31,59 +42,142 @@ class PeopleVerification:
     :ivar filter: how the touched accounts were read: ``"service"`` (the service's account
         filter), ``"client"`` (the whole List, filtered here, because the service ignores the
         filter or too many accounts were touched), or ``None`` (nothing to verify).
+    :ivar service_forms: writes the List shows in a form of its own (:mod:`listsync.sync.forms`).
+    :ivar forms: field → the classes of form learned from them.
+    :ivar unconfirmed: acknowledged writes the List did not show within the verify timeout.
+    :ivar unconfirmed_reasons: what was not shown, one line each (the first few).
+    :ivar outcome: per planned write, in the order of :func:`planned_writes`: ``SHOWN``,
+        ``UNCONFIRMED`` or ``NOT_SETTLED``.
+    :ivar seen: per planned add or patch shown, the digest of the List person's values
+        (:func:`~listsync.sync.state.value_digests` of the plan's fields); 0 elsewhere.
     """
 
     verified: int = 0
     drift: list[str] = field(default_factory=list)
     filter: str | None = None
+    service_forms: int = 0
+    forms: dict[str, list[str]] = field(default_factory=dict)
+    unconfirmed: int = 0
+    unconfirmed_reasons: list[str] = field(default_factory=list)
+    outcome: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
+    seen: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
 
 
 def verify_people(
-    plan: PeoplePlan, result: PeopleApplyResult, client: ListSyncClient, *, table_id: str, page_size: int
+    plan: PeoplePlan,
+    result: PeopleApplyResult,
+    client: ListSyncClient,
+    *,
+    table_id: str,
+    page_size: int,
+    verify_timeout: float = 0.0,
 ) -> PeopleVerification:
     """Re-read the accounts the plan touched and check every write against the plan's intent.
 
-    An acknowledged write the List contradicts is drift. A write of unknown outcome is settled
-    here: found applied, it is counted as written; not found, it moves to ``result.failed``. Only
-    the touched accounts are read: by the service's account filter when there are fewer of them
-    than pages of the whole List, otherwise (or when the service ignores the filter) by one read
-    of the whole List.
+    A write the List does not show yet (an add absent, a patched field at its old value, a deleted
+    person present) is read again, with growing pauses, until it shows or ``verify_timeout``
+    seconds have passed; then an acknowledged one is ``unconfirmed`` (not a failure: the next
+    run does not send it again while it is younger than the visibility window). A written value
+    shown in the service's own form counts in ``service_forms`` and teaches that form. An
+    acknowledged write the List contradicts otherwise is drift. A write of unknown outcome is
+    settled here: found applied, it is counted as written; not found, it moves to
+    ``result.failed``. Only the touched accounts are read: by the service's account filter when
+    there are fewer of them than pages of the whole List, otherwise (or when the service ignores
+    the filter) by one read of the whole List.
     """
     settled = result.written.keys() | result.unknown.keys()
-
-    def items() -> Iterator[tuple[str, PlannedAdd | PlannedPatch | PlannedDelete]]:
-        # Made again for each pass rather than held: a large plan's writes are many objects.
-        return ((kind, item) for kind, item in _planned(plan) if item_key(item) in settled)
-
-    verification = PeopleVerification()
-    wanted: dict[str, set[str]] = {}
-    for _, item in items():
-        wanted.setdefault(item.account_domain, set()).update(looked_up_keys(item))
-    if not wanted:
+    verification = PeopleVerification(
+        outcome=np.zeros(plan.size, dtype=np.uint8), seen=np.zeros(plan.size, dtype=np.uint64)
+    )
+    pending = np.array([item_key(item) in settled for _, item in planned_writes(plan)], dtype=bool)
+    if not pending.any():
         return verification
     wait_for_late_writes(client, result.settle_after if result.unknown else None)
-    listed, verification.filter = read_accounts(
-        client, table_id, sorted(wanted), page_size, plan.current_people
-    )
-    index = people_index(listed, wanted)  # only the people the items look for are kept
-    for kind, item in items():
-        key = item_key(item)
-        problem = difference(item, index.get(item.account_domain, {}))
-        if key in result.unknown:
-            _written_kind, reason = result.unknown.pop(key)
-            if problem is None:
+    shown: dict[int, dict[str, Any]] = {}
+    learned: list[dict[str, tuple[str, ...]]] = []
+    problems: dict[int, str] = {}
+    for _round in read_back_rounds(client, verify_timeout, lambda: bool(pending.any()), "people writes"):
+        wanted: dict[str, set[str]] = {}
+        for _position, (_, item) in _pending(plan, pending):
+            wanted.setdefault(item.account_domain, set()).update(looked_up_keys(item))
+        listed, filter_used = read_accounts(client, table_id, sorted(wanted), page_size, plan.current_people)
+        verification.filter = verification.filter or filter_used
+        index = people_index(listed, wanted)  # only the people the items look for are kept
+        for position, (kind, item) in _pending(plan, pending):
+            back = read_back(item, index.get(item.account_domain, {}))
+            if back.status == "not_yet":
+                problems[position] = back.problem or ""
+                continue
+            pending[position] = False
+            problems.pop(position, None)
+            key = item_key(item)
+            if key in result.unknown:
+                _written_kind, reason = result.unknown.pop(key)
+                if back.status == "drift":
+                    result.failed[key] = f"outcome unknown ({reason}), and the List does not show it applied"
+                    continue
                 result.count(kind, 1)
-                verification.verified += 1
-            else:
-                result.failed[key] = f"outcome unknown ({reason}), and the List does not show it applied"
-        elif problem is None:
+            elif back.status == "drift":
+                verification.drift.append(f"{kind} of {key}: {back.problem}")
+                continue
             verification.verified += 1
-        else:
-            verification.drift.append(f"{kind} of {key}: {problem}")
+            verification.outcome[position] = SHOWN
+            if back.found is not None:
+                shown[position] = back.found
+            if back.forms:
+                verification.service_forms += 1
+                learned.append(back.forms)
+    _not_shown(plan, result, verification, pending, problems=problems, verify_timeout=verify_timeout)
+    verification.forms = merged_forms(*learned)
+    if plan.ledger is not None and shown:
+        fields = plan.ledger.fields
+        positions = np.fromiter(shown, dtype=np.int64, count=len(shown))
+        frame = records_frame(((None, found) for found in shown.values()), fields)
+        verification.seen[positions] = value_digests(frame, fields)
     return verification
 
 
-def _planned(plan: PeoplePlan) -> Iterator[tuple[str, PlannedAdd | PlannedPatch | PlannedDelete]]:
+def _not_shown(
+    plan: PeoplePlan,
+    result: PeopleApplyResult,
+    verification: PeopleVerification,
+    pending: np.ndarray,
+    *,
+    problems: dict[int, str],
+    verify_timeout: float,
+) -> None:
+    """Settle the writes the List still does not show once the read back gave up on them: one of
+    unknown outcome failed (it may never have been applied), an acknowledged one is unconfirmed."""
+    for position, (kind, item) in _pending(plan, pending):
+        key = item_key(item)
+        if key in result.unknown:
+            _written_kind, reason = result.unknown.pop(key)
+            result.failed[key] = f"outcome unknown ({reason}), and the List does not show it applied"
+            continue
+        verification.unconfirmed += 1
+        verification.outcome[position] = UNCONFIRMED
+        if len(verification.unconfirmed_reasons) < MAX_FAILURE_REASONS:
+            verification.unconfirmed_reasons.append(
+                f"{kind} of {key}: {problems.get(position) or 'not shown'} after {verify_timeout:g} s"
+            )
+    if verification.unconfirmed:
+        log.warning(
+            "%d acknowledged people writes are not shown by the List after %g s (verify_timeout): "
+            "counted unconfirmed, not sent again by a run within the visibility window",
+            verification.unconfirmed,
+            verify_timeout,
+        )
+
+
+def _pending(
+    plan: PeoplePlan, pending: np.ndarray
+) -> Iterator[tuple[int, tuple[str, PlannedAdd | PlannedPatch | PlannedDelete]]]:
+    # Made again for each pass rather than held: a large plan's writes are many objects.
+    return ((position, write) for position, write in enumerate(planned_writes(plan)) if pending[position])
+
+
+def planned_writes(plan: PeoplePlan) -> Iterator[tuple[str, PlannedAdd | PlannedPatch | PlannedDelete]]:
+    """A plan's writes with their kind: the adds, the patches, the copies removed, the deletes."""
     yield from (("add", add) for add in plan.adds)
     yield from (("patch", patch) for patch in plan.patches)
     yield from (("delete", delete) for delete in [*plan.repairs, *plan.deletes])

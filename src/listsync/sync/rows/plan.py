@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +16,16 @@ import pyarrow.compute as pc
 
 from listsync.sync.rows.cells import cell_values_equal, to_cell_value
 from listsync.sync.rows.prepare import object_array
+from listsync.sync.state import (
+    ADD,
+    DELETE,
+    PATCH,
+    UNSEEN,
+    LastApplied,
+    StateEntries,
+    digest_text,
+    key_hashes,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +92,7 @@ class RowsPlan:
     removals: list[RowRemoval] = field(default_factory=list)
     duplicate_keys: list[DuplicateKey] = field(default_factory=list)
     unchanged: int = 0
+    ledger: RowsLedger | None = None
 
     @property
     def changed_rows(self) -> int:
@@ -97,6 +108,44 @@ class RowsPlan:
     def has_writes(self) -> bool:
         """Whether applying the plan sends any write request."""
         return bool(self.additions or self.changes or self.removals)
+
+
+@dataclass
+class RowsLedger:
+    """What the next state needs of a rows plan (:mod:`listsync.sync.state`): the key hash and
+    digest of each row to add (in the plan's order) and of each row to update (by key), the key
+    hash of each row to delete, and the entries already final (rows in step, writes held back).
+
+    :ivar columns: the columns the digests are made of.
+    :ivar edited_in_list: rows whose extract is as last sent but whose List cells changed since
+        they were seen (edited by hand): repaired as planned.
+    :ivar awaiting: writes of an earlier run the List has not shown yet, younger than the
+        visibility window: not sent again.
+    """
+
+    columns: list[str]
+    kept: list[StateEntries] = field(default_factory=list)
+    add_keys: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+    add_sent: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+    updates: dict[str, tuple[int, int]] = field(default_factory=dict)
+    delete_keys: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+    edited_in_list: int = 0
+    awaiting: int = 0
+
+
+def row_digests(columns: Iterable[Sequence[Any] | np.ndarray | None], size: int) -> np.ndarray:
+    """A digest of each of ``size`` rows' cells, given column by column (None: a column the rows
+    do not have), the way :func:`~listsync.sync.state.value_digests` digests people."""
+    parts = [
+        pa.array([""] * size, pa.string())
+        if values is None
+        else pa.array([digest_text(None if value is _ABSENT else value) for value in values], pa.string())
+        for values in columns
+    ]
+    if not parts:
+        return np.ones(size, dtype=np.uint64)
+    joined = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "\x1f")
+    return key_hashes(joined)
 
 
 @dataclass
@@ -273,6 +322,7 @@ def plan_rows_upsert(
     delete_missing: bool = False,
     overwrite_with_null: bool = False,
     normalize_key: Callable[[Any], str | None] | None = None,
+    last_applied: LastApplied | None = None,
 ) -> RowsPlan:
     """Diff the prepared extract rows against the List's current rows.
 
@@ -293,6 +343,11 @@ def plan_rows_upsert(
         List matches ``acme.com``; ``None`` (the result) means the cell cannot be a key.
         Defaults to ``str``. When the normalised key differs from the List's cell, the cell is
         updated like any other.
+    :param last_applied: the upsert's state, for a three-way diff (as for people,
+        :func:`~listsync.sync.people.plan.plan_people_sync`): a row whose extract cells are the
+        ones last sent and whose List cells are the ones seen after is unchanged; writes the List
+        has not shown yet, younger than the visibility window, are not planned again. The plan
+        then carries a :class:`RowsLedger`. None: a live diff alone.
     :raises ValueError: a desired row without a key, or two desired rows with the same key.
 
     The diff is a join on the key and a comparison per column over whole columns; Python
@@ -302,7 +357,9 @@ def plan_rows_upsert(
     frame = desired if isinstance(desired, pd.DataFrame) else _rows_frame(desired, key_column)
     if not isinstance(current, ListRows):
         current = ListRows.from_rows(current, key_column, frame.columns, normalize_key or _default_key)
-    return _RowsDiff(frame, current, key_column, overwrite_with_null, partial).plan(delete_missing)
+    return _RowsDiff(frame, current, key_column, overwrite_with_null, partial).plan(
+        delete_missing, last_applied
+    )
 
 
 # A column a desired row does not have: never compared, never sent.
@@ -377,12 +434,20 @@ class _RowsDiff:
             )
         return keys
 
-    def plan(self, delete_missing: bool) -> RowsPlan:
+    def plan(self, delete_missing: bool, last_applied: LastApplied | None = None) -> RowsPlan:
         plan = RowsPlan(key_column=self.key_column, list_rows=len(self.current))
+        self.last_applied = last_applied
+        if last_applied is not None:
+            plan.ledger = self.ledger = RowsLedger(self.columns)
+            self.key_hashes = key_hashes(pd.Series(self.keys, dtype=object))
+            self.sent = row_digests(self.desired.values(), self.rows)
         found = self.list_keys.get_indexer(pd.Index(self.keys, dtype=object))
         held = np.zeros(len(found), dtype=np.int64)
         held[found >= 0] = self.list_counts[found[found >= 0]]
-        for position in np.flatnonzero(held == 0).tolist():
+        added = np.flatnonzero(held == 0)
+        if last_applied is not None:
+            added = self._not_awaiting(added)
+        for position in added.tolist():
             key = self.keys[position]
             plan.additions.append(RowAddition(key, self._cells_to_add(position, key)))
         for position in np.flatnonzero(held > 1).tolist():
@@ -390,8 +455,12 @@ class _RowsDiff:
                 DuplicateKey(self.keys[position], self._row_ids(found[position]), True)
             )
         matched = np.flatnonzero(held == 1)
-        plan.changes = self._changes(matched, self.first_row[found[matched]])
-        plan.unchanged = len(matched) - len({change.key for change in plan.changes})
+        listed = self.first_row[found[matched]]
+        if last_applied is None:
+            plan.changes = self._changes(matched, listed)
+            plan.unchanged = len(matched) - len({change.key for change in plan.changes})
+        else:
+            plan.changes, plan.unchanged = self._three_way(matched, listed)
 
         missing = np.ones(len(self.list_keys), dtype=bool)
         missing[found[found >= 0]] = False
@@ -407,7 +476,88 @@ class _RowsDiff:
                 RowRemoval(str(self.list_keys[self.list_codes[row]]), self.current.row_ids[row])
                 for row in rows.tolist()
             ]
+            if last_applied is not None:
+                plan.removals = self._removals_not_awaiting(plan.removals)
         return plan
+
+    def _awaiting(self, keys: np.ndarray, kind: int) -> np.ndarray:
+        """Which of ``keys`` have a write of ``kind`` the List has not shown yet, within the
+        visibility window; their entries are kept as they are."""
+        last, ledger = self.last_applied, self.ledger
+        assert last is not None and ledger is not None
+        if last.state is None:
+            return np.zeros(len(keys), dtype=bool)
+        positions = last.state.find(keys)
+        awaiting = last.state.pending(positions, kind, last.now, last.visibility_window)
+        ledger.kept.append(last.state.entries.take(positions[awaiting]))
+        ledger.awaiting += int(awaiting.sum())
+        return awaiting
+
+    def _not_awaiting(self, added: np.ndarray) -> np.ndarray:
+        """The rows to add, less those an earlier run added that the List has not shown yet
+        (adding them again would make a second row of the key). A row the List showed once and no
+        longer holds was deleted there by hand: added again, counted."""
+        ledger, state = self.ledger, self.last_applied.state if self.last_applied else None
+        assert ledger is not None
+        keys = self.key_hashes[added]
+        added = added[~self._awaiting(keys, ADD)]
+        if state is not None:
+            positions = state.find(self.key_hashes[added])
+            entries = state.at(positions)
+            gone = (positions >= 0) & (entries.kind == 0) & (entries.seen != UNSEEN)
+            ledger.edited_in_list += int(gone.sum())
+        ledger.add_keys, ledger.add_sent = self.key_hashes[added], self.sent[added]
+        return added
+
+    def _removals_not_awaiting(self, removals: list[RowRemoval]) -> list[RowRemoval]:
+        ledger = self.ledger
+        assert ledger is not None
+        keys = key_hashes(pd.Series([removal.key for removal in removals], dtype=object))
+        awaiting = self._awaiting(keys, DELETE)
+        ledger.delete_keys = keys[~awaiting]
+        return [removal for removal, wait in zip(removals, awaiting.tolist(), strict=True) if not wait]
+
+    def _three_way(self, matched: np.ndarray, listed: np.ndarray) -> tuple[list[CellChange], int]:
+        """The cell updates of the rows matched one to one, weighing the state (see
+        :func:`plan_rows_upsert`), and how many of them are unchanged; the rows in step become
+        entries of the next state, the rows to update go to the ledger."""
+        last, ledger = self.last_applied, self.ledger
+        assert last is not None and ledger is not None
+        keys, sent = self.key_hashes[matched], self.sent[matched]
+        columns = self.current.cells
+        seen = row_digests(
+            (columns[column].values(listed) if column in columns else None for column in self.columns),
+            len(matched),
+        )
+        entries = StateEntries.of(np.zeros(len(matched), dtype=np.uint64), 0, UNSEEN)
+        found = np.full(len(matched), -1, dtype=np.int64)
+        if last.state is not None:
+            found = last.state.find(keys)
+            entries = last.state.at(found)
+        as_sent = (found >= 0) & (entries.sent == sent)
+        in_step = as_sent & (entries.seen == seen)
+        compared = np.flatnonzero(~in_step)
+        changes = self._changes(matched[compared], listed[compared])
+        changed = np.zeros(len(matched), dtype=bool)
+        changed[compared] = pd.Index(
+            [self.keys[row] for row in matched[compared].tolist()], dtype=object
+        ).isin(list({change.key for change in changes}))
+        held = changed & as_sent & self._awaiting(np.where(as_sent & changed, keys, 0), PATCH)
+        if held.any():
+            waiting = {self.keys[row] for row in matched[held].tolist()}
+            changes = [change for change in changes if change.key not in waiting]
+            changed &= ~held
+        edited = changed & as_sent & (entries.kind == 0) & (entries.seen != UNSEEN)
+        ledger.edited_in_list += int(edited.sum())
+        steady = ~changed & ~held
+        ledger.kept.append(StateEntries.of(keys[steady], sent[steady], seen[steady]))
+        ledger.updates = {
+            self.keys[row]: (int(key), int(digest))
+            for row, key, digest in zip(
+                matched[changed].tolist(), keys[changed].tolist(), sent[changed].tolist(), strict=True
+            )
+        }
+        return changes, int(steady.sum())
 
     def _row_ids(self, code: int) -> tuple[str, ...]:
         return tuple(self.current.row_ids[row] for row in np.flatnonzero(self.list_codes == code).tolist())

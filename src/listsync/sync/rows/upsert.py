@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob, PlannedExtract
 from listsync.sync.memory import MemoryGuard, RowCosts, give_back_freed_memory, rows_costs
-from listsync.sync.options import MAX_MEMORY_AUTO, Shard, parse_max_memory, parse_shard
+from listsync.sync.options import (
+    MAX_MEMORY_AUTO,
+    VERIFY_TIMEOUT,
+    VISIBILITY_WINDOW,
+    Shard,
+    check_state_options,
+    parse_max_memory,
+    parse_shard,
+)
 from listsync.sync.plan import OpenableFile, build_summary
 from listsync.sync.prepare import PreparedRows, prepare_rows, rows_key_column
 from listsync.sync.rows.apply import (
@@ -25,11 +33,13 @@ from listsync.sync.rows.apply import (
 from listsync.sync.rows.plan import RowsPlan, plan_entries, plan_rows_upsert
 from listsync.sync.rows.read import list_key_normalizer, read_list_rows
 from listsync.sync.rows.verify import RowsVerification, verify_rows
+from listsync.sync.state import ADD, DELETE, PATCH, UNSEEN, StateEntries, StateStore, state_store
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from listsync.client.client import ListSyncClient
+    from listsync.sync.forms import Forms
     from listsync.sync.rejects import Rejects
 
 _log = logging.getLogger(__name__)
@@ -55,6 +65,10 @@ def upsert_rows(
     max_reject_fraction: float = 1.0,
     shard: str | Shard | None = None,
     max_memory: int | str | None = MAX_MEMORY_AUTO,
+    state_path: str | os.PathLike[str] | OpenableFile | StateStore | None = None,
+    fresh_state: bool = False,
+    verify_timeout: float = VERIFY_TIMEOUT,
+    visibility_window: float = VISIBILITY_WINDOW,
 ) -> dict[str, Any]:
     """Make the List's rows match the extract, writing only what differs; return the JSON summary.
 
@@ -88,11 +102,17 @@ def upsert_rows(
         read so far would take more memory than this (:mod:`listsync.sync.memory`): bytes, or a
         size such as ``"2GiB"`` (:func:`~listsync.sync.options.parse_max_memory`). ``"auto"``:
         half the memory the machine or container has; None, 0 or ``"off"``: no limit.
+    :param state_path: where the upsert keeps what it applied, for the next run's three-way diff,
+        as for :func:`~listsync.sync.people.sync_people`; None: no state.
+    :param fresh_state: do not use the state kept (a new one is kept at the end).
+    :param verify_timeout: seconds the read back waits for writes the List does not show yet.
+    :param visibility_window: seconds a write the List has not shown is not sent again.
     :return: the summary: ``shard``; extract rows ``read``, ``rejected``, ``duplicates``,
         ``other_shards``; ``rows_added``,
         ``rows_updated``, ``cells_updated``, ``rows_deleted``, ``unchanged``, ``failed`` (extract
         rows not written, including those blocked by a duplicate key, and rows not deleted),
         ``duplicate_keys_in_list``, ``rows_resent`` (row adds sent again after a re-read);
+        ``unconfirmed``, ``awaiting``, ``edited_in_list`` and ``state``, as for people;
         ``requests`` (writes by kind and their ``total``), ``read_requests`` (GET rows),
         ``planned`` counts, ``failure_reasons``, the table, key and mode, and the file paths.
         A dry run writes nothing, so its write counts are 0 and ``planned`` tells what a run would do.
@@ -104,8 +124,13 @@ def upsert_rows(
     :raises MemoryLimitError: the upsert would take more than ``max_memory``; nothing was written.
     """
     sizes = chunk_sizes(chunk_size)  # a bad setting fails before anything is read
+    check_state_options(verify_timeout, visibility_window)
     source_key = rows_key_column(column_map, key_column)
     job = _RowsUpsert(
+        state_store=state_store(state_path),
+        fresh_state=fresh_state,
+        verify_timeout=verify_timeout,
+        visibility_window=visibility_window,
         shard=parse_shard(shard),
         max_memory=parse_max_memory(max_memory),
         client=client,
@@ -130,6 +155,8 @@ def upsert_rows(
 
 
 _RowsOutcome = tuple[ApplyOutcome, RowsVerification]
+#: The state's kinds of write as the read back names them.
+_WRITE_KINDS = {ADD: "add", PATCH: "update", DELETE: "delete"}
 
 
 @dataclass(kw_only=True)
@@ -182,6 +209,7 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
             key_column=self.key_column,
             delete_missing=self.delete_missing,
             overwrite_with_null=self.overwrite_with_null,
+            last_applied=self.last_applied,
         )
         _log.info(
             "Plan for %s: %d rows to add, %d cells to update on %d rows, %d rows to delete, %d unchanged "
@@ -213,7 +241,50 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
     def apply(self, plan: RowsPlan) -> _RowsOutcome:
         outcome = apply_rows_plan(plan, self.client, self.table_id, chunk_size=self.chunk_sizes)
         normalize_key = list_key_normalizer(self.key_kind)
-        return outcome, verify_rows(plan, outcome, self.client, self.table_id, normalize_key)
+        verification = verify_rows(
+            plan, outcome, self.client, self.table_id, normalize_key, verify_timeout=self.verify_timeout
+        )
+        return outcome, verification
+
+    def state_mapping(self) -> Mapping[str, Any]:
+        return {
+            "column_map": dict(self.column_map),
+            "key_column": self.key_column,
+            "key_kind": self.key_kind,
+            "json_columns": sorted(self.json_columns),
+        }
+
+    def state_entries(self, plan: RowsPlan, outcome: _RowsOutcome) -> tuple[list[StateEntries], Forms]:
+        _applied, verification = outcome
+        ledger = plan.ledger
+        if ledger is None:
+            return [], {}
+        now = self.client.clock()
+        # (row key, key hash, digest sent, kind of write) of every row written.
+        written = [
+            *(
+                (add.key, key, sent, ADD)
+                for add, key, sent in zip(
+                    plan.additions, ledger.add_keys.tolist(), ledger.add_sent.tolist(), strict=True
+                )
+            ),
+            *((text, key, sent, PATCH) for text, (key, sent) in ledger.updates.items()),
+            *(
+                (removal.key, key, 0, DELETE)
+                for removal, key in zip(plan.removals, ledger.delete_keys.tolist(), strict=True)
+            ),
+        ]
+        shown = [
+            (key, sent, verification.seen[text], 0, 0)
+            for text, key, sent, kind in written
+            if kind != DELETE and text in verification.seen
+        ]
+        waiting = [
+            (key, sent, UNSEEN, now, kind)
+            for text, key, sent, kind in written
+            if verification.unconfirmed.get(text) == _WRITE_KINDS[kind]
+        ]
+        return [*ledger.kept, StateEntries.listed(shown), StateEntries.listed(waiting)], {}
 
     def nothing_applied(self) -> _RowsOutcome:
         return ApplyOutcome(), RowsVerification()
@@ -244,6 +315,9 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
                 "list_rows": plan.list_rows,
                 "verified": verification.verified,
                 "drift": len(verification.drift),
+                "unconfirmed": len(verification.unconfirmed),
+                "awaiting": 0 if plan.ledger is None else plan.ledger.awaiting,
+                "edited_in_list": 0 if plan.ledger is None else plan.ledger.edited_in_list,
             },
             requests={kind: applied.requests[kind] for kind in (ADD_ROWS, UPDATE_CELLS, DELETE_ROWS)},
             failure_reasons=reasons,
@@ -257,6 +331,8 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
             normalization_version=extract.normalization_version,
             plan_path=files.plan_path,
             rejects_path=files.rejects_path,
+            state=files.state,
+            unconfirmed_reasons=verification.unconfirmed_reasons,
             planned={
                 "add_rows": len(plan.additions),
                 "update_cells": len(plan.changes),

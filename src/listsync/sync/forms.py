@@ -1,0 +1,107 @@
+"""The forms a service keeps values in: which differences between what a sync sent and what the
+List shows are the service's own form of the same value, not a change.
+
+A hosted service may keep a value in a form of its own: runs of spaces made one, an e-mail or a
+URL in lower case, a URL over https without its trailing slash. A read back that shows a written
+value in such a form is no drift: the difference is recorded (``service_forms`` in the summary),
+the classes it took are learned per field and kept in the sync's state
+(:mod:`listsync.sync.state`), and later runs compare that field in its folded form, so a value
+the service rewrote is never written again.
+
+The classes, and the fields they are accepted on:
+
+- ``whitespace`` (every text field): runs of white space are one space, none at either end. No
+  reader of a List tells ``VP  Sales`` from ``VP Sales``.
+- ``case`` (``email`` and the URL fields only): e-mail addresses and URL hosts are
+  case-insensitive, and profile URLs are in practice. A name or a title in another case is a
+  change a reader sees, so it stays drift.
+- ``url`` (the URL fields): ``http://`` and ``https://`` are one scheme, a trailing slash is
+  nothing.
+
+Numbers in another notation and enum labels for keys are forms of List cells, which the rows
+upsert already compares by value (:func:`~listsync.sync.rows.cells.cell_values_equal`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import combinations
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["FORM_CLASSES", "Forms", "fold", "fold_text", "learn_form", "merged_forms"]
+
+#: Every class of form, in the order they are applied.
+FORM_CLASSES = ("whitespace", "case", "url")
+
+#: Fields of a person on which each class is accepted besides ``whitespace``.
+_URL_FIELDS = frozenset({"network_profile_url", "avatar_url"})
+_CASE_FIELDS = frozenset({"email"}) | _URL_FIELDS
+
+#: Learned forms: field -> the classes of form the service keeps it in.
+Forms = Mapping[str, Sequence[str]]
+
+_SCHEME = re.compile(r"^http://", re.IGNORECASE)
+# The white space RE2 (Arrow's regular expressions) knows as \s, so both folds agree.
+_SPACES = re.compile(r"\s+", re.ASCII)
+
+
+def accepted_classes(field: str) -> tuple[str, ...]:
+    """The classes of form accepted for ``field``."""
+    if field in _URL_FIELDS:
+        return FORM_CLASSES
+    if field in _CASE_FIELDS:
+        return ("whitespace", "case")
+    return ("whitespace",)
+
+
+def fold(value: str, classes: Iterable[str]) -> str:
+    """``value`` in the form the ``classes`` make of it."""
+    chosen = set(classes)
+    if "whitespace" in chosen:
+        value = _SPACES.sub(" ", value).strip()
+    if "case" in chosen:
+        value = value.lower()
+    if "url" in chosen:
+        value = _SCHEME.sub("https://", value.strip()).rstrip("/")
+    return value
+
+
+def learn_form(field: str, sent: Any, shown: Any) -> tuple[str, ...] | None:
+    """The fewest classes of form accepted for ``field`` that make ``shown`` of ``sent``; None
+    when none do (a different value altogether, or not text)."""
+    if not (isinstance(sent, str) and isinstance(shown, str)) or sent == shown:
+        return None
+    classes = accepted_classes(field)
+    for size in range(1, len(classes) + 1):
+        for chosen in combinations(classes, size):
+            if fold(sent, chosen) == fold(shown, chosen):
+                return chosen
+    return None
+
+
+def merged_forms(*sources: Forms) -> dict[str, list[str]]:
+    """The classes of every source, field by field, in :data:`FORM_CLASSES` order."""
+    merged: dict[str, set[str]] = {}
+    for forms in sources:
+        for field, classes in forms.items():
+            merged.setdefault(field, set()).update(classes)
+    return {
+        field: [name for name in FORM_CLASSES if name in classes] for field, classes in sorted(merged.items())
+    }
+
+
+def fold_text(column: pa.Array | pa.ChunkedArray, classes: Iterable[str]) -> pa.Array | pa.ChunkedArray:
+    """A text column in the form the ``classes`` make of it (:func:`fold`, as column operations)."""
+    chosen = set(classes)
+    if "whitespace" in chosen:
+        column = pc.utf8_trim_whitespace(pc.replace_substring_regex(column, r"\s+", " "))
+    if "case" in chosen:
+        column = pc.utf8_lower(column)
+    if "url" in chosen:
+        column = pc.replace_substring_regex(pc.utf8_trim_whitespace(column), "(?i)^http://", "https://")
+        column = pc.replace_substring_regex(column, "/+$", "")
+    return column
