@@ -48,11 +48,22 @@ def postgres_url() -> Iterator[str]:
     try:
         with engine.connect() as conn:
             conn.execute(sa.text("select 1"))
-    except Exception as exc:  # any failure to connect means "no PostgreSQL here"
+    except sa.exc.OperationalError as exc:
+        # Only "nothing listens there" means "no PostgreSQL here"; a wrong password, a missing
+        # database or driver is a broken setup, and fails the test.
+        if not refused(exc):
+            raise
         service_missing(f"PostgreSQL not reachable at {POSTGRES_URL}: {exc.__class__.__name__}: {exc}")
     finally:
         engine.dispose()
     yield POSTGRES_URL
+
+
+def refused(error: BaseException) -> bool:
+    """Whether ``error`` says that nothing listens where a service was looked for."""
+    return isinstance(error, ConnectionRefusedError) or any(
+        words in str(error).lower() for words in ("connection refused", "could not connect to server")
+    )
 
 
 @pytest.fixture(scope="session")
@@ -63,7 +74,9 @@ def redis_url() -> str:
     client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
     try:
         client.ping()
-    except redis.RedisError as exc:
+    except redis.ConnectionError as exc:
+        if not refused(exc):
+            raise
         service_missing(f"Redis not reachable at {REDIS_URL}: {exc.__class__.__name__}: {exc}")
     finally:
         client.close()
