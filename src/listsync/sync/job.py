@@ -226,6 +226,9 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         )
         give_back_freed_memory()
         plan = self.plan(prepared, memory)
+        # The plan's ledger holds what the next state needs of the last one: only its forms are kept.
+        forms_kept = {} if self.last_applied is None else self.last_applied.forms
+        self.last_applied = None
         deletes = self.delete_counts(prepared, plan)
         extract = PlannedExtract(prepared.stats, prepared.normalization_version)
         # The plan holds what its writes need: the extract's rows, as large as the List's, are
@@ -249,8 +252,7 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         outcome = self.nothing_applied() if self.dry_run else self.apply(plan)
         if not self.dry_run:
             entries, forms = self.state_entries(plan, outcome)
-            kept = {} if self.last_applied is None else self.last_applied.forms
-            save_state(self.state_store, scope, entries, [kept, forms], clock=self.client.clock)
+            save_state(self.state_store, scope, entries, [forms_kept, forms], clock=self.client.clock)
         where = None if self.state_store is None else self.state_store.where(scope)
         summary = self.summary(extract, plan, outcome, JobFiles(plan_path, rejects_path, where))
         self.log.info("%s summary: %s", self.title, json.dumps(summary))

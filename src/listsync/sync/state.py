@@ -23,13 +23,12 @@ visibility window.
 
 A state is refused when it was made for another List, shard or mapping (:class:`StateMismatchError`);
 without one (the first run, a lost state, ``fresh_state``) the sync diffs against the live List
-alone. Its size is 29 bytes an item (29 MB at 1,000,000 people) before compression.
+alone. Its size is 29 bytes an item (28 MiB at 1,000,000 people), read back without a copy.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import logging
 import os
@@ -58,6 +57,7 @@ __all__ = [
     "UNSEEN",
     "FileStateStore",
     "LastApplied",
+    "Ledger",
     "StateDirectory",
     "StateEntries",
     "StateMismatchError",
@@ -65,6 +65,7 @@ __all__ = [
     "StateStore",
     "SyncState",
     "digest_text",
+    "joined_hashes",
     "key_hashes",
     "load_state",
     "save_state",
@@ -74,7 +75,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-STATE_FORMAT = 1
+STATE_FORMAT = 2
 #: ``seen`` of a write the List has not shown yet. Digests are never 0.
 UNSEEN = np.uint64(0)
 #: ``kind`` of an entry whose write the List has not shown yet (0: shown, or nothing written).
@@ -197,6 +198,8 @@ class StateEntries:
 
 
 _COLUMNS = ("keys", "sent", "seen", "since", "kind")
+#: How each column is stored: little-endian, whatever the machine.
+_DTYPES = {"keys": "<u8", "sent": "<u8", "seen": "<u8", "since": "<u4", "kind": "u1"}
 
 
 @dataclass
@@ -209,33 +212,20 @@ class SyncState:
     made_at: float = 0.0
 
     def find(self, keys: np.ndarray) -> np.ndarray:
-        """The position of each of ``keys`` among the entries; -1 where it has none."""
+        """The position of each of ``keys`` among the entries; -1 where it has none (32-bit
+        while the entries fit: a plan finds a million keys at once)."""
         stored = self.entries.keys
+        kind = np.int32 if len(stored) < 2**31 else np.int64
         if not len(stored):
-            return np.full(len(keys), -1, dtype=np.int64)
-        positions = np.searchsorted(stored, keys)
+            return np.full(len(keys), -1, dtype=kind)
+        positions = np.searchsorted(stored, keys).astype(kind)
         clipped = np.minimum(positions, len(stored) - 1)
-        return np.where(stored[clipped] == keys, clipped, -1).astype(np.int64)
-
-    def at(self, positions: np.ndarray) -> StateEntries:
-        """The entries at ``positions``; where a position is -1, an empty entry (no key, nothing
-        sent, nothing seen, nothing waited for)."""
-        found = positions >= 0
-        if not len(self.entries):
-            return StateEntries.of(np.zeros(len(positions), dtype=np.uint64), 0, UNSEEN)
-        taken = self.entries.take(np.where(found, positions, 0))
-        for name in _COLUMNS:
-            getattr(taken, name)[~found] = 0
-        return taken
-
-    def pending(self, positions: np.ndarray, kind: int, now: float, window: float) -> np.ndarray:
-        """Which entries at ``positions`` (-1: none) are writes of ``kind`` the List has not shown
-        yet, acknowledged less than ``window`` seconds before ``now``."""
-        entries = self.at(positions)
-        return (positions >= 0) & (entries.kind == kind) & (now - entries.since.astype(np.float64) < window)
+        return np.where(stored[clipped] == keys, clipped, -1).astype(kind, copy=False)
 
     def to_bytes(self) -> bytes:
-        """The state as a file's bytes: a header line, a JSON header, then the entries (NumPy)."""
+        """The state as a file's bytes: a first line naming the format, a line of JSON (the scope,
+        the forms, the number of entries), then each column of the entries as its raw
+        little-endian values, so that reading it back copies nothing (:meth:`from_bytes`)."""
         header = {
             "format": STATE_FORMAT,
             **self.scope.to_json(),
@@ -243,15 +233,14 @@ class SyncState:
             "made_at": self.made_at,
             "entries": len(self.entries),
         }
-        buffer = io.BytesIO()
-        buffer.write(_MAGIC)
-        buffer.write(json.dumps(header, sort_keys=True).encode() + b"\n")
-        np.savez_compressed(buffer, **{name: getattr(self.entries, name) for name in _COLUMNS})
-        return buffer.getvalue()
+        columns = [np.ascontiguousarray(getattr(self.entries, name), _DTYPES[name]) for name in _COLUMNS]
+        return b"".join(
+            [_MAGIC, json.dumps(header, sort_keys=True).encode(), b"\n", *(column.data for column in columns)]
+        )
 
     @classmethod
     def from_bytes(cls, data: bytes, where: str) -> SyncState:
-        """The state written by :meth:`to_bytes`.
+        """The state written by :meth:`to_bytes`; its entries are read-only views of ``data``.
 
         :raises ValueError: the bytes are not such a state, naming ``where`` and what to do.
         """
@@ -265,21 +254,37 @@ class SyncState:
                 raise ValueError(
                     f"it is of format {header.get('format')}, this listsync reads {STATE_FORMAT}"
                 )
-            with np.load(io.BytesIO(data[line_end + 1 :]), allow_pickle=False) as arrays:
-                entries = StateEntries(*(arrays[name] for name in _COLUMNS))
+            count, offset = int(header["entries"]), line_end + 1
+            if len(data) - offset != count * sum(np.dtype(_DTYPES[name]).itemsize for name in _COLUMNS):
+                raise ValueError(f"it does not hold the {count} entries it announces")
+            columns = []
+            for name in _COLUMNS:
+                columns.append(np.frombuffer(data, _DTYPES[name], count, offset))
+                offset += columns[-1].nbytes
             scope = StateScope(header["job"], header["table_id"], header["shard"], header["mapping"])
-        except (ValueError, KeyError, TypeError, OSError, EOFError) as error:
+        except (ValueError, KeyError, TypeError) as error:
             raise ValueError(f"the sync state {where} cannot be read ({error}); {advice}") from None
         return cls(
-            scope, {k: list(v) for k, v in header.get("forms", {}).items()}, entries, header["made_at"]
+            scope,
+            {k: list(v) for k, v in header.get("forms", {}).items()},
+            StateEntries(*columns),
+            header["made_at"],
         )
+
+
+#: Matched items weighed at once by :meth:`LastApplied.changes`.
+WEIGHED_AT_ONCE = 100_000
+#: The keys, the digests of the extract's values and those of the List's, of some items.
+Digests = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 @dataclass(frozen=True)
 class LastApplied:
     """What a plan weighs besides the extract and the List: the sync's state
     (:mod:`listsync.sync.state`; None on a first run or a fresh one), the time the plan is made, and
-    how long a write the List has not shown yet is waited for rather than sent again."""
+    how long a write the List has not shown yet is waited for rather than sent again. Its methods
+    are the three-way diff's decisions, which the people and rows planners share; each records
+    what it decides in the plan's :class:`Ledger`."""
 
     state: SyncState | None
     now: float
@@ -289,6 +294,165 @@ class LastApplied:
     def forms(self) -> Forms:
         """The forms learned so far (none without a state)."""
         return {} if self.state is None else self.state.forms
+
+    def entries(self, keys: np.ndarray) -> tuple[np.ndarray, _Entries]:
+        """Where each of ``keys`` stands in the state (-1: nowhere), and its entry's columns (those
+        of an empty entry where it has none), each taken when first asked for."""
+        if self.state is None:
+            nowhere = np.full(len(keys), -1, dtype=np.int32)
+            return nowhere, _Entries(None, nowhere)
+        positions = self.state.find(keys)
+        return positions, _Entries(self.state.entries, positions)
+
+    def hold(self, keys: np.ndarray, kind: int, ledger: Ledger) -> np.ndarray:
+        """Which of ``keys`` have a write of ``kind`` the List has not shown yet, acknowledged
+        within the visibility window: not planned again, their entries kept as they are."""
+        positions, entries = self.entries(keys)
+        return self._held(positions, entries, kind, ledger)
+
+    def _held(
+        self,
+        positions: np.ndarray,
+        entries: _Entries,
+        kind: int,
+        ledger: Ledger,
+        among: np.ndarray | None = None,
+    ) -> np.ndarray:
+        waiting = (positions >= 0) & (entries.kind == kind)
+        if among is not None:
+            waiting &= among
+        candidates = np.flatnonzero(waiting)
+        since = entries.since[candidates].astype(np.float64)
+        waiting[candidates[self.now - since >= self.visibility_window]] = False
+        ledger.keep(positions[waiting], self)
+        ledger.awaiting += int(waiting.sum())
+        return waiting
+
+    def adds(self, keys: np.ndarray, ledger: Ledger) -> np.ndarray:
+        """Which of the items to add (by ``keys``) to add indeed: not those an earlier run added
+        that the List has not shown yet (a second add would make a second copy of anyone the
+        service does not merge). An item the List showed once and no longer holds was removed there
+        by hand: added again, and counted in ``edited_in_list``."""
+        positions, entries = self.entries(keys)
+        waiting = self._held(positions, entries, ADD, ledger)
+        gone = (positions >= 0) & ~waiting & (entries.kind == 0) & (entries.seen != UNSEEN)
+        ledger.edited_in_list += int(gone.sum())
+        return ~waiting
+
+    def in_step(self, keys: np.ndarray, sent: np.ndarray, seen: np.ndarray) -> np.ndarray:
+        """Which matched items have the extract values last sent (digests ``sent``) and the List
+        values last seen (``seen``): unchanged, whatever form the List keeps them in."""
+        positions, entries = self.entries(keys)
+        return (positions >= 0) & (entries.sent == sent) & (entries.seen == seen)
+
+    def changes(
+        self, differs: np.ndarray, ledger: Ledger, digests: Callable[[int, int], Digests]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Which matched items to write, of those a live diff finds different (``differs``), and
+        which to wait for (a write of an earlier run not shown yet); and the keys and digests sent
+        of those to write. Items in step are no change; a List changed under an unchanged extract
+        was edited by hand (repaired, counted). The items not written become entries of the next
+        state. ``digests(start, stop)`` gives the keys, the digests of the extract's values and
+        those of the List's of the items from ``start`` to ``stop``: they are asked for
+        :data:`WEIGHED_AT_ONCE` items at a time, so that a plan never holds them for every item."""
+        differs, held = differs.copy(), np.zeros(len(differs), dtype=bool)
+        written: list[tuple[np.ndarray, np.ndarray]] = []
+        for start in range(0, len(differs), WEIGHED_AT_ONCE):
+            stop = min(start + WEIGHED_AT_ONCE, len(differs))
+            keys, sent, seen = digests(start, stop)
+            differs[start:stop], held[start:stop] = self._weighed(
+                keys, sent, seen, differs[start:stop], ledger
+            )
+            written.append((keys[differs[start:stop]], sent[differs[start:stop]]))
+        keys = np.concatenate([keys for keys, _ in written] or [np.empty(0, dtype=np.uint64)])
+        sent = np.concatenate([sent for _, sent in written] or [np.empty(0, dtype=np.uint64)])
+        return differs, held, keys, sent
+
+    def _weighed(
+        self, keys: np.ndarray, sent: np.ndarray, seen: np.ndarray, differs: np.ndarray, ledger: Ledger
+    ) -> tuple[np.ndarray, np.ndarray]:
+        positions, entries = self.entries(keys)
+        as_sent = (positions >= 0) & (entries.sent == sent)
+        seen_before = entries.seen
+        was_seen = seen_before != UNSEEN
+        unmoved = as_sent & (seen_before == seen) & (entries.kind == 0)
+        del seen_before
+        differs = differs & ~unmoved
+        held = self._held(positions, entries, PATCH, ledger, among=as_sent & differs)
+        differs = differs & ~held
+        edited = differs & as_sent & was_seen & (entries.kind == 0)
+        ledger.edited_in_list += int(edited.sum())
+        steady = ~differs & ~held
+        # An entry that stays as it was is kept by its place in the state, not copied.
+        ledger.keep(positions[steady & unmoved], self)
+        new = steady & ~unmoved
+        ledger.kept.append(StateEntries.of(keys[new], sent[new], seen[new]))
+        return differs, held
+
+
+class _Entries:
+    """The columns of the state's entries at some positions (-1: none; an empty entry there),
+    each taken from the state when read, and not kept: a plan of a million people holds one at a
+    time."""
+
+    def __init__(self, entries: StateEntries | None, positions: np.ndarray) -> None:
+        self._entries, self._positions = entries, positions
+
+    def _column(self, name: str) -> np.ndarray:
+        if self._entries is None or not len(self._entries):
+            return np.zeros(len(self._positions), dtype=np.dtype(_DTYPES[name]))
+        found = self._positions >= 0
+        column = getattr(self._entries, name)[np.where(found, self._positions, 0)]
+        column[~found] = 0
+        return column
+
+    @property
+    def sent(self) -> np.ndarray:
+        return self._column("sent")
+
+    @property
+    def seen(self) -> np.ndarray:
+        return self._column("seen")
+
+    @property
+    def since(self) -> np.ndarray:
+        return self._column("since")
+
+    @property
+    def kind(self) -> np.ndarray:
+        return self._column("kind")
+
+
+@dataclass
+class Ledger:
+    """What a plan keeps for the next state, besides its writes: the entries already final (items
+    in step, writes held back: new ones, and those of the last state kept as they are), and what
+    the three-way diff found.
+
+    :ivar edited_in_list: items whose extract is as last sent but whose List values changed since
+        they were seen (edited by hand): repaired as planned.
+    :ivar awaiting: writes of an earlier run the List has not shown yet, younger than the
+        visibility window: not sent again.
+    """
+
+    kept: list[StateEntries] = field(default_factory=list)
+    edited_in_list: int = 0
+    awaiting: int = 0
+    #: The last state's entries, and the positions of those kept as they are.
+    _previous: StateEntries | None = field(default=None, repr=False)
+    _kept_positions: list[np.ndarray] = field(default_factory=list, repr=False)
+
+    def keep(self, positions: np.ndarray, last: LastApplied) -> None:
+        """Keep the last state's entries at ``positions`` as they are."""
+        if len(positions) and last.state is not None:
+            self._previous = last.state.entries
+            self._kept_positions.append(positions)
+
+    def final(self) -> list[StateEntries]:
+        """The entries already final, the last state's kept ones included."""
+        if self._previous is None:
+            return list(self.kept)
+        return [*self.kept, self._previous.take(np.concatenate(self._kept_positions))]
 
 
 @runtime_checkable
@@ -422,38 +586,64 @@ def save_state(
     return len(data)
 
 
+#: Items hashed at once: the texts hashed are made Python strings a slice at a time, so that a
+#: million of them never are at once (about 140 MB at 1,000,000 people). At 20,000 rather than
+#: 100,000 a slice's strings take about 3 MB rather than 14, and hashing 1,000,000 keys took
+#: 0.14 s rather than 0.23 s (measured on the benchmark machine; smaller slices stay in cache).
+HASHED_AT_ONCE = 20_000
+
+
 def _hashed(text: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """A 64-bit hash of each text (never 0), the same in every process and on every machine."""
-    values = pa.chunked_array([text]) if isinstance(text, pa.Array) else text
-    strings = values.to_numpy() if len(values) else np.empty(0, dtype=object)
+    strings = text.to_numpy(zero_copy_only=False) if len(text) else np.empty(0, dtype=object)
     hashed = pd.util.hash_array(np.asarray(strings, dtype=object), categorize=False)
     return np.where(hashed == 0, np.uint64(1), hashed).astype(np.uint64)
 
 
+def joined_hashes(size: int, parts: Callable[[int, int], list[pa.Array | pa.ChunkedArray]]) -> np.ndarray:
+    """The hashes of ``size`` items whose texts ``parts(start, stop)`` gives, joined item by item,
+    :data:`HASHED_AT_ONCE` items at a time."""
+    hashes = np.ones(size, dtype=np.uint64)
+    for start in range(0, size, HASHED_AT_ONCE):
+        stop = min(start + HASHED_AT_ONCE, size)
+        texts = parts(start, stop)
+        if texts:
+            joined = texts[0] if len(texts) == 1 else pc.binary_join_element_wise(*texts, _SEPARATOR)
+            hashes[start:stop] = _hashed(joined)
+    return hashes
+
+
 def key_hashes(*columns: pd.Series | pa.Array | pa.ChunkedArray) -> np.ndarray:
     """The key of each item named by ``columns`` (account domain and identity; a row key)."""
-    parts = [_text(column) for column in columns]
-    joined = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, _SEPARATOR)
-    return _hashed(joined)
+    texts = [_arrow_text(column) for column in columns]
+    size = len(texts[0]) if texts else 0
+    return joined_hashes(
+        size, lambda start, stop: [_filled(text.slice(start, stop - start)) for text in texts]
+    )
 
 
-def value_digests(frame: pd.DataFrame, names: Sequence[str]) -> np.ndarray:
-    """A digest of each row's values of the columns ``names`` (a missing column is nulls): text as
-    it is, other values as :func:`digest_text` writes them; a null and an empty text alike."""
-    parts = []
-    for name in sorted(names):
-        if name not in frame.columns:
-            parts.append(pa.array([""] * len(frame), pa.string()))
-            continue
-        column = frame[name]
-        if isinstance(column.dtype, pd.ArrowDtype) or column.dtype == "string":
-            parts.append(_text(column))
-        else:
-            parts.append(pa.array([digest_text(value) for value in column.tolist()], pa.string()))
-    if not parts:
-        return np.ones(len(frame), dtype=np.uint64)
-    joined = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, _SEPARATOR)
-    return _hashed(joined)
+def value_digests(frame: pd.DataFrame, names: Sequence[str], rows: np.ndarray | None = None) -> np.ndarray:
+    """A digest of the values of the columns ``names`` (a missing column is nulls) of each row of
+    ``frame``, or of each row at the positions ``rows``: text as it is, other values as
+    :func:`digest_text` writes them; a null and an empty text alike."""
+    columns = [frame[name] if name in frame.columns else None for name in sorted(names)]
+    size = len(frame) if rows is None else len(rows)
+
+    def parts(start: int, stop: int) -> list[pa.Array | pa.ChunkedArray]:
+        taken = slice(start, stop) if rows is None else rows[start:stop]
+        texts: list[pa.Array | pa.ChunkedArray] = []
+        for column in columns:
+            if column is None:
+                texts.append(pa.array([""] * (stop - start), pa.string()))
+            elif isinstance(column.dtype, pd.ArrowDtype) or column.dtype == "string":
+                texts.append(_filled(_arrow_text(column.iloc[taken])))
+            else:
+                texts.append(
+                    pa.array([digest_text(value) for value in column.iloc[taken].tolist()], pa.string())
+                )
+        return texts
+
+    return joined_hashes(size, parts)
 
 
 def digest_text(value: Any) -> str:
@@ -478,12 +668,21 @@ def _canonical(value: Any) -> Any:
     return value
 
 
-def _text(column: pd.Series | pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:
-    """A column as Arrow text, nulls as empty text."""
+def _arrow_text(column: pd.Series | pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:
+    """A column as Arrow text (no copy where it already is)."""
     if isinstance(column, pd.Series):
-        array = pa.array(column.astype(pd.ArrowDtype(pa.string())).array)
+        # An Arrow column as it is: astype would copy it, even to its own type.
+        arrow = (
+            column if isinstance(column.dtype, pd.ArrowDtype) else column.astype(pd.ArrowDtype(pa.string()))
+        )
+        array = pa.array(arrow.array)
     else:
         array = column
     if isinstance(array, pa.Array):
         array = pa.chunked_array([array])
-    return pc.fill_null(array.cast(pa.string()), "")
+    return array.cast(pa.string())
+
+
+def _filled(text: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Nulls as empty text."""
+    return pc.fill_null(text, "")

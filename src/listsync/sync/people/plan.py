@@ -36,17 +36,7 @@ from listsync.sync.people.frames import (
     wire,
 )
 from listsync.sync.prepare import ACCOUNT_DOMAIN, PERSON_FIELDS
-from listsync.sync.state import (
-    ADD,
-    DELETE,
-    PATCH,
-    UNSEEN,
-    LastApplied,
-    StateEntries,
-    SyncState,
-    key_hashes,
-    value_digests,
-)
+from listsync.sync.state import DELETE, Digests, LastApplied, Ledger, key_hashes, value_digests
 
 #: Text as a pandas column or as Arrow.
 Column: TypeAlias = pd.Series | pa.Array | pa.ChunkedArray
@@ -214,27 +204,18 @@ class PeoplePlan:
 
 
 @dataclass
-class PeopleLedger:
-    """What the next state needs of a plan (:mod:`listsync.sync.state`): the extract's keys and
-    digests of each planned add and patch (in the plan's order), the List's keys of each planned
-    delete, and the entries already final (people in step, writes held back).
+class PeopleLedger(Ledger):
+    """What the next state needs of a people plan (:mod:`listsync.sync.state`), besides what every
+    :class:`~listsync.sync.state.Ledger` holds: the fields the digests are made of, the extract's
+    keys and digests of each planned add and patch (in the plan's order), and the List's keys of
+    each planned delete."""
 
-    :ivar edited_in_list: people whose extract is as last sent but whose List values changed since
-        they were seen (edited by hand): repaired as planned.
-    :ivar awaiting: writes of an earlier run the List has not shown yet, younger than the
-        visibility window: not sent again.
-    """
-
-    forms: Forms
-    fields: list[str]
-    kept: list[StateEntries] = field(default_factory=list)
+    fields: list[str] = field(default_factory=list)
     add_keys: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
     add_sent: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
     patch_keys: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
     patch_sent: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
     delete_keys: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
-    edited_in_list: int = 0
-    awaiting: int = 0
 
 
 def plan_people_sync(
@@ -356,9 +337,7 @@ class _Planner:
         )
         self.ledger: PeopleLedger | None = None
         if last_applied is not None:
-            self.ledger = self.result.ledger = PeopleLedger(self.forms, wanted.carried)
-            self.source_keys = key_hashes(self.source[ACCOUNT_DOMAIN], self.source[IDENTITY])
-            self.source_digests = value_digests(self.source, wanted.carried)
+            self.ledger = self.result.ledger = PeopleLedger(fields=wanted.carried)
 
     def plan(self) -> PeoplePlan:
         source = self.source
@@ -372,9 +351,10 @@ class _Planner:
         # (numbered in order of first appearance).
         grouped = np.argsort(_numbered([source[ACCOUNT_DOMAIN]]), kind="stable")
         added = grouped[~found[grouped]]
-        if self.ledger is not None:
-            added = self._not_awaiting(added)
-            self.ledger.add_keys, self.ledger.add_sent = self.source_keys[added], self.source_digests[added]
+        if self.last_applied is not None and self.ledger is not None:
+            added = added[self.last_applied.adds(self._source_keys(added), self.ledger)]
+            self.ledger.add_keys = self._source_keys(added)
+            self.ledger.add_sent = value_digests(self.source, self.wanted.carried, added)
         self._adds(added)
         for key in frame_records(source, grouped[conflicts[grouped]], [ACCOUNT_DOMAIN, IDENTITY]):
             self.result.conflicts += 1
@@ -386,51 +366,14 @@ class _Planner:
         self._patches(patched, matches[patched])
         if self.mirror:
             deleted = np.flatnonzero(~claimed & ~duplicated & self.in_scope)
-            if self.ledger is not None:
-                deleted, self.ledger.delete_keys = self._deletes_not_awaiting(deleted)
+            if self.last_applied is not None and self.ledger is not None:
+                # Not those an earlier run deleted that the List still shows, within the window.
+                rows = self.list.iloc[deleted]
+                keys = key_hashes(rows["domain"], rows[IDENTITY])
+                kept = ~self.last_applied.hold(keys, DELETE, self.ledger)
+                deleted, self.ledger.delete_keys = deleted[kept], keys[kept]
             self.result.deletes = self._deletes(deleted)
         return self.result
-
-    def _state_of(self, keys: np.ndarray) -> tuple[np.ndarray, SyncState]:
-        """Where each of ``keys`` stands in the state (-1: nowhere), and the state."""
-        assert self.last_applied is not None and self.last_applied.state is not None
-        state = self.last_applied.state
-        return state.find(keys), state
-
-    def _awaiting(self, positions: np.ndarray, kind: int) -> np.ndarray:
-        """Which state entries at ``positions`` are writes of ``kind`` the List has not shown yet,
-        within the visibility window; they are kept as they are in the next state."""
-        last = self.last_applied
-        assert last is not None and last.state is not None and self.ledger is not None
-        awaiting = last.state.pending(positions, kind, last.now, last.visibility_window)
-        self.ledger.kept.append(last.state.entries.take(positions[awaiting]))
-        self.ledger.awaiting += int(awaiting.sum())
-        return awaiting
-
-    def _not_awaiting(self, added: np.ndarray) -> np.ndarray:
-        """The extract people to add, less those an earlier run added that the List has not shown
-        yet (adding them again would make a second copy of anyone known by phone or name). A person
-        the List showed once and no longer holds was deleted there by hand: added again, counted."""
-        assert self.ledger is not None
-        if self.last_applied is None or self.last_applied.state is None or not len(added):
-            return added
-        positions, state = self._state_of(self.source_keys[added])
-        awaiting = self._awaiting(positions, ADD)
-        entries = state.at(positions)
-        removed_by_hand = (positions >= 0) & ~awaiting & (entries.kind == 0) & (entries.seen != UNSEEN)
-        self.ledger.edited_in_list += int(removed_by_hand.sum())
-        return added[~awaiting]
-
-    def _deletes_not_awaiting(self, deleted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The List people to delete, less those an earlier run deleted that the List still shows
-        within the visibility window; and the keys of those left."""
-        rows = self.list.iloc[deleted]
-        keys = key_hashes(rows["domain"], rows[IDENTITY])
-        if self.last_applied is None or self.last_applied.state is None or not len(deleted):
-            return deleted, keys
-        positions, _ = self._state_of(keys)
-        awaiting = self._awaiting(positions, DELETE)
-        return deleted[~awaiting], keys[~awaiting]
 
     def _matches(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Which List people share a key with another (left alone), which are claimed already (the
@@ -568,8 +511,21 @@ class _Planner:
         for mask in changed.values():
             differs |= mask
         held = np.zeros(len(positions), dtype=bool)
-        if self.ledger is not None:
-            differs, held = self._three_way(positions, matches, differs)
+        if self.last_applied is not None and self.ledger is not None:
+            carried = self.wanted.carried
+
+            def digests(start: int, stop: int) -> Digests:
+                extract, listed = positions[start:stop], matches[start:stop]
+                return (
+                    self._source_keys(extract),
+                    value_digests(self.source, carried, extract),
+                    value_digests(self.list, carried, listed),
+                )
+
+            ledger = self.ledger
+            differs, held, ledger.patch_keys, ledger.patch_sent = self.last_applied.changes(
+                differs, ledger, digests
+            )
         self.result.unchanged += int((~differs & ~held).sum())
         offsets = np.flatnonzero(differs)
         names = list(changed)
@@ -597,32 +553,9 @@ class _Planner:
 
         self.result.patches = PlannedWrites(len(offsets), make)
 
-    def _three_way(
-        self, positions: np.ndarray, matches: np.ndarray, differs: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Which matched pairs to patch, and which patches of an earlier run the List has not shown
-        yet to wait for, weighing the state (see :func:`plan_people_sync`); the pairs in step
-        become entries of the next state, the patches' keys go to the ledger."""
-        ledger = self.ledger
-        assert ledger is not None
-        keys, sent = self.source_keys[positions], self.source_digests[positions]
-        seen = value_digests(self.list.iloc[matches], self.wanted.carried)
-        held = np.zeros(len(positions), dtype=bool)
-        state = None if self.last_applied is None else self.last_applied.state
-        if state is not None and len(positions):
-            found, state = self._state_of(keys)
-            entries = state.at(found)
-            as_sent = (found >= 0) & (entries.sent == sent)
-            # Extract as sent and List as seen: in step, whatever form the List keeps values in.
-            differs = differs & ~(as_sent & (entries.seen == seen))
-            held = self._awaiting(np.where(as_sent & differs, found, -1), PATCH)
-            differs = differs & ~held
-            edited = differs & as_sent & (entries.kind == 0) & (entries.seen != UNSEEN)
-            ledger.edited_in_list += int(edited.sum())
-        in_step = ~differs & ~held
-        ledger.kept.append(StateEntries.of(keys[in_step], sent[in_step], seen[in_step]))
-        ledger.patch_keys, ledger.patch_sent = keys[differs], sent[differs]
-        return differs, held
+    def _source_keys(self, rows: np.ndarray) -> np.ndarray:
+        """The state's keys of the extract people at ``rows``: their account domain and identity."""
+        return key_hashes(self.source[ACCOUNT_DOMAIN].iloc[rows], self.source[IDENTITY].iloc[rows])
 
     def _fold_keys(self, keys: Column) -> Column:
         """Keys in the forms the service was seen to keep their fields in: profile-URL keys in the

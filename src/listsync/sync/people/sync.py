@@ -251,7 +251,7 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
             return [], verification.forms
         now = self.client.clock()
         shown, seen = verification.outcome, verification.seen
-        entries = list(ledger.kept)
+        entries = ledger.final()
         start = 0
         for keys, sent, kind in (
             (ledger.add_keys, ledger.add_sent, ADD),

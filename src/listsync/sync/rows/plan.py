@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -16,16 +17,7 @@ import pyarrow.compute as pc
 
 from listsync.sync.rows.cells import cell_values_equal, to_cell_value
 from listsync.sync.rows.prepare import object_array
-from listsync.sync.state import (
-    ADD,
-    DELETE,
-    PATCH,
-    UNSEEN,
-    LastApplied,
-    StateEntries,
-    digest_text,
-    key_hashes,
-)
+from listsync.sync.state import DELETE, LastApplied, Ledger, digest_text, joined_hashes, key_hashes
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,41 +103,39 @@ class RowsPlan:
 
 
 @dataclass
-class RowsLedger:
-    """What the next state needs of a rows plan (:mod:`listsync.sync.state`): the key hash and
-    digest of each row to add (in the plan's order) and of each row to update (by key), the key
-    hash of each row to delete, and the entries already final (rows in step, writes held back).
+class RowsLedger(Ledger):
+    """What the next state needs of a rows plan (:mod:`listsync.sync.state`), besides what every
+    :class:`~listsync.sync.state.Ledger` holds: the columns the digests are made of, the key hash
+    and digest of each row to add (in the plan's order) and of each row to update (by key), and
+    the key hash of each row to delete."""
 
-    :ivar columns: the columns the digests are made of.
-    :ivar edited_in_list: rows whose extract is as last sent but whose List cells changed since
-        they were seen (edited by hand): repaired as planned.
-    :ivar awaiting: writes of an earlier run the List has not shown yet, younger than the
-        visibility window: not sent again.
-    """
-
-    columns: list[str]
-    kept: list[StateEntries] = field(default_factory=list)
+    columns: list[str] = field(default_factory=list)
     add_keys: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
     add_sent: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
     updates: dict[str, tuple[int, int]] = field(default_factory=dict)
     delete_keys: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
-    edited_in_list: int = 0
-    awaiting: int = 0
 
 
-def row_digests(columns: Iterable[Sequence[Any] | np.ndarray | None], size: int) -> np.ndarray:
-    """A digest of each of ``size`` rows' cells, given column by column (None: a column the rows
-    do not have), the way :func:`~listsync.sync.state.value_digests` digests people."""
-    parts = [
-        pa.array([""] * size, pa.string())
-        if values is None
-        else pa.array([digest_text(None if value is _ABSENT else value) for value in values], pa.string())
-        for values in columns
-    ]
-    if not parts:
-        return np.ones(size, dtype=np.uint64)
-    joined = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "\x1f")
-    return key_hashes(joined)
+def row_digests(
+    size: int, columns: Sequence[Callable[[int, int], Sequence[Any] | np.ndarray] | None]
+) -> np.ndarray:
+    """A digest of each of ``size`` rows' cells, the way
+    :func:`~listsync.sync.state.value_digests` digests people: ``columns`` give, column by column,
+    the cells of the rows from ``start`` to ``stop`` (None: a column the rows do not have), asked
+    for a slice at a time (:func:`~listsync.sync.state.joined_hashes`)."""
+
+    def parts(start: int, stop: int) -> list[pa.Array | pa.ChunkedArray]:
+        return [
+            pa.array([""] * (stop - start), pa.string())
+            if cells is None
+            else pa.array(
+                [digest_text(None if value is _ABSENT else value) for value in cells(start, stop)],
+                pa.string(),
+            )
+            for cells in columns
+        ]
+
+    return joined_hashes(size, parts)
 
 
 @dataclass
@@ -378,6 +368,14 @@ def _rows_frame(rows: Iterable[Mapping[str, Any]], key_column: str) -> pd.DataFr
     )
 
 
+def _cells_of(values: np.ndarray, start: int, stop: int) -> np.ndarray:
+    return values[start:stop]
+
+
+def _listed_cells_of(column: ListColumn, rows: np.ndarray, start: int, stop: int) -> np.ndarray:
+    return column.values(rows[start:stop])
+
+
 def _default_key(value: Any) -> str | None:
     return None if value is None or value == "" else str(value)
 
@@ -438,15 +436,18 @@ class _RowsDiff:
         plan = RowsPlan(key_column=self.key_column, list_rows=len(self.current))
         self.last_applied = last_applied
         if last_applied is not None:
-            plan.ledger = self.ledger = RowsLedger(self.columns)
+            plan.ledger = self.ledger = RowsLedger(columns=self.columns)
             self.key_hashes = key_hashes(pd.Series(self.keys, dtype=object))
-            self.sent = row_digests(self.desired.values(), self.rows)
+            self.sent = row_digests(
+                self.rows, [functools.partial(_cells_of, values) for values in self.desired.values()]
+            )
         found = self.list_keys.get_indexer(pd.Index(self.keys, dtype=object))
         held = np.zeros(len(found), dtype=np.int64)
         held[found >= 0] = self.list_counts[found[found >= 0]]
         added = np.flatnonzero(held == 0)
-        if last_applied is not None:
-            added = self._not_awaiting(added)
+        if last_applied is not None and self.ledger is not None:
+            added = added[last_applied.adds(self.key_hashes[added], self.ledger)]
+            self.ledger.add_keys, self.ledger.add_sent = self.key_hashes[added], self.sent[added]
         for position in added.tolist():
             key = self.keys[position]
             plan.additions.append(RowAddition(key, self._cells_to_add(position, key)))
@@ -476,88 +477,48 @@ class _RowsDiff:
                 RowRemoval(str(self.list_keys[self.list_codes[row]]), self.current.row_ids[row])
                 for row in rows.tolist()
             ]
-            if last_applied is not None:
-                plan.removals = self._removals_not_awaiting(plan.removals)
+            if last_applied is not None and self.ledger is not None:
+                # Not those an earlier run deleted that the List still shows, within the window.
+                keys = key_hashes(pd.Series([removal.key for removal in plan.removals], dtype=object))
+                kept = ~last_applied.hold(keys, DELETE, self.ledger)
+                plan.removals = list(itertools.compress(plan.removals, kept.tolist()))
+                self.ledger.delete_keys = keys[kept]
         return plan
-
-    def _awaiting(self, keys: np.ndarray, kind: int) -> np.ndarray:
-        """Which of ``keys`` have a write of ``kind`` the List has not shown yet, within the
-        visibility window; their entries are kept as they are."""
-        last, ledger = self.last_applied, self.ledger
-        assert last is not None and ledger is not None
-        if last.state is None:
-            return np.zeros(len(keys), dtype=bool)
-        positions = last.state.find(keys)
-        awaiting = last.state.pending(positions, kind, last.now, last.visibility_window)
-        ledger.kept.append(last.state.entries.take(positions[awaiting]))
-        ledger.awaiting += int(awaiting.sum())
-        return awaiting
-
-    def _not_awaiting(self, added: np.ndarray) -> np.ndarray:
-        """The rows to add, less those an earlier run added that the List has not shown yet
-        (adding them again would make a second row of the key). A row the List showed once and no
-        longer holds was deleted there by hand: added again, counted."""
-        ledger, state = self.ledger, self.last_applied.state if self.last_applied else None
-        assert ledger is not None
-        keys = self.key_hashes[added]
-        added = added[~self._awaiting(keys, ADD)]
-        if state is not None:
-            positions = state.find(self.key_hashes[added])
-            entries = state.at(positions)
-            gone = (positions >= 0) & (entries.kind == 0) & (entries.seen != UNSEEN)
-            ledger.edited_in_list += int(gone.sum())
-        ledger.add_keys, ledger.add_sent = self.key_hashes[added], self.sent[added]
-        return added
-
-    def _removals_not_awaiting(self, removals: list[RowRemoval]) -> list[RowRemoval]:
-        ledger = self.ledger
-        assert ledger is not None
-        keys = key_hashes(pd.Series([removal.key for removal in removals], dtype=object))
-        awaiting = self._awaiting(keys, DELETE)
-        ledger.delete_keys = keys[~awaiting]
-        return [removal for removal, wait in zip(removals, awaiting.tolist(), strict=True) if not wait]
 
     def _three_way(self, matched: np.ndarray, listed: np.ndarray) -> tuple[list[CellChange], int]:
         """The cell updates of the rows matched one to one, weighing the state (see
-        :func:`plan_rows_upsert`), and how many of them are unchanged; the rows in step become
-        entries of the next state, the rows to update go to the ledger."""
+        :func:`plan_rows_upsert`), and how many of them are unchanged. Rows in step are not
+        compared cell by cell; the rows to update go to the ledger."""
         last, ledger = self.last_applied, self.ledger
         assert last is not None and ledger is not None
         keys, sent = self.key_hashes[matched], self.sent[matched]
         columns = self.current.cells
         seen = row_digests(
-            (columns[column].values(listed) if column in columns else None for column in self.columns),
             len(matched),
+            [
+                functools.partial(_listed_cells_of, columns[column], listed) if column in columns else None
+                for column in self.columns
+            ],
         )
-        entries = StateEntries.of(np.zeros(len(matched), dtype=np.uint64), 0, UNSEEN)
-        found = np.full(len(matched), -1, dtype=np.int64)
-        if last.state is not None:
-            found = last.state.find(keys)
-            entries = last.state.at(found)
-        as_sent = (found >= 0) & (entries.sent == sent)
-        in_step = as_sent & (entries.seen == seen)
-        compared = np.flatnonzero(~in_step)
+        compared = np.flatnonzero(~last.in_step(keys, sent, seen))
         changes = self._changes(matched[compared], listed[compared])
-        changed = np.zeros(len(matched), dtype=bool)
-        changed[compared] = pd.Index(
+        differs = np.zeros(len(matched), dtype=bool)
+        differs[compared] = pd.Index(
             [self.keys[row] for row in matched[compared].tolist()], dtype=object
         ).isin(list({change.key for change in changes}))
-        held = changed & as_sent & self._awaiting(np.where(as_sent & changed, keys, 0), PATCH)
+        differs, held, _keys, _sent = last.changes(
+            differs, ledger, lambda start, stop: (keys[start:stop], sent[start:stop], seen[start:stop])
+        )
         if held.any():
             waiting = {self.keys[row] for row in matched[held].tolist()}
             changes = [change for change in changes if change.key not in waiting]
-            changed &= ~held
-        edited = changed & as_sent & (entries.kind == 0) & (entries.seen != UNSEEN)
-        ledger.edited_in_list += int(edited.sum())
-        steady = ~changed & ~held
-        ledger.kept.append(StateEntries.of(keys[steady], sent[steady], seen[steady]))
         ledger.updates = {
             self.keys[row]: (int(key), int(digest))
             for row, key, digest in zip(
-                matched[changed].tolist(), keys[changed].tolist(), sent[changed].tolist(), strict=True
+                matched[differs].tolist(), keys[differs].tolist(), sent[differs].tolist(), strict=True
             )
         }
-        return changes, int(steady.sum())
+        return changes, int((~differs & ~held).sum())
 
     def _row_ids(self, code: int) -> tuple[str, ...]:
         return tuple(self.current.row_ids[row] for row in np.flatnonzero(self.list_codes == code).tolist())

@@ -284,7 +284,7 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
             for text, key, sent, kind in written
             if verification.unconfirmed.get(text) == _WRITE_KINDS[kind]
         ]
-        return [*ledger.kept, StateEntries.listed(shown), StateEntries.listed(waiting)], {}
+        return [*ledger.final(), StateEntries.listed(shown), StateEntries.listed(waiting)], {}
 
     def nothing_applied(self) -> _RowsOutcome:
         return ApplyOutcome(), RowsVerification()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -268,10 +269,16 @@ class _ReadBack:
     def digest_shown(self, columns: list[str]) -> None:
         """The digests of the rows whose every write the List shows, for the next state."""
         shown = {key: row for key, row in self.shown.items() if key not in self.unshown}
+        rows = list(shown.values())
         digests = row_digests(
-            ([row.cells.get(column) for row in shown.values()] for column in columns), len(shown)
+            len(rows),
+            [functools.partial(_cells_in, rows, column) for column in columns],
         )
         self.verification.seen = dict(zip(shown, digests.tolist(), strict=True))
+
+
+def _cells_in(rows: Sequence[CurrentRow], column: str, start: int, stop: int) -> list[Any]:
+    return [row.cells.get(column) for row in rows[start:stop]]
 
 
 def _rows_by_id(
