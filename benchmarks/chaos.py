@@ -73,7 +73,7 @@ import pandas as pd
 from backfill import MAPPING, PAYLOADS
 from child_emulator import SERVE_FLAG, ChildEmulator, serve_until_stdin_closes
 
-from listsync.client import ListSyncClient
+from listsync.client import ListSyncClient, ListSyncError
 from listsync.emulator.app import endpoint_name
 from listsync.sync.events import CheckpointStore, ingest_events
 from listsync.sync.people import sync_people
@@ -341,11 +341,15 @@ class Cell:
     copies: int = 0
     possibly_duplicated: int = 0
     raised: list[str] = field(default_factory=list)
+    # An exception no job raises on purpose (the benchmark's own, or a bug): the cell fails.
+    broken: str = ""
     seconds: float = 0.0
     longest_wait: float = 0.0  # the client's longest sleep, over every run
 
     @property
     def meets_target(self) -> bool:
+        if self.broken:
+            return False
         if self.job != "events":
             return self.lost == 0 and self.duplicated == 0 and (self.dup_after_faulty == 0 or self.reported)
         actual, reported = self.duplicated, self.possibly_duplicated
@@ -354,7 +358,7 @@ class Cell:
 
 def claimed(summary: Mapping[str, Any] | None, names: Iterable[str], cell: Cell) -> str:
     if summary is None:
-        return f"raised {cell.raised[-1]}"
+        return f"broke: {cell.broken}" if cell.broken else f"raised {cell.raised[-1]}"
     parts = [f"{name} {summary[name]}" for name in names if summary.get(name)]
     return ", ".join(parts) or "nothing"
 
@@ -362,8 +366,11 @@ def claimed(summary: Mapping[str, Any] | None, names: Iterable[str], cell: Cell)
 def run_job(run: Callable[[], dict[str, Any]], cell: Cell) -> dict[str, Any] | None:
     try:
         return run()
-    except Exception as exc:  # a job that raises is a run too; the next one picks up
+    except ListSyncError as exc:  # a job that fails as a job can is a run too; the next one picks up
         cell.raised.append(type(exc).__name__)
+        return None
+    except Exception as exc:  # anything else is a bug (the benchmark's or the job's): the cell fails
+        cell.broken = cell.broken or f"{type(exc).__name__}: {exc}"
         return None
 
 
@@ -611,6 +618,8 @@ def findings(results: dict[str, list[Cell]]) -> list[str]:
         text = f"{job}: {lost} lost and {duplicated} duplicated after the last run, over {len(cells)} cells."
         if unconverged:
             text += f" Still writing at the last run allowed: {where(unconverged)}."
+        for cell in (c for c in cells if c.broken):
+            text += f" {where([cell])} BROKE, not a measurement: {cell.broken}."
         if job == "events":
             text += events_findings(cells)
         else:
