@@ -1,11 +1,14 @@
 """The columnar planner decides who is whom exactly as deciding one extract person at a time would.
 
-The reference below is that rule written plainly: the List indexed per account under every key a
-person is found by (identity, e-mail, profile URL; the first List person with a key owns it),
-List people sharing a key marked as duplicates, and each extract person, in extract order, taking
-the first of their keys (identity, e-mail, profile URL, then phone and name) whose List person is
-a duplicate (a conflict) or not yet taken. Random Lists and extracts drawn from small pools of
-e-mails, phones, names and profile URLs make people collide in every way those rules know.
+The reference below is that rule written plainly, with none of the planner's own helpers, so that
+it cannot share their mistakes: a person's identity is their e-mail (lower case), else profile
+URL, else phone, else first and last name (spec §4.6); the List is indexed per account under every
+key a person is found by (identity, e-mail, profile URL; the first List person with a key owns
+it), List people sharing a key are marked as duplicates, and each extract person, in extract
+order, takes the first of their keys (identity, e-mail, profile URL, then phone and name) whose
+List person is a duplicate (a conflict) or not yet taken. Random Lists and extracts drawn from
+small pools of e-mails, phones, names and profile URLs (all already in the forms the extract's
+rules give) make people collide in every way those rules know.
 """
 
 from __future__ import annotations
@@ -15,10 +18,9 @@ from typing import Any
 
 import pytest
 
-from listsync.client.models import ListedPerson, is_merged_on_add, person_identity
+from listsync.client.models import ListedPerson
 from listsync.sync.people import plan as planning
 from listsync.sync.people import plan_people_sync
-from listsync.sync.people.plan import list_domain, normalised_list_fields, person_fields, person_keys
 
 DOMAINS = ["acme.com", "globex.com"]
 
@@ -37,17 +39,41 @@ def random_person(rng: random.Random) -> dict[str, Any]:
     return person
 
 
+FIELDS = ("first_name", "last_name", "email", "phone_number", "network_profile_url", "title")
+
+
+def identity_of(person: dict[str, Any]) -> str | None:
+    if person.get("email"):
+        return "email:" + person["email"].lower()
+    if person.get("network_profile_url"):
+        return "url:" + person["network_profile_url"]
+    if person.get("phone_number"):
+        return "phone:" + person["phone_number"]
+    if person.get("first_name") and person.get("last_name"):
+        return f"name:{person['first_name']} {person['last_name']}"
+    return None
+
+
+def keys_of(identity: str, person: dict[str, Any]) -> list[str]:
+    """The identity, then the e-mail and the profile URL: what the service merges by (§4.4)."""
+    keys = [identity]
+    if person.get("email"):
+        keys.append("email:" + person["email"].lower())
+    if person.get("network_profile_url"):
+        keys.append("url:" + person["network_profile_url"])
+    return list(dict.fromkeys(keys))
+
+
 def reference(source: dict[str, dict[str, dict[str, Any]]], current: list[ListedPerson], mirror: bool):
     index: dict[str, dict[str, int]] = {}
     listed = []
     for record in current:
-        fields = person_fields(record)
-        normalised = normalised_list_fields(fields)
-        identity = person_identity(normalised)
+        fields = {name: getattr(record, name) for name in FIELDS if getattr(record, name) is not None}
+        identity = identity_of(fields)
         if identity is None:
             continue
-        domain = list_domain(record.account_domain)
-        keys = list(dict.fromkeys(person_keys(identity, normalised)))
+        domain = record.account_domain
+        keys = keys_of(identity, fields)
         position = len(listed)
         listed.append(
             {"domain": domain, "identity": identity, "fields": fields, "dup": False, "taken": False}
@@ -62,7 +88,8 @@ def reference(source: dict[str, dict[str, dict[str, Any]]], current: list[Listed
     if mirror:
         groups: dict[tuple[str, str], list[int]] = {}
         for position, person in enumerate(listed):
-            if person["dup"] and person["domain"] in source and not is_merged_on_add(person["fields"]):
+            merged = person["fields"].get("email") or person["fields"].get("network_profile_url")
+            if person["dup"] and person["domain"] in source and not merged:
                 groups.setdefault((person["domain"], person["identity"]), []).append(position)
         for (domain, identity), copies in groups.items():
             for number, position in enumerate(copies):
@@ -73,17 +100,11 @@ def reference(source: dict[str, dict[str, dict[str, Any]]], current: list[Listed
     adds, patched, conflicts = [], [], []
     for domain, people in source.items():
         for identity, fields in people.items():
-            keys = [*person_keys(identity, fields)]
-            keys += [
-                key
-                for key in (
-                    person_identity({"phone_number": fields.get("phone_number")}),
-                    person_identity(
-                        {"first_name": fields.get("first_name"), "last_name": fields.get("last_name")}
-                    ),
-                )
-                if key is not None
-            ]
+            keys = keys_of(identity, fields)
+            if fields.get("phone_number"):
+                keys.append("phone:" + fields["phone_number"])
+            if fields.get("first_name") and fields.get("last_name"):
+                keys.append(f"name:{fields['first_name']} {fields['last_name']}")
             found = None
             for key in keys:
                 position = index.get(domain, {}).get(key)
@@ -119,7 +140,7 @@ def random_sync(
     source: dict[str, dict[str, dict[str, Any]]] = {}
     for _ in range(rng.randint(0, people)):
         person = random_person(rng)
-        identity = person_identity(person)
+        identity = identity_of(person)
         if identity is None:  # prepare_people rejects such a row
             continue
         source.setdefault(rng.choice(DOMAINS), {}).setdefault(identity, person)
