@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -17,27 +18,13 @@ from listsync.progress import Progress
 from listsync.sync.sources import read_extract
 
 
-class Clock:
-    """Seconds that advance only when slept on or worked through."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    """The clock of every :class:`Progress` made without one in this test."""
-    fake = Clock()
-    monkeypatch.setattr(listsync.progress, "monotonic", fake)
-    return fake
+def clock(fake_clock: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The suite's fake clock, at 0 (a monotonic clock's seconds), the clock of every
+    :class:`Progress` made without one in this test."""
+    fake_clock.now = 0.0
+    monkeypatch.setattr(listsync.progress, "monotonic", fake_clock)
+    return fake_clock
 
 
 def lines(caplog: pytest.LogCaptureFixture, logger: str) -> list[str]:
@@ -45,7 +32,7 @@ def lines(caplog: pytest.LogCaptureFixture, logger: str) -> list[str]:
 
 
 def test_a_line_is_logged_only_when_the_last_is_ten_seconds_old(
-    clock: Clock, caplog: pytest.LogCaptureFixture
+    clock: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     progress = Progress(logging.getLogger("work"), "%d done")
     logged = []
@@ -60,7 +47,7 @@ def test_a_line_is_logged_only_when_the_last_is_ten_seconds_old(
 
 
 def test_a_long_sleep_says_every_ten_seconds_how_long_is_left(
-    clock: Clock, caplog: pytest.LogCaptureFixture
+    clock: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     progress = Progress(logging.getLogger("wait"), "waiting for %s: %.0f s left")
     clock.now += 4  # some work before the wait
@@ -78,7 +65,7 @@ def test_a_long_sleep_says_every_ten_seconds_how_long_is_left(
     ]
 
 
-def test_a_short_sleep_logs_nothing_and_sleeps_once(clock: Clock, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_short_sleep_logs_nothing_and_sleeps_once(clock: Any, caplog: pytest.LogCaptureFixture) -> None:
     progress = Progress(logging.getLogger("wait"), "waiting: %.0f s left")
 
     with caplog.at_level(logging.INFO):
@@ -94,7 +81,7 @@ def test_every_must_be_positive() -> None:
 
 
 def test_reading_a_long_extract_says_how_many_rows_are_read(
-    clock: Clock, caplog: pytest.LogCaptureFixture, tmp_path: Path
+    clock: Any, caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
     path = tmp_path / "big.csv"
     pd.DataFrame({"id": range(100)}).to_csv(path, index=False)
@@ -109,7 +96,7 @@ def test_reading_a_long_extract_says_how_many_rows_are_read(
 
 
 def test_paging_a_long_list_says_how_many_pages_and_items_are_read(
-    clock: Clock, caplog: pytest.LogCaptureFixture
+    clock: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     def fetch(offset: int) -> tuple[list[int], bool | None, int | None]:
         clock.now += 3  # a page takes 3 s to come

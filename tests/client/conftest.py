@@ -24,22 +24,6 @@ START = 1_800_000_000.0  # a multiple of 60: window 0 starts here
 API_KEY = "sk_live_SECRET_abc123"
 
 
-class FakeClock:
-    """Epoch seconds that move only when ``sleep`` is called."""
-
-    def __init__(self, now: float = START) -> None:
-        self.now = now
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        assert seconds >= 0, seconds
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
 def iso(epoch: float) -> str:
     return (
         datetime.fromtimestamp(epoch, tz=timezone.utc)
@@ -64,7 +48,7 @@ class BatchCall:
 class FakeEventService:
     """POST /v1/events/batch with per-signal fixed windows (A5-A7)."""
 
-    clock: FakeClock
+    clock: Any
     limits: dict[str, int]
     window_seconds: float = 60.0
     send_headers: bool = True
@@ -155,12 +139,13 @@ class FakeEventService:
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock(fake_clock: Any) -> Any:
+    """The suite's fake clock (``fake_clock``), under the name these tests use."""
+    return fake_clock
 
 
 @pytest.fixture
-def make_client(clock: FakeClock) -> Callable[..., ListSyncClient]:
+def make_client(clock: Any) -> Callable[..., ListSyncClient]:
     """Build a client on a MockTransport handler, the fake clock and no jitter."""
 
     def build(handler: Callable[[httpx.Request], httpx.Response], **kwargs: Any) -> ListSyncClient:
@@ -179,7 +164,7 @@ def make_client(clock: FakeClock) -> Callable[..., ListSyncClient]:
 
 
 @pytest.fixture
-def event_service(clock: FakeClock) -> Callable[..., FakeEventService]:
+def event_service(clock: Any) -> Callable[..., FakeEventService]:
     def build(limits: dict[str, int], **kwargs: Any) -> FakeEventService:
         return FakeEventService(clock, limits, **kwargs)
 

@@ -162,7 +162,7 @@ def test_a_503_then_200_on_a_read_succeeds_after_backoff(make_client, clock, cap
 
     assert [item.id for item in lists] == ["tbl_1"]
     assert len(recorder.requests) == 2
-    assert clock.sleeps == [0.5]  # the first backoff step, no jitter
+    assert clock.slept == [0.5]  # the first backoff step, no jitter
     assert "Attempt 1 failed (GET /v1/lists -> 503: busy); retrying in 0.5 s" in caplog.text
     assert API_KEY not in caplog.text
 
@@ -176,7 +176,7 @@ def test_backoff_is_capped_and_attempts_are_bounded(make_client, clock):
 
     assert error.value.status == 502
     assert len(recorder.requests) == 6
-    assert clock.sleeps == [1, 2, 4, 4, 4]
+    assert clock.slept == [1, 2, 4, 4, 4]
 
 
 def test_a_429_waits_until_x_ratelimit_reset(make_client, clock):
@@ -193,7 +193,7 @@ def test_a_429_waits_until_x_ratelimit_reset(make_client, clock):
     ack = make_client(recorder).ingest_event(EVENT)
 
     assert ack.id == "0b7c"
-    assert clock.sleeps == [60.0]  # X-RateLimit-Reset wins over Retry-After
+    assert clock.slept == [60.0]  # X-RateLimit-Reset wins over Retry-After
 
 
 def test_a_429_with_only_retry_after_waits_that_long(make_client, clock):
@@ -201,7 +201,7 @@ def test_a_429_with_only_retry_after_waits_that_long(make_client, clock):
 
     make_client(recorder).list_lists()
 
-    assert clock.sleeps == [7.0]
+    assert clock.slept == [7.0]
 
 
 def test_a_429_longer_than_the_maximum_wait_is_raised(make_client, clock):
@@ -216,7 +216,7 @@ def test_a_429_longer_than_the_maximum_wait_is_raised(make_client, clock):
         client.list_lists()
 
     assert error.value.retry_after == 900
-    assert clock.sleeps == []
+    assert clock.slept == []
 
 
 def test_an_event_batch_that_timed_out_is_resent_and_flagged_possibly_duplicated(make_client):

@@ -129,7 +129,7 @@ def test_events_missing_from_a_response_are_resent_and_flagged(make_client, even
     assert report.signals["evt"].acknowledged == 3
     assert report.signals["evt"].possibly_duplicated == 1
     assert Counter(service.ingested)["evt:2"] == 2
-    assert clock.sleeps == []  # not rate limited: re-sent at once
+    assert clock.slept == []  # not rate limited: re-sent at once
 
 
 @pytest.mark.parametrize("answer", [{}, {"success": True, "data": []}, None])
@@ -158,7 +158,7 @@ def test_a_429_waits_until_the_reset_header(make_client, event_service, clock):
     report = client.send_events(events("st", 5), {"st": "State"})
 
     assert service.calls[0].status == 429
-    assert sum(clock.sleeps) == pytest.approx(45.0)  # exactly to the window reset, in 10 s steps
+    assert sum(clock.slept) == pytest.approx(45.0)  # exactly to the window reset, in 10 s steps
     assert service.calls[1].time == pytest.approx(service.calls[0].time + 45)
     assert report.signals["st"].rate_limited_responses == 1
     assert report.signals["st"].acknowledged == 5
@@ -339,7 +339,7 @@ def test_max_wait_returns_early_leaving_events_unsent(make_client, event_service
 
     report = client.send_events(events("st", 31), {"st": "State"}, max_wait=10)
 
-    assert clock.sleeps == []
+    assert clock.slept == []
     assert report.pending == 1
     assert report.resume_at == pytest.approx(start + 60)
     assert len(service.ingested) == 30
@@ -391,7 +391,7 @@ def test_an_event_refused_with_a_400_costs_no_rate_limit_budget(make_client, eve
         "mystery:0": "Missing required data keys for signal mystery: x"
     }
     assert report.signals["mystery"].acknowledged == 2
-    assert clock.sleeps == []
+    assert clock.slept == []
 
 
 def test_a_batch_error_naming_an_event_rejects_it_and_resends_the_rest(make_client, event_service):

@@ -7,7 +7,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 
@@ -27,26 +27,8 @@ MAPPING_COLUMNS = {
 }
 
 
-@dataclass
-class FakeClock:
-    """Epoch seconds that advance only when slept on; shared by the emulator and the client."""
-
-    now: float = 1_800_000_000.0  # aligned to a minute, so windows start at the first request
-    slept: list[float] = field(default_factory=list)
-
-    def time(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-    async def async_sleep(self, seconds: float) -> None:
-        self.sleep(seconds)
-
-
 @contextmanager
-def emulator_on(clock: FakeClock, window_seconds: float = 60.0) -> Iterator[str]:
+def emulator_on(clock: Any, window_seconds: float = 60.0) -> Iterator[str]:
     """A live demo emulator whose rate windows (60 s, as the service's) follow ``clock``; yields its
     base URL."""
     config = demo_config().model_copy(update={"window_seconds": window_seconds})
@@ -54,7 +36,7 @@ def emulator_on(clock: FakeClock, window_seconds: float = 60.0) -> Iterator[str]
         yield url
 
 
-def client_for(base_url: str, clock: FakeClock) -> ListSyncClient:
+def client_for(base_url: str, clock: Any) -> ListSyncClient:
     return ListSyncClient(base_url, API_KEY, clock=clock.time, sleep=clock.sleep)
 
 

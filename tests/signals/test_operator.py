@@ -26,7 +26,6 @@ from .emulated import (
     SIGNAL_TYPES,
     UNKNOWN_SIGNAL_ROWS,
     DictStore,
-    FakeClock,
     client_for,
     emulator_on,
     fail_next_batch,
@@ -165,7 +164,7 @@ def test_a_deferrable_task_defers_through_the_trigger_and_completes(
     assert ingested_references(live_emulator) == dict.fromkeys(valid_references(rows), 1)
 
 
-def run_trigger(trigger: RateLimitWindowTrigger, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> list:
+def run_trigger(trigger: RateLimitWindowTrigger, clock: Any, monkeypatch: pytest.MonkeyPatch) -> list:
     import asyncio
 
     from listsync.triggers import rate_limit
@@ -191,11 +190,10 @@ def page_visits(tmp_path: Path) -> tuple[Path, list[dict[str, str]]]:
 
 @pytest.mark.parametrize("with_task_state_store", [True, False])
 def test_defer_then_execute_complete_resumes_from_the_checkpoint(
-    page_visits: tuple[Path, list], monkeypatch: pytest.MonkeyPatch, with_task_state_store: bool
+    page_visits: tuple[Path, list], monkeypatch: pytest.MonkeyPatch, with_task_state_store: bool, clock: Any
 ) -> None:
     from airflow.sdk.exceptions import TaskDeferred
 
-    clock = FakeClock()
     deferred_at = clock.now
     path, rows = page_visits
     with emulator_on(clock) as url:
@@ -237,13 +235,16 @@ def test_defer_then_execute_complete_resumes_from_the_checkpoint(
 
 @pytest.mark.parametrize(("window_seconds", "defers"), [(60.0, False), (120.0, True)])
 def test_by_default_only_a_wait_longer_than_a_window_defers(
-    page_visits: tuple[Path, list], monkeypatch: pytest.MonkeyPatch, window_seconds: float, defers: bool
+    page_visits: tuple[Path, list],
+    monkeypatch: pytest.MonkeyPatch,
+    window_seconds: float,
+    defers: bool,
+    clock: Any,
 ) -> None:
     # The ordinary wait for a 60 s window to reopen stays in the worker, with the prepared events;
     # a longer one (here, a service whose windows are two minutes) frees the worker slot.
     from airflow.sdk.exceptions import TaskDeferred
 
-    clock = FakeClock()
     start = clock.now
     path, rows = page_visits
     with emulator_on(clock, window_seconds) as url:

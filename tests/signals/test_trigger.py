@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -12,27 +13,13 @@ from listsync.triggers import rate_limit
 from listsync.triggers.rate_limit import WINDOW_REOPENED, RateLimitWindowTrigger
 
 
-class FakeTime:
-    """A clock that advances only when slept on, patched into the trigger's module."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-        self.sleeps: list[float] = []
-
-    def time(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
 @pytest.fixture
-def fake_time(monkeypatch: pytest.MonkeyPatch) -> FakeTime:
-    fake = FakeTime(datetime(2026, 11, 21, 6, 0, tzinfo=timezone.utc).timestamp())
-    monkeypatch.setattr(rate_limit, "time", fake.time)
-    monkeypatch.setattr(rate_limit, "sleep", fake.sleep)
-    return fake
+def fake_time(fake_clock: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The suite's fake clock, at 2026-11-21T06:00Z, patched into the trigger's module."""
+    fake_clock.now = datetime(2026, 11, 21, 6, 0, tzinfo=timezone.utc).timestamp()
+    monkeypatch.setattr(rate_limit, "time", fake_clock.time)
+    monkeypatch.setattr(rate_limit, "sleep", fake_clock.async_sleep)
+    return fake_clock
 
 
 def collect(trigger: RateLimitWindowTrigger) -> list:
@@ -54,7 +41,7 @@ def test_serialize_round_trips_through_json() -> None:
     assert RateLimitWindowTrigger(**rebuilt_kwargs).serialize() == (classpath, kwargs)
 
 
-def test_run_yields_one_event_only_after_resume_at(fake_time: FakeTime) -> None:
+def test_run_yields_one_event_only_after_resume_at(fake_time: Any) -> None:
     resume_at = datetime.fromtimestamp(fake_time.now, timezone.utc) + timedelta(seconds=150)
     trigger = RateLimitWindowTrigger(resume_at=resume_at.isoformat(), checkpoint={"k": [1, 2]})
 
@@ -65,18 +52,18 @@ def test_run_yields_one_event_only_after_resume_at(fake_time: FakeTime) -> None:
     ]
     assert fake_time.now >= resume_at.timestamp()
     # Long waits are cut into bounded sleeps so a clock jump cannot hold the task for long.
-    assert max(fake_time.sleeps) <= rate_limit.MAX_SLEEP_SECONDS
-    assert sum(fake_time.sleeps) == pytest.approx(150)
+    assert max(fake_time.slept) <= rate_limit.MAX_SLEEP_SECONDS
+    assert sum(fake_time.slept) == pytest.approx(150)
 
 
-def test_run_fires_at_once_when_resume_at_has_passed(fake_time: FakeTime) -> None:
+def test_run_fires_at_once_when_resume_at_has_passed(fake_time: Any) -> None:
     past = datetime.fromtimestamp(fake_time.now - 5, timezone.utc).isoformat()
 
     events = collect(RateLimitWindowTrigger(resume_at=past))
 
     assert len(events) == 1
     assert events[0].payload["checkpoint"] is None
-    assert fake_time.sleeps == []
+    assert fake_time.slept == []
 
 
 def test_naive_resume_at_is_refused() -> None:
