@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 from listsync.operators.state import AssetStateStore, list_asset_state_store
+from listsync.sync.digests import key_hashes, value_digests
 from listsync.sync.forms import fold, fold_text, learn_form, merged_forms
 from listsync.sync.state import (
     ADD,
@@ -25,10 +26,8 @@ from listsync.sync.state import (
     StateMismatchError,
     StateScope,
     SyncState,
-    key_hashes,
     load_state,
     save_state,
-    value_digests,
 )
 
 SCOPE = StateScope("people", "tbl_1", None, {"column_map": {"Email": "email"}})
@@ -75,7 +74,7 @@ def test_digests_are_the_same_in_another_process() -> None:
     frame = pd.DataFrame({"a": ["x", None], "b": [["p", "q"], None]})
     here = [int(value) for value in value_digests(frame, ["a", "b"])] + [int(key_hashes(pd.Series(["k"]))[0])]
     code = (
-        "import json, pandas as pd; from listsync.sync.state import key_hashes, value_digests; "
+        "import json, pandas as pd; from listsync.sync.digests import key_hashes, value_digests; "
         "f = pd.DataFrame({'a': ['x', None], 'b': [['p', 'q'], None]}); "
         "digests = [*value_digests(f, ['a', 'b']), key_hashes(pd.Series(['k']))[0]]; "
         "print(json.dumps([int(v) for v in digests]))"

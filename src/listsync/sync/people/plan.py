@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel
 
 from listsync.client.models import person_match
+from listsync.sync.digests import key_hashes, value_digests
 from listsync.sync.forms import Forms, fold_text
 from listsync.sync.memory import give_back_freed_memory
 from listsync.sync.normalize import NormalizationError, normalize_domain, normalize_profile_url
@@ -36,7 +37,7 @@ from listsync.sync.people.frames import (
     wire,
 )
 from listsync.sync.prepare import ACCOUNT_DOMAIN, PERSON_FIELDS
-from listsync.sync.state import DELETE, Digests, LastApplied, Ledger, key_hashes, value_digests
+from listsync.sync.state import DELETE, Digests, LastApplied, Ledger
 
 #: Text as a pandas column or as Arrow.
 Column: TypeAlias = pd.Series | pa.Array | pa.ChunkedArray

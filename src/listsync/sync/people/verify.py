@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from listsync.sync.digests import value_digests
 from listsync.sync.forms import merged_forms
 from listsync.sync.people.apply import PeopleApplyResult
 from listsync.sync.people.frames import records_frame
@@ -22,7 +23,6 @@ from listsync.sync.people.plan import (
 )
 from listsync.sync.people.read import looked_up_keys, people_index, read_accounts, read_back
 from listsync.sync.plan import MAX_FAILURE_REASONS, read_back_rounds, wait_for_late_writes
-from listsync.sync.state import value_digests
 
 if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient

@@ -15,9 +15,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from listsync.sync.digests import digest_text, joined_hashes, key_hashes
 from listsync.sync.rows.cells import cell_values_equal, to_cell_value
 from listsync.sync.rows.prepare import object_array
-from listsync.sync.state import DELETE, LastApplied, Ledger, digest_text, joined_hashes, key_hashes
+from listsync.sync.state import DELETE, LastApplied, Ledger
 
 
 @dataclass(frozen=True, slots=True)
