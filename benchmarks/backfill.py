@@ -46,10 +46,10 @@ import httpx
 import pandas as pd
 
 from listsync.client import ListSyncClient
-from listsync.client.ratelimit import parse_timestamp
+from listsync.client.rate_hints import parse_timestamp
 from listsync.emulator import PROFILES, demo_config
-from listsync.sync.events import EventMapping, ingest_events, prepare_events
-from listsync.sync.rejects import Rejects
+from listsync.extract.rejects import Rejects
+from listsync.signals.ingest import EventMapping, ingest_events, prepare_events
 
 API_KEY = "sk_demo_listsync"
 SIGNALS = {"page_visit": "Event", "seats_used": "Metric", "deal_stage": "State"}

@@ -75,9 +75,9 @@ from child_emulator import SERVE_FLAG, ChildEmulator, serve_until_stdin_closes
 
 from listsync.client import ListSyncClient, ListSyncError
 from listsync.emulator.app import endpoint_name
-from listsync.sync.events import CheckpointStore, ingest_events
+from listsync.extract.rejects import Rejects
+from listsync.signals.ingest import CheckpointStore, ingest_events
 from listsync.sync.people import sync_people
-from listsync.sync.rejects import Rejects
 from listsync.sync.rows import upsert_rows
 
 RESULTS = Path(__file__).with_name("RESULTS.md")

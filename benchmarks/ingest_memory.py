@@ -82,9 +82,9 @@ def measure(args: argparse.Namespace) -> None:
     """In a child: ingest the extract once and print the figures as JSON."""
     import listsync
     from listsync.client import ListSyncClient
-    from listsync.sync.events import EventMapping, ingest_events
-    from listsync.sync.rejects import Rejects
-    from listsync.sync.sources import read_extract
+    from listsync.extract.rejects import Rejects
+    from listsync.extract.sources import read_extract
+    from listsync.signals.ingest import EventMapping, ingest_events
 
     idle = peak_rss_mib()
     mapping = EventMapping(

@@ -67,11 +67,11 @@ from rss import peak_rss_mib
 
 from listsync.client import ListedPerson, ListSyncClient
 from listsync.client.models import validate_person
-from listsync.sync.normalize import normalize_domain, normalize_email, normalize_phone
+from listsync.extract.normalize import normalize_domain, normalize_email, normalize_phone
+from listsync.extract.rejects import Rejects
+from listsync.extract.sources import read_extract
 from listsync.sync.people import apply_people_plan, plan_people_sync
-from listsync.sync.prepare import prepare_people
-from listsync.sync.rejects import Rejects
-from listsync.sync.sources import read_extract
+from listsync.sync.people.prepare import prepare_people
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 TABLE = "tbl_people"
@@ -175,7 +175,7 @@ def serve_emulator(scale: Scale) -> None:
 def load_list(app: Any, table_id: str, scale: Scale) -> None:
     """Put the List's accounts (one row each, its domain in ``domain``) and people straight into
     the state of the emulator ``app``'s List ``table_id``."""
-    from listsync.emulator.state import Row
+    from listsync.emulator.store import Row
 
     state = app.state.emulator.state
     lst = state.lists[table_id]

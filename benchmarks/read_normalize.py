@@ -82,7 +82,7 @@ def generate(path: Path, rows: int, seed: int = 7) -> None:
 
 
 def _rules() -> dict[str, Any]:
-    from listsync.sync.normalize import (
+    from listsync.extract.normalize import (
         normalize_domain,
         normalize_email,
         normalize_phone,
@@ -101,8 +101,8 @@ def _rules() -> dict[str, Any]:
 
 
 def run_chunked(path: Path) -> dict[str, Any]:
-    from listsync.sync.normalize import normalize_column
-    from listsync.sync.sources import read_extract
+    from listsync.extract.normalize import normalize_column
+    from listsync.extract.sources import read_extract
 
     rules = _rules()
     counts = {field: [0, 0] for field in rules}  # normalised, rejected
@@ -117,7 +117,7 @@ def run_chunked(path: Path) -> dict[str, Any]:
 
 
 def run_naive(path: Path) -> dict[str, Any]:
-    from listsync.sync.normalize import NormalizationError, is_missing
+    from listsync.extract.normalize import NormalizationError, is_missing
 
     rules = _rules()
     counts = {field: [0, 0] for field in rules}
@@ -139,9 +139,9 @@ def run_naive(path: Path) -> dict[str, Any]:
 
 
 def run_prepare_people(path: Path) -> dict[str, Any]:
-    from listsync.sync.prepare import prepare_people
-    from listsync.sync.rejects import Rejects
-    from listsync.sync.sources import read_extract
+    from listsync.extract.rejects import Rejects
+    from listsync.extract.sources import read_extract
+    from listsync.sync.people.prepare import prepare_people
 
     column_map = {"account_domain": "account_domain", "first_name": "first_name", "last_name": "last_name"}
     column_map |= {"email": "email", "phone": "phone_number", "target": "target"}
@@ -155,7 +155,7 @@ PHASES = {"chunked": run_chunked, "naive": run_naive, "prepare_people": run_prep
 
 def child(phase: str, path: Path) -> None:
     # Import cost is part of no phase: the import happens before the clock starts.
-    import listsync.sync.prepare  # noqa: F401
+    import listsync.extract.mapping  # noqa: F401
 
     start, cpu_start = time.perf_counter(), time.process_time()
     outcome = PHASES[phase](path)

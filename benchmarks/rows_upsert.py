@@ -142,7 +142,7 @@ def extract_frame(existing: int, new: int) -> tuple[pd.DataFrame, int]:
 def serve_emulator(existing: int) -> None:
     """Child process: load the List into an emulator, print its URL, serve until stdin closes."""
     from listsync.emulator import EmulatorConfig, ListConfig, create_app
-    from listsync.emulator.state import Row
+    from listsync.emulator.store import Row
 
     columns = [
         {"id": column, "type": COLUMN_TYPES.get(column, "text")}
@@ -183,11 +183,11 @@ def phases(url: str, extract: Path) -> dict[str, float]:
     """In a fresh process: seconds of prepare (the Parquet extract read in chunks), read List and
     plan; this process's peak RSS through them, and what they added to it."""
     from listsync.client import ListSyncClient
+    from listsync.extract.rejects import Rejects
+    from listsync.extract.sources import read_extract
     from listsync.sync.memory import give_back_freed_memory, use_returning_allocator
-    from listsync.sync.prepare import prepare_rows
-    from listsync.sync.rejects import Rejects
     from listsync.sync.rows import plan_rows_upsert, read_list_rows
-    from listsync.sync.sources import read_extract
+    from listsync.sync.rows.prepare import prepare_rows
 
     use_returning_allocator()  # as a sync does (ListSyncJob.run)
     before = peak_rss_mib()
@@ -245,9 +245,9 @@ def naive(url: str, frame: pd.DataFrame) -> tuple[int, float]:
     from listsync.client import ListSyncClient
     from listsync.client.models import CellUpdate, RowAdd
     from listsync.client.writers import Keyed
-    from listsync.sync.prepare import prepare_rows
-    from listsync.sync.rejects import Rejects
+    from listsync.extract.rejects import Rejects
     from listsync.sync.rows import read_current_rows
+    from listsync.sync.rows.prepare import prepare_rows
 
     column_map = {column: column for column in COLUMNS}
     with ListSyncClient(url, API_KEY, timeout=120.0) as client:

@@ -52,7 +52,7 @@ def sharded_cluster_benchmark() -> None:
     @task(retries=0)
     def report(summaries: Iterable[dict[str, Any]]) -> dict[str, Any]:
         """Add up the shards' summaries into one summary of the sync."""
-        from listsync.sync.plan import combine_summaries
+        from listsync.sync.steps import combine_summaries
 
         summary = combine_summaries(summaries)
         log.info("Summary of the sharded sync:\n%s", json.dumps(summary, indent=2))

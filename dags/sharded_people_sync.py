@@ -113,7 +113,7 @@ def sharded_people_sync() -> None:
     @task
     def report(summaries: Iterable[dict[str, Any]]) -> dict[str, Any]:
         """Add up the shards' summaries into one summary of the sync."""
-        from listsync.sync.plan import combine_summaries
+        from listsync.sync.steps import combine_summaries
 
         summary = combine_summaries(summaries)
         log.info("Summary of the sharded sync of %s:\n%s", TABLE_ID, json.dumps(summary, indent=2))

@@ -281,11 +281,11 @@ def connect_listsync(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
 
 @pytest.fixture
 def prepared_events(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every event ``listsync.sync.events.prepare_events`` builds during the test, in order."""
-    import listsync.sync.events
+    """Every event ``listsync.signals.ingest.prepare_events`` builds during the test, in order."""
+    import listsync.signals.ingest
 
     events: list[Any] = []
-    prepare = listsync.sync.events.prepare_events
+    prepare = listsync.signals.ingest.prepare_events
 
     class Recording:
         """The stream ``prepare_events`` returned, noting each event it gives out."""
@@ -304,5 +304,5 @@ def prepared_events(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     def recording_prepare_events(*args: Any, **kwargs: Any) -> Any:
         return Recording(prepare(*args, **kwargs))
 
-    monkeypatch.setattr(listsync.sync.events, "prepare_events", recording_prepare_events)
+    monkeypatch.setattr(listsync.signals.ingest, "prepare_events", recording_prepare_events)
     return events

@@ -45,7 +45,7 @@ def test_an_unexpected_error_is_one_line_and_debug_shows_the_traceback(
     contacts: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Nothing the command expects: a failure deep in the read of the extract.
-    monkeypatch.setattr("listsync.sync.sources.read_csv", lambda *args, **kwargs: iter([1 / 0]))
+    monkeypatch.setattr("listsync.extract.sources.read_csv", lambda *args, **kwargs: iter([1 / 0]))
 
     assert main(sync_argv(contacts, "http://127.0.0.1:9")) == 1
     err = capsys.readouterr().err

@@ -247,7 +247,7 @@ def write_requests(stats: dict[str, Any]) -> int:
 def test_nightly_dag_fills_the_list_then_later_runs_write_nothing_however_started(
     connections, warehouse, emulator_url, run_dag
 ):
-    from listsync.sync.normalize import normalize_domain
+    from listsync.extract.normalize import normalize_domain
 
     _, dataset = warehouse
     first_night = datetime(2026, 11, 20, 2, tzinfo=timezone.utc)
@@ -438,7 +438,7 @@ def segment_emulator_url(connect_listsync: Callable[..., None]) -> Iterator[str]
 def test_segment_lists_dag_fills_each_list_from_a_map_index_named_after_it(
     connections, warehouse, segment_emulator_url, run_dag
 ):
-    from listsync.sync.normalize import normalize_domain
+    from listsync.extract.normalize import normalize_domain
 
     _, dataset = warehouse
 

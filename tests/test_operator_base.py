@@ -60,16 +60,16 @@ def test_an_unknown_naive_timezone_fails_at_parse_time(name: str) -> None:
 def test_the_naive_timezone_reaches_the_extract_reader(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import listsync.sync.sources
+    import listsync.extract.sources
 
     seen: list[Any] = []
-    real_read_extract = listsync.sync.sources.read_extract
+    real_read_extract = listsync.extract.sources.read_extract
 
     def read_extract(*args: Any, **kwargs: Any) -> Any:
         seen.append(kwargs.get("naive_timezone"))
         return real_read_extract(*args, **kwargs)
 
-    monkeypatch.setattr(listsync.sync.sources, "read_extract", read_extract)
+    monkeypatch.setattr(listsync.extract.sources, "read_extract", read_extract)
     path = tmp_path / "extract.csv"
     path.write_text("domain,email,id\nacme.com,a@acme.com,1\n", encoding="utf-8")
     operator_class, options = OPERATORS[name]

@@ -14,8 +14,8 @@ import pytest
 
 import listsync.progress
 from listsync.client.paging import iter_offset_pages
+from listsync.extract.sources import read_extract
 from listsync.progress import Progress
-from listsync.sync.sources import read_extract
 
 
 @pytest.fixture
@@ -90,7 +90,7 @@ def test_reading_a_long_extract_says_how_many_rows_are_read(
         for _ in read_extract(path, chunk_size=10):
             clock.now += 4  # each chunk of 10 rows takes 4 s to handle
 
-    assert lines(caplog, "listsync.sync.sources") == [
+    assert lines(caplog, "listsync.extract.sources") == [
         f"Extract {path}: {rows} rows read so far" for rows in (40, 70, 100)
     ]
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from listsync.client import AuthenticationError, ServerError, UnexpectedResponseError
-from listsync.client.events import stream_events
+from listsync.signals.sender import stream_events
 
 
 def events(signal: str, count: int, **extra: object) -> list[dict[str, object]]:
@@ -528,7 +528,7 @@ def test_an_answer_whose_window_has_already_ended_does_not_stall_the_signal():
     # The answer describes a window that ended as it arrived (its reset rounded down to the
     # millisecond): the signal's next window has begun, and it goes on at once rather than
     # waiting for a minute's fallback.
-    from listsync.client.ratelimit import RateLimitInfo, SignalBudget
+    from listsync.client.rate_hints import RateLimitInfo, SignalBudget
 
     budget = SignalBudget(30)
     budget.spend(30, now=100.0)

@@ -31,11 +31,11 @@ import pandas as pd
 import pytest
 
 from listsync.emulator import PROFILES, EmulatorConfig, FaultRule, ListConfig, SignalConfig
-from listsync.sync.events import EventMapping, ingest_events
+from listsync.extract.rejects import Rejects
+from listsync.signals.ingest import EventMapping, ingest_events
 from listsync.sync.people import sync_people
-from listsync.sync.plan import SyncFailedError
-from listsync.sync.rejects import Rejects
 from listsync.sync.rows import upsert_rows
+from listsync.sync.steps import SyncFailedError
 
 from .conftest import LiveEmulator
 

@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 
 from listsync.cli import main
 from listsync.emulator import PROFILES, Dialect, EmulatorConfig, create_app, demo_config, load_config
-from listsync.emulator.state import ListState
+from listsync.emulator.store import ListState
 
 from .conftest import SECRET
 

@@ -25,7 +25,7 @@ from listsync.emulator import (
     demo_config,
     load_config,
 )
-from listsync.emulator.ratelimit import FirstEventWindowLimiter
+from listsync.emulator.windows import FirstEventWindowLimiter
 
 from .conftest import SECRET
 

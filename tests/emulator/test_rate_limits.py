@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from listsync.emulator import Emulator, demo_config
-from listsync.emulator.ratelimit import FixedWindowLimiter, iso_utc
-from listsync.emulator.state import ApiError
+from listsync.emulator.store import ApiError
+from listsync.emulator.windows import FixedWindowLimiter, iso_utc
 
 EVENTS = "/v1/events"
 BATCH = "/v1/events/batch"

@@ -17,10 +17,10 @@ import pytest
 from listsync.cli import main
 from listsync.client import ListSyncClient
 from listsync.emulator import Emulator
+from listsync.extract.normalize import normalize_domain
+from listsync.extract.options import Shard
 from listsync.operators.people import SyncTargetablePeopleOperator
 from listsync.sync.memory import BASE_MEMORY, PEOPLE_COSTS, MemoryLimitError
-from listsync.sync.normalize import normalize_domain
-from listsync.sync.options import Shard
 from listsync.sync.people import sync_people
 
 TABLE = "tbl_people"

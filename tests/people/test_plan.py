@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from listsync.sync.plan import (
+from listsync.extract.rejects import Rejects, TooManyRejectsError
+from listsync.sync.steps import (
     MAX_FAILURE_REASONS,
     ProgressLogger,
     UnsafeDeleteError,
@@ -19,7 +20,6 @@ from listsync.sync.plan import (
     write_plan_file,
     write_requested_plan,
 )
-from listsync.sync.rejects import Rejects, TooManyRejectsError
 
 ENTRIES: list[dict[str, Any]] = [
     {"action": "add", "account_domain": "acme.com", "identity": "email:ann@acme.com"},

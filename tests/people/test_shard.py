@@ -19,13 +19,13 @@ import pytest
 from listsync.cli import main
 from listsync.client import ListSyncClient
 from listsync.emulator import Emulator
+from listsync.extract.options import Shard
+from listsync.extract.sources import read_extract
 from listsync.operators.people import SyncTargetablePeopleOperator
-from listsync.sync.options import Shard
 from listsync.sync.people import sync_people
 from listsync.sync.people.plan import account_domain_of, list_domain
 from listsync.sync.people.read import PEOPLE_AT_ONCE, people_in_shard
-from listsync.sync.plan import combine_summaries
-from listsync.sync.sources import read_extract
+from listsync.sync.steps import combine_summaries
 
 TABLE = "tbl_people"
 API_KEY = "sk_test_people_secret"  # the emulator's key in conftest.py

@@ -17,9 +17,9 @@ from pytest_mock import MockerFixture
 import listsync.sync.people.sync as people_sync
 from listsync.client import ListSyncClient
 from listsync.emulator import Emulator, FaultRule
+from listsync.extract.sources import read_extract
 from listsync.sync.people import sync_people
-from listsync.sync.plan import SyncFailedError, UnsafeDeleteError
-from listsync.sync.sources import read_extract
+from listsync.sync.steps import SyncFailedError, UnsafeDeleteError
 
 TABLE = "tbl_people"
 API_KEY = "sk_test_people_secret"  # the emulator's key in conftest.py
@@ -391,8 +391,8 @@ def test_plan_and_rejects_can_go_to_object_storage(sync: SyncFn, tmp_path: Path)
 def test_too_many_rejects_fail_before_any_write_and_leave_the_rejects_to_read(
     sync: SyncFn, tmp_path: Path, write_requests: Callable[[], dict[str, int]]
 ) -> None:
+    from listsync.extract.rejects import TooManyRejectsError
     from listsync.operators.extract import storage_path
-    from listsync.sync.rejects import TooManyRejectsError
 
     with pytest.raises(TooManyRejectsError):
         sync(max_reject_fraction=0.1, rejects_path=storage_path(f"file://{tmp_path}/rejects.jsonl"))

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from listsync.cli import main
-from listsync.sync.plan import combine_summaries
+from listsync.extract.sources import read_extract
 from listsync.sync.rows import upsert_rows
-from listsync.sync.sources import read_extract
+from listsync.sync.steps import combine_summaries
 
 from .conftest import SECRET, TABLE, USER, LiveEmulator
 

@@ -15,8 +15,7 @@ import pandas as pd
 import pytest
 
 from listsync.emulator import FaultRule
-from listsync.sync.plan import SyncFailedError, UnsafeDeleteError
-from listsync.sync.rejects import TooManyRejectsError
+from listsync.extract.rejects import TooManyRejectsError
 from listsync.sync.rows import (
     apply_rows_plan,
     list_key_normalizer,
@@ -24,6 +23,7 @@ from listsync.sync.rows import (
     read_current_rows,
     upsert_rows,
 )
+from listsync.sync.steps import SyncFailedError, UnsafeDeleteError
 
 from .conftest import TABLE, LiveEmulator
 

@@ -6,8 +6,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from listsync.sync.checkpoints import CHECKPOINT_KEY, CheckpointStore
-from listsync.sync.events import EventMapping, canonical_timestamp, event_reference
+from listsync.signals.checkpoints import CHECKPOINT_KEY, CheckpointStore
+from listsync.signals.ingest import EventMapping, canonical_timestamp, event_reference
 
 from .emulated import DictStore
 

@@ -12,8 +12,8 @@ import pytest
 
 from listsync.client import ListSyncClient
 from listsync.client.errors import ServerError
-from listsync.sync.events import CheckpointMismatchError, CheckpointStore, EventMapping, ingest_events
-from listsync.sync.rejects import Rejects
+from listsync.extract.rejects import Rejects
+from listsync.signals.ingest import CheckpointMismatchError, CheckpointStore, EventMapping, ingest_events
 
 from .emulated import (
     INVALID_ROWS,
@@ -144,13 +144,13 @@ def test_a_wait_for_a_window_says_every_ten_seconds_which_signal_waits_and_how_l
 ) -> None:
     rows = mixed_rows(page_visits=150, seats=0, stages=0)
 
-    with caplog.at_level("INFO", logger="listsync.client.events"):
+    with caplog.at_level("INFO", logger="listsync.signals.sender"):
         summary = ingest_events(client, frames(rows), MAPPING, rejects=Rejects(), signal_types=SIGNAL_TYPES)
 
     # 100 page visits fill the first window; the other 50 wait the rest of the minute.
     assert summary["seconds_waited"] == sum(clock.slept) == 60.0
     assert clock.slept == [10.0] * 6
-    assert [r.getMessage() for r in caplog.records if r.name == "listsync.client.events"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "listsync.signals.sender"] == [
         f"Waiting for the rate-limit window of page_visit: {left} s left" for left in (50, 40, 30, 20, 10)
     ]
 

@@ -31,9 +31,9 @@ INGEST = """
 import json, sys
 from listsync.client import ListSyncClient
 from listsync.commands.ingest import JsonFileStore
-from listsync.sync.events import CheckpointStore, EventMapping, EventStream, ingest_events
-from listsync.sync.rejects import Rejects
-from listsync.sync.sources import read_extract
+from listsync.signals.ingest import CheckpointStore, EventMapping, EventStream, ingest_events
+from listsync.extract.rejects import Rejects
+from listsync.extract.sources import read_extract
 
 EventStream.GROUP_ROWS = 16
 extract, base_url, checkpoint, api_key = sys.argv[1:]

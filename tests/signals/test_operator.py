@@ -16,7 +16,7 @@ import pytest
 from listsync.emulator import demo_config, serve_in_thread
 from listsync.hooks.listsync import ListSyncHook
 from listsync.operators.signals import IngestSignalsOperator
-from listsync.sync.checkpoints import CHECKPOINT_KEY, CheckpointStore
+from listsync.signals.checkpoints import CHECKPOINT_KEY, CheckpointStore
 from listsync.triggers.rate_limit import RateLimitWindowTrigger
 
 from .emulated import (

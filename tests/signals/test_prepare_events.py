@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from listsync.sync.events import EventMapping, event_reference, prepare_events
-from listsync.sync.prepare import ColumnMappingError
-from listsync.sync.rejects import Rejects
+from listsync.extract.mapping import ColumnMappingError
+from listsync.extract.rejects import Rejects
+from listsync.signals.ingest import EventMapping, event_reference, prepare_events
 
 MAPPING = EventMapping(
     signal_column="signal",
@@ -231,7 +231,7 @@ def test_timestamps_without_an_offset_are_read_in_the_naive_zone_and_the_log_say
         {"signal": "page_visit", "account_id": "1", "seats": 1, "plan": "team", "at": "2026-11-01T09:00:00"},
         {"signal": "page_visit", "account_id": "2", "seats": 1, "plan": "team", "at": "2026-11-01T09:00:00Z"},
     ]
-    with caplog.at_level("INFO", logger="listsync.sync.events"):
+    with caplog.at_level("INFO", logger="listsync.signals.ingest"):
         events = list(
             prepare_events([frame(rows)], MAPPING, rejects=Rejects(), naive_timezone="Europe/Paris")
         )
@@ -247,7 +247,7 @@ def test_timestamps_without_an_offset_are_read_in_the_naive_zone_and_the_log_say
 
 def test_no_naive_zone_line_when_every_timestamp_has_an_offset(caplog: pytest.LogCaptureFixture) -> None:
     rows = [{"signal": "page_visit", "account_id": "1", "seats": 1, "plan": None, "at": "2026-11-01T09:00Z"}]
-    with caplog.at_level("INFO", logger="listsync.sync.events"):
+    with caplog.at_level("INFO", logger="listsync.signals.ingest"):
         list(prepare_events([frame(rows)], MAPPING, rejects=Rejects()))
 
     assert not [record for record in caplog.records if "without an offset" in record.getMessage()]

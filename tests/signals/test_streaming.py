@@ -13,7 +13,8 @@ import pytest
 
 from listsync.client import ListSyncClient
 from listsync.client.errors import ServerError
-from listsync.sync.events import (
+from listsync.extract.rejects import Rejects
+from listsync.signals.ingest import (
     CheckpointMismatchError,
     CheckpointStore,
     EventMapping,
@@ -22,7 +23,6 @@ from listsync.sync.events import (
     ingest_events,
     prepare_events,
 )
-from listsync.sync.rejects import Rejects
 
 from .emulated import (
     MAPPING_COLUMNS,

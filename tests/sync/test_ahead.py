@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from listsync.sync.ahead import made_ahead
+from listsync.extract.read_ahead import made_ahead
 
 WAIT_SECONDS = 10
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from listsync.extract.options import Shard
 from listsync.sync.memory import (
     BASE_MEMORY,
     PEOPLE_COSTS,
@@ -15,12 +16,7 @@ from listsync.sync.memory import (
     kept_objects_frozen,
     rows_costs,
 )
-from listsync.sync.options import (
-    Shard,
-    default_max_memory,
-    format_bytes,
-    parse_max_memory,
-)
+from listsync.sync.settings import default_max_memory, format_bytes, parse_max_memory
 
 GIB = 1024**3
 

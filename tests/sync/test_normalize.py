@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from listsync.client.errors import ListSyncError
-from listsync.sync import ColumnMappingError, ExtractError, TooManyRejectsError
-from listsync.sync.normalize import (
+from listsync.extract import ColumnMappingError, ExtractError, TooManyRejectsError
+from listsync.extract.normalize import (
     _NANP_SHORTCUT,
     MAX_JSON_DEPTH,
     NORMALIZATION_VERSION,

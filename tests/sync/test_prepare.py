@@ -17,21 +17,21 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from listsync.sync.normalize import normalize_email, normalize_timestamp
-from listsync.sync.people import prepare as people_prepare
-from listsync.sync.prepare import (
+from listsync.extract.mapping import (
     ColumnMappingError,
     PrepareStats,
     check_people_column_map,
     check_rows_column_map,
     iter_mapped_rows,
-    prepare_people,
-    prepare_rows,
     reject_row,
     rows_key_column,
 )
-from listsync.sync.rejects import Rejects
-from listsync.sync.sources import read_extract
+from listsync.extract.normalize import normalize_email, normalize_timestamp
+from listsync.extract.rejects import Rejects
+from listsync.extract.sources import read_extract
+from listsync.sync.people import prepare as people_prepare
+from listsync.sync.people.prepare import prepare_people
+from listsync.sync.rows.prepare import prepare_rows
 
 PEOPLE_MAP = {
     "Company Domain": "account_domain",
@@ -177,8 +177,8 @@ def test_rows_are_checked_against_the_first_kept_whatever_part_it_was_joined_int
 PREPARE_AND_MEASURE = """
 import tracemalloc
 import pandas as pd
-from listsync.sync.prepare import prepare_people
-from listsync.sync.rejects import Rejects
+from listsync.sync.people.prepare import prepare_people
+from listsync.extract.rejects import Rejects
 
 rows = [{"domain": f"acct{n // 5}.example", "email": f"p{n}@acct{n // 5}.example", "first": "P"}
         for n in range(60_000)]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from listsync.sync.rejects import Rejects, TooManyRejectsError
+from listsync.extract.rejects import Rejects, TooManyRejectsError
 
 
 def test_rejects_are_written_as_json_lines_with_json_safe_originals(tmp_path: Path) -> None:

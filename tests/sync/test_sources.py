@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from listsync.sync.sources import ROW_NUMBER, ExtractError, read_extract
+from listsync.extract.sources import ROW_NUMBER, ExtractError, read_extract
 
 
 def records(frames: Iterator[pd.DataFrame]) -> list[dict[str, Any]]:
@@ -87,7 +87,7 @@ def test_parquet_keeps_ints_with_nulls_as_ints_and_makes_naive_timestamps_aware(
         }
     )
     pq.write_table(table, path, row_group_size=2)
-    with caplog.at_level(logging.INFO, logger="listsync.sync.sources"):
+    with caplog.at_level(logging.INFO, logger="listsync.extract.sources"):
         rows = records(read_extract(path, chunk_size=2, naive_timezone="Europe/Paris"))
     assert [row["id"] for row in rows] == [9007199254740993, None, 3]
     assert type(rows[0]["id"]) is int
@@ -245,7 +245,7 @@ def test_postgresql_types(postgres_url: str, caplog: pytest.LogCaptureFixture) -
                     "(2, null, null, null, null, null, null, null)"
                 )
             )
-        with caplog.at_level(logging.INFO, logger="listsync.sync.sources"):
+        with caplog.at_level(logging.INFO, logger="listsync.extract.sources"):
             frames = list(
                 read_extract(sql=f"select * from {table} order by id desc", engine=engine, chunk_size=1)
             )
@@ -327,7 +327,7 @@ class Trickle:
 
 
 def problems(frames: Iterator[pd.DataFrame]) -> dict[int, str]:
-    from listsync.sync.sources import ROW_PROBLEMS
+    from listsync.extract.sources import ROW_PROBLEMS
 
     return {row: reason for frame in frames for row, reason in frame.attrs.get(ROW_PROBLEMS, {}).items()}
 
@@ -455,11 +455,11 @@ def test_a_json_line_nested_too_deep_to_read_is_refused_naming_its_line(tmp_path
 def test_a_file_whose_rows_would_not_fit_in_memory_is_warned_about(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import listsync.sync.sources as sources
+    import listsync.extract.sources as sources
 
     path = tmp_path / "people.csv"
     path.write_text("domain\n" + "acme.com\n" * 1000)
-    with caplog.at_level(logging.WARNING, logger="listsync.sync.sources"):
+    with caplog.at_level(logging.WARNING, logger="listsync.extract.sources"):
         list(read_extract(path))
         assert not caplog.records
         # As if each prepared row took a hundredth of the machine's memory.

@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from listsync.operators.state import AssetStateStore, list_asset_state_store
+from listsync.operators.asset_state import AssetStateStore, list_asset_state_store
 from listsync.sync.digests import key_hashes, value_digests
 from listsync.sync.forms import fold, fold_text, learn_form, merged_forms
 from listsync.sync.state import (
@@ -156,8 +156,8 @@ def test_a_state_folder_keeps_a_file_for_each_scope(tmp_path: Path) -> None:
 
 @pytest.fixture
 def store_log(caplog: pytest.LogCaptureFixture) -> Any:
-    """The messages :mod:`listsync.operators.state` logs, whatever Airflow did to logging."""
-    logger = logging.getLogger("listsync.operators.state")
+    """The messages :mod:`listsync.operators.asset_state` logs, whatever Airflow did to logging."""
+    logger = logging.getLogger("listsync.operators.asset_state")
     logger.addHandler(caplog.handler)
     caplog.set_level(logging.WARNING, logger=logger.name)
     yield caplog
@@ -202,7 +202,7 @@ def test_a_state_the_asset_store_refuses_costs_the_next_run_not_this_one(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     store = AssetStateStore(FakeAccessor(refuse=True), "listsync_tbl_1", max_bytes=0)
-    caplog.set_level(logging.WARNING, logger="listsync.operators.state")
+    caplog.set_level(logging.WARNING, logger="listsync.operators.asset_state")
     save_state(store, SCOPE, [], [])
     assert any("could not be kept" in message and "state_path" in message for message in caplog.messages)
 

@@ -23,7 +23,6 @@ from listsync.client.errors import (
     UnexpectedResponseError,
     error_from_response,
 )
-from listsync.client.events import IngestReport, SignalReport, send_events
 from listsync.client.models import (
     KNOWN_PERSONAS,
     MAX_EVENTS_PER_BATCH,
@@ -68,9 +67,10 @@ from listsync.client.models import (
     validate_row,
 )
 from listsync.client.paging import FILTER_NAMES, PeopleFilters, iter_offset_pages
-from listsync.client.ratelimit import SIGNAL_TYPE_LIMITS, RateLimitInfo
+from listsync.client.rate_hints import SIGNAL_TYPE_LIMITS, RateLimitInfo
 from listsync.client.retry import Repeat, RetryPolicy
 from listsync.client.writers import AccountKeyed, Keyed, WriteReport
+from listsync.signals.sender import IngestReport, SignalReport, send_events
 
 __all__ = [
     "FILTER_NAMES",

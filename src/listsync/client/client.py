@@ -29,7 +29,6 @@ from listsync.client.errors import (
     UnexpectedResponseError,
     error_from_response,
 )
-from listsync.client.events import IngestReport, send_events
 from listsync.client.models import (
     AccountDeletes,
     AccountPatches,
@@ -58,9 +57,10 @@ from listsync.client.models import (
     validate_record,
 )
 from listsync.client.paging import PeopleFilters, iter_offset_pages
-from listsync.client.ratelimit import RateLimitInfo
+from listsync.client.rate_hints import RateLimitInfo
 from listsync.client.retry import Attempts, Repeat, RetryPolicy, call_with_retries
 from listsync.client.writers import AccountKeyed, Keyed, WriteReport
+from listsync.signals.sender import IngestReport, send_events
 
 ResponseT = TypeVar("ResponseT", bound=BaseModel)
 

@@ -38,13 +38,10 @@ from typing import Any
 
 import httpx
 
-from listsync.client.ratelimit import parse_retry_after, parse_timestamp
+from listsync.client.rate_hints import parse_retry_after, parse_timestamp
+from listsync.errors import ListSyncError
 
 _BODY_EXCERPT = 200
-
-
-class ListSyncError(Exception):
-    """Root of every error the client raises."""
 
 
 class InvalidRecordError(ListSyncError, ValueError):

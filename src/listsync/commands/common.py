@@ -160,7 +160,7 @@ def add_plan_arguments(group: argparse._ArgumentGroup, *, noun: str, overwrite_h
         help="fail as soon as the rows read would take more memory than SIZE (bytes, or e.g. 2GiB, "
         "500MB); auto (default): half the machine's or container's memory; off: no limit",
     )
-    from listsync.sync.options import VERIFY_TIMEOUT, VISIBILITY_WINDOW
+    from listsync.sync.settings import VERIFY_TIMEOUT, VISIBILITY_WINDOW
 
     group.add_argument(
         "--state-path",
@@ -309,8 +309,8 @@ def check_extract_arguments(args: argparse.Namespace) -> None:
         raise ValueError("give --source FILE, or --sql QUERY with --sql-url URL")
     if args.sql_url:
         check_sql_url(args.sql_url)
-    from listsync.sync.normalize import resolve_timezone
-    from listsync.sync.sources import check_delimiter, check_encoding
+    from listsync.extract.normalize import resolve_timezone
+    from listsync.extract.sources import check_delimiter, check_encoding
 
     check_option("--naive-timezone", resolve_timezone, args.naive_timezone)
     check_option("--encoding", check_encoding, args.encoding)
@@ -335,7 +335,8 @@ def check_plan_arguments(args: argparse.Namespace) -> None:
         and 1, no file can be written at ``--rejects-path`` or ``--plan-path``, or ``--shard`` is
         not ``I/N``, or ``--max-memory`` is not a size.
     """
-    from listsync.sync.options import check_output_file, check_state_options, parse_max_memory, parse_shard
+    from listsync.extract.options import check_output_file, parse_shard
+    from listsync.sync.settings import check_state_options, parse_max_memory
 
     check_option("--shard", parse_shard, args.shard)
     check_option("--max-memory", parse_max_memory, args.max_memory)
@@ -381,7 +382,7 @@ def check_sql_url(url: str) -> None:
 
 def read_frames(args: argparse.Namespace) -> Iterator[pd.DataFrame]:
     """The extract the options name, in chunks (checked by :func:`check_extract_arguments`)."""
-    from listsync.sync.sources import read_extract
+    from listsync.extract.sources import read_extract
 
     if args.source is not None:
         return read_extract(
@@ -488,7 +489,7 @@ def run_and_report(
         service, the extract or the settings (or ``then`` said so).
     """
     from listsync.client.errors import ListSyncError, points_elsewhere
-    from listsync.sync.plan import SyncFailedError
+    from listsync.sync.steps import SyncFailedError
 
     try:
         summary = job()

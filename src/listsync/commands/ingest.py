@@ -1,6 +1,6 @@
 """``listsync ingest``: send the rows of an extract as signal events, outside Airflow.
 
-The same flow as ``IngestSignalsOperator`` (:func:`listsync.sync.events.ingest_events`): map,
+The same flow as ``IngestSignalsOperator`` (:func:`listsync.signals.ingest.ingest_events`): map,
 validate, send at the pace the rate limits allow, print the JSON summary.
 
 It resumes by default. The checkpoint is a JSON file (``--checkpoint FILE``, else one under
@@ -64,7 +64,7 @@ class JsonFileStore:
 
         :raises ValueError: it cannot, naming the path and the reason.
         """
-        from listsync.sync.options import check_output_file
+        from listsync.extract.options import check_output_file
 
         check_output_file(
             self.path,
@@ -182,9 +182,9 @@ def run(args: argparse.Namespace) -> int:
     """Run the ingestion and print the summary; exit status 2 on bad arguments, 1 on a failed run."""
     # Imported here so `listsync --help` does not pay for pandas and httpx.
     from listsync.client import ListSyncClient
-    from listsync.sync.events import CheckpointStore, EventMapping, ingest_events
-    from listsync.sync.options import check_output_file
-    from listsync.sync.rejects import Rejects
+    from listsync.extract.options import check_output_file
+    from listsync.extract.rejects import Rejects
+    from listsync.signals.ingest import CheckpointStore, EventMapping, ingest_events
 
     try:
         mapping = EventMapping(
@@ -265,7 +265,7 @@ def _say(summary: dict[str, Any], checkpoint: Path | None) -> int | None:
     status for the last."""
     if summary["dry_run"]:
         return None
-    from listsync.sync.events import nothing_left_to_send
+    from listsync.signals.ingest import nothing_left_to_send
 
     if nothing_left_to_send(summary):
         report("ingest", f"nothing left to send ({checkpoint}): run with --fresh to send every event again")

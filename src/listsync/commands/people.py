@@ -90,9 +90,9 @@ def run(args: argparse.Namespace) -> int:
     # Imported here so `listsync --help` does not pay for pandas and httpx.
     from listsync.client import ListSyncClient
     from listsync.client.writers import PEOPLE_PER_REQUEST
-    from listsync.sync.normalize import check_region
+    from listsync.extract.mapping import check_people_column_map
+    from listsync.extract.normalize import check_region
     from listsync.sync.people import chunk_sizes, sync_people
-    from listsync.sync.prepare import check_people_column_map
 
     sizes = {kind: size for kind, size in args.chunk_size if kind is not None}
     overall = [size for kind, size in args.chunk_size if kind is None]

@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the upsert and print the summary; exit status 2 on bad arguments, 1 on a failed run."""
     # Imported here so `listsync --help` does not pay for pandas and httpx.
     from listsync.client import ListSyncClient
-    from listsync.sync.prepare import check_rows_column_map, rows_key_column
+    from listsync.extract.mapping import check_rows_column_map, rows_key_column
     from listsync.sync.rows import chunk_sizes, upsert_rows
 
     overall = [size for kind, size in args.chunk_size if kind is None]

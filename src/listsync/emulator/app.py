@@ -32,12 +32,12 @@ from starlette.types import Message, Receive, Scope, Send
 
 from listsync.emulator.answers import people_page_body, write_body
 from listsync.emulator.config import ENDPOINTS, EmulatorConfig, FaultRule
-from listsync.emulator.events import SignalIngestion
 from listsync.emulator.faults import FaultInjector, drop_connection
+from listsync.emulator.ingestion import SignalIngestion
 from listsync.emulator.lists import ListOperations
-from listsync.emulator.ratelimit import LIMITERS, reset_header
-from listsync.emulator.state import ApiError, EmulatorState, ListState
 from listsync.emulator.stats import Stats
+from listsync.emulator.store import ApiError, EmulatorState, ListState
+from listsync.emulator.windows import LIMITERS, reset_header
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]

@@ -21,8 +21,8 @@ from operator import ge, gt, le, lt
 from typing import Any
 
 from listsync.emulator.config import ColumnConfig, EmulatorConfig
-from listsync.emulator.ratelimit import iso_utc
-from listsync.emulator.state import ApiError, EmulatorState, ListState, Person, Row, normalize_domain
+from listsync.emulator.store import ApiError, EmulatorState, ListState, Person, Row, normalize_domain
+from listsync.emulator.windows import iso_utc
 
 DEFAULT_PAGE = 100
 

@@ -19,16 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from listsync.extract.options import check_encoding, parse_shard, resolve_timezone
 from listsync.operators.extract import check_extract_arguments, checked_storage_path, read_operator_extract
-from listsync.sync.options import (
+from listsync.sync.settings import (
     MAX_MEMORY_AUTO,
     VERIFY_TIMEOUT,
     VISIBILITY_WINDOW,
-    check_encoding,
     check_state_options,
     parse_max_memory,
-    parse_shard,
-    resolve_timezone,
 )
 
 if TYPE_CHECKING:
@@ -131,7 +129,7 @@ class ListSyncExtractOperator(BaseOperator):
             ListSyncError,
             points_elsewhere,
         )
-        from listsync.sync.plan import SyncFailedError
+        from listsync.sync.steps import SyncFailedError
 
         try:
             yield
@@ -157,7 +155,7 @@ class ListSyncExtractOperator(BaseOperator):
         cannot be written fails it then, naming ``parameter``, before anything is read or sent."""
         if not path:
             return None
-        from listsync.sync.options import check_output_file
+        from listsync.extract.options import check_output_file
 
         what = {"plan_path": "the plan file", "state_path": "the state file"}.get(
             parameter, "the rejects file"
@@ -213,7 +211,7 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
     :param state_path: where the sync keeps what it applied, for the next run's three-way diff
         (:mod:`listsync.sync.state`): a local path or an object-storage URI. None (default): the
         Airflow asset state store of the task's List asset (an inlet or outlet
-        ``listsync://<host>/<tableId>``, :mod:`listsync.operators.state`); without one, no state.
+        ``listsync://<host>/<tableId>``, :mod:`listsync.operators.asset_state`); without one, no state.
     :param fresh_state: do not use the state kept (a new one is kept at the end of the run).
     :param verify_timeout: seconds the read back waits for writes the List does not show yet
         (default 60); what is still not shown is ``unconfirmed``, not a failure.
@@ -267,7 +265,7 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         parameters: delete, null, failure and reject policies, the dry run, and the rejects and
         plan files (see :meth:`output_file`), the shard, the memory limit, and the state: where it
         is kept (``state_path``, else the List asset's state store in ``context``) and how."""
-        from listsync.operators.state import list_asset_state_store
+        from listsync.operators.asset_state import list_asset_state_store
 
         state = self.output_file(self.state_path, "state_path") or list_asset_state_store(
             self.table_id, [*self.inlets, *self.outlets], context

@@ -1,7 +1,7 @@
 """Where an operator's extract comes from: a file (``source``) or a query (``sql`` + ``sql_conn_id``).
 
 The three operators take the same three parameters and hand them here; this module turns them
-into what ``listsync.sync.sources.read_extract`` reads:
+into what ``listsync.extract.sources.read_extract`` reads:
 
 - ``source``: a local path (``/data/contacts.csv``) or a URI that Airflow's object storage
   understands (``s3://aws_default@bucket/contacts.parquet``, ``file:///data/contacts.csv``),
@@ -124,7 +124,7 @@ def read_operator_extract(
     :return: the extract's DataFrames, one chunk at a time. A SQL extract's engine is disposed
         of once they have been read, or when the iterator is closed.
     """
-    from listsync.sync.sources import read_extract
+    from listsync.extract.sources import read_extract
 
     check_extract_arguments(source, sql, sql_conn_id)
     if source is not None:

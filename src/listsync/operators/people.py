@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from listsync.client.writers import PEOPLE_PER_REQUEST
 from listsync.operators.base import ListSyncPlanOperator
-from listsync.sync.options import DeleteScope, SyncMode, check_sync_options, people_chunk_sizes
+from listsync.sync.settings import DeleteScope, SyncMode, check_sync_options, people_chunk_sizes
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

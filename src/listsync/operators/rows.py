@@ -6,7 +6,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from listsync.operators.base import ListSyncPlanOperator
-from listsync.sync.options import rows_chunk_sizes
+from listsync.sync.settings import rows_chunk_sizes
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

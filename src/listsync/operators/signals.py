@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import conf
 
-from listsync.client.ratelimit import WINDOW_SECONDS
+from listsync.client.rate_hints import WINDOW_SECONDS
 from listsync.operators.base import ListSyncExtractOperator
-from listsync.sync.checkpoints import CheckpointStore
-from listsync.sync.options import EventMapping
+from listsync.signals.checkpoints import CheckpointStore
+from listsync.signals.columns import EventMapping
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -63,7 +63,7 @@ class IngestSignalsOperator(ListSyncExtractOperator):
 
     Returns the summary (to XCom): rows read and rejected, events acknowledged per signal,
     rate-limited re-sends, requests, 429 responses, seconds waited and the checkpoint it resumed
-    from (see :func:`listsync.sync.events.ingest_events`). ``source``, ``sql`` and the mapping
+    from (see :func:`listsync.signals.ingest.ingest_events`). ``source``, ``sql`` and the mapping
     are templated, so ``{{ data_interval_start }}`` in ``sql`` backfills one interval per run.
 
     :param source: the extract file: a local path or an object-storage URI. (templated)
@@ -212,8 +212,8 @@ class IngestSignalsOperator(ListSyncExtractOperator):
         deferred_at: float | None = None,
         waiting: Sequence[str] = (),
     ) -> dict[str, Any]:
-        from listsync.sync.events import ingest_events
-        from listsync.sync.rejects import Rejects
+        from listsync.extract.rejects import Rejects
+        from listsync.signals.ingest import ingest_events
         from listsync.triggers.rate_limit import RateLimitWindowTrigger
 
         client = None if self.is_dry_run else self.get_client()

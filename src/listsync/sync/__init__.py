@@ -1,15 +1,16 @@
-"""The data work of the syncs: read extracts, normalise and validate them, plan and apply changes.
+"""The List syncs: diff an extract against a List, write only the changes, read them back and
+remember what was applied. :mod:`~listsync.sync.job` is the skeleton both follow,
+:mod:`~listsync.sync.steps` the steps they share; :mod:`~listsync.sync.people` and
+:mod:`~listsync.sync.rows` are the two syncs::
 
-Reading and cleaning (this package's entry points for every job)::
-
-    from listsync.sync import Rejects, prepare_people, read_extract
+    from listsync.extract import Rejects, read_extract
+    from listsync.sync import prepare_people
 
     with Rejects("rejects.jsonl") as rejects:
         prepared = prepare_people(read_extract("people.csv"), column_map, rejects=rejects)
-        rejects.check_fraction(prepared.stats.read, max_reject_fraction=0.01)
 
 The names below load their module on first use (PEP 562): importing the package, or a light
-submodule such as :mod:`listsync.sync.options` (the settings an operator checks when its DAG is
+submodule such as :mod:`listsync.sync.settings` (the settings an operator checks when its DAG is
 parsed), does not import pandas.
 """
 
@@ -20,48 +21,20 @@ from typing import TYPE_CHECKING
 from listsync.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from listsync.sync.normalize import NORMALIZATION_VERSION, NormalizationError
-    from listsync.sync.prepare import (
-        ColumnMappingError,
-        PreparedPeople,
-        PreparedRows,
-        PrepareStats,
-        prepare_people,
-        prepare_rows,
-    )
-    from listsync.sync.rejects import Rejects, TooManyRejectsError
-    from listsync.sync.sources import ROW_NUMBER, ExtractError, read_extract
+    from listsync.sync.people.prepare import PreparedPeople, prepare_people
+    from listsync.sync.people.sync import sync_people
+    from listsync.sync.rows.prepare import PreparedRows, prepare_rows
+    from listsync.sync.rows.upsert import upsert_rows
 
-__all__ = [
-    "NORMALIZATION_VERSION",
-    "ROW_NUMBER",
-    "ColumnMappingError",
-    "ExtractError",
-    "NormalizationError",
-    "PrepareStats",
-    "PreparedPeople",
-    "PreparedRows",
-    "Rejects",
-    "TooManyRejectsError",
-    "prepare_people",
-    "prepare_rows",
-    "read_extract",
-]
+__all__ = ["PreparedPeople", "PreparedRows", "prepare_people", "prepare_rows", "sync_people", "upsert_rows"]
 
 _MODULES = {
-    "NORMALIZATION_VERSION": "listsync.sync.normalize",
-    "NormalizationError": "listsync.sync.normalize",
-    "ColumnMappingError": "listsync.sync.prepare",
-    "PreparedPeople": "listsync.sync.prepare",
-    "PreparedRows": "listsync.sync.prepare",
-    "PrepareStats": "listsync.sync.prepare",
-    "prepare_people": "listsync.sync.prepare",
-    "prepare_rows": "listsync.sync.prepare",
-    "Rejects": "listsync.sync.rejects",
-    "TooManyRejectsError": "listsync.sync.rejects",
-    "ROW_NUMBER": "listsync.sync.sources",
-    "ExtractError": "listsync.sync.sources",
-    "read_extract": "listsync.sync.sources",
+    "PreparedPeople": "listsync.sync.people.prepare",
+    "prepare_people": "listsync.sync.people.prepare",
+    "sync_people": "listsync.sync.people.sync",
+    "PreparedRows": "listsync.sync.rows.prepare",
+    "prepare_rows": "listsync.sync.rows.prepare",
+    "upsert_rows": "listsync.sync.rows.upsert",
 }
 
 

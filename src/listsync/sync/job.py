@@ -33,24 +33,24 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
+from listsync.extract.mapping import PrepareStats
+from listsync.extract.options import Shard
 from listsync.sync.memory import MemoryGuard, RowCosts, give_back_freed_memory, use_returning_allocator
-from listsync.sync.options import Shard
-from listsync.sync.plan import (
+from listsync.sync.state import LastApplied, StateEntries, StateScope, StateStore, load_state, save_state
+from listsync.sync.steps import (
     OpenableFile,
     SyncFailedError,
     check_delete_safety,
     prepare_with_rejects,
     write_requested_plan,
 )
-from listsync.sync.prepare import PrepareStats
-from listsync.sync.state import LastApplied, StateEntries, StateScope, StateStore, load_state, save_state
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from listsync.client.client import ListSyncClient
+    from listsync.extract.rejects import Rejects
     from listsync.sync.forms import Forms
-    from listsync.sync.rejects import Rejects
 
 __all__ = ["DeleteCounts", "JobFiles", "ListSyncJob", "PlannedExtract"]
 
@@ -74,7 +74,7 @@ Destination = str | os.PathLike[str] | OpenableFile | None
 
 @dataclass(frozen=True)
 class DeleteCounts:
-    """What delete safety weighs (see :func:`~listsync.sync.plan.check_delete_safety`)."""
+    """What delete safety weighs (see :func:`~listsync.sync.steps.check_delete_safety`)."""
 
     planned: int
     current_total: int
@@ -109,9 +109,9 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
     :param frames: the extract's chunks (``read_extract``).
     :param column_map: extract column → what it fills in the List.
     :param dry_run: plan and write the plan file, send no write.
-    :param fail_on_error: raise :class:`~listsync.sync.plan.SyncFailedError` at the end when the
+    :param fail_on_error: raise :class:`~listsync.sync.steps.SyncFailedError` at the end when the
         summary counts failures or drift (after everything else was written; never in a dry run).
-    :param rejects_path: where rejected rows go (see :func:`~listsync.sync.plan.prepare_with_rejects`).
+    :param rejects_path: where rejected rows go (see :func:`~listsync.sync.steps.prepare_with_rejects`).
     :param plan_path: where the plan goes; None: no plan file, except in a dry run.
     :param max_reject_fraction: fail before reading the List when more of the extract is rejected.
     :param max_delete_fraction: the largest share of the List one run may delete.

@@ -40,8 +40,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from listsync.client.errors import ListSyncError
-from listsync.sync.options import Shard, format_bytes
+from listsync.errors import ListSyncError
+from listsync.extract.options import Shard
+from listsync.sync.settings import format_bytes
 
 __all__ = [
     "BASE_MEMORY",
@@ -87,7 +88,7 @@ def rows_costs(columns: int) -> RowCosts:
 class MemoryGuard:
     """Counts a sync's rows as they are read and fails when their estimated peak passes ``limit``.
 
-    :param limit: ``max_memory`` in bytes (:func:`~listsync.sync.options.parse_max_memory`);
+    :param limit: ``max_memory`` in bytes (:func:`~listsync.sync.settings.parse_max_memory`);
         None: count, never fail.
     :param costs: the job's per-row costs.
     :param what: the sync, for the message ("the people sync of tbl_x").

@@ -41,9 +41,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from listsync.client.errors import ListSyncError
+from listsync.errors import ListSyncError
 from listsync.sync.forms import Forms, merged_forms
-from listsync.sync.plan import OpenableFile
+from listsync.sync.steps import OpenableFile
 
 __all__ = [
     "ADD",

@@ -16,11 +16,11 @@ from listsync.client.writers import (
     WriteReport,
     chunk_by_account,
 )
-from listsync.sync.options import PEOPLE_WRITE_KINDS as WRITE_KINDS
-from listsync.sync.options import people_chunk_sizes as chunk_sizes
 from listsync.sync.people.plan import PeoplePlan, PlannedAdd, PlannedDelete, PlannedPatch, item_key
 from listsync.sync.people.read import NOT_IN_LIST, difference, people_index, read_accounts
-from listsync.sync.plan import ProgressLogger, wait_for_late_writes
+from listsync.sync.settings import PEOPLE_WRITE_KINDS as WRITE_KINDS
+from listsync.sync.settings import people_chunk_sizes as chunk_sizes
+from listsync.sync.steps import ProgressLogger, wait_for_late_writes
 
 if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient

@@ -7,7 +7,7 @@ is found by are computed as column operations (:func:`identities`), with the sam
 :func:`~listsync.client.models.person_identity` and :func:`~listsync.sync.people.plan.person_keys`.
 
 A people frame has the columns ``account_domain`` (normalised), ``identity``, and one column per
-person field it carries (:data:`~listsync.sync.prepare.PERSON_FIELDS` order); a missing value is a
+person field it carries (:data:`~listsync.extract.mapping.PERSON_FIELDS` order); a missing value is a
 null. The List's frame (:func:`list_frame`) keeps the fields as the List holds them, since patches
 name the List's own spelling, and adds ``url_key``, the profile URL normalised for matching.
 """
@@ -26,9 +26,9 @@ from pydantic import BaseModel, ValidationError
 
 from listsync.client.errors import UnexpectedResponseError
 from listsync.client.models import ListedPerson
+from listsync.extract.mapping import ACCOUNT_DOMAIN, PERSON_FIELDS
+from listsync.extract.normalize import normalize_column, normalize_domain, normalize_profile_url
 from listsync.sync.memory import give_back_freed_memory
-from listsync.sync.normalize import normalize_column, normalize_domain, normalize_profile_url
-from listsync.sync.prepare import ACCOUNT_DOMAIN, PERSON_FIELDS
 
 __all__ = [
     "IDENTITY",

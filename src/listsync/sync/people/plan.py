@@ -15,11 +15,11 @@ import pyarrow.compute as pc
 from pydantic import BaseModel
 
 from listsync.client.models import person_match
+from listsync.extract.mapping import ACCOUNT_DOMAIN, PERSON_FIELDS
+from listsync.extract.normalize import NormalizationError, normalize_domain, normalize_profile_url
 from listsync.sync.digests import key_hashes, value_digests
 from listsync.sync.forms import Forms, fold_text
 from listsync.sync.memory import give_back_freed_memory
-from listsync.sync.normalize import NormalizationError, normalize_domain, normalize_profile_url
-from listsync.sync.options import DeleteScope, SyncMode, check_sync_options
 from listsync.sync.people.frames import (
     IDENTITY,
     OBJECT_FIELDS,
@@ -36,7 +36,7 @@ from listsync.sync.people.frames import (
     text_column,
     wire,
 )
-from listsync.sync.prepare import ACCOUNT_DOMAIN, PERSON_FIELDS
+from listsync.sync.settings import DeleteScope, SyncMode, check_sync_options
 from listsync.sync.state import DELETE, Digests, LastApplied, Ledger
 
 #: Text as a pandas column or as Arrow.
@@ -176,7 +176,7 @@ class PeoplePlan:
         return len(self.adds) + len(self.patches) + len(self.deletes) + len(self.repairs)
 
     def entries(self) -> Iterator[dict[str, Any]]:
-        """The plan as plan-file entries (see ``listsync.sync.plan.write_plan_file``)."""
+        """The plan as plan-file entries (see ``listsync.sync.steps.write_plan_file``)."""
         for add in self.adds:
             yield {
                 "action": "add",

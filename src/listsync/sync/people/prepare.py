@@ -1,5 +1,5 @@
 """Preparing the people of an extract as columns, a chunk at a time
-(:func:`~listsync.sync.prepare.prepare_people`).
+(:func:`~listsync.sync.people.prepare.prepare_people`).
 
 Most rows are decided as column operations: every field passed its rule, the person has an
 account domain, a first name and an identity, and no other row so far has their (account domain,
@@ -15,7 +15,9 @@ never merges two people.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Mapping
+import functools
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,6 +26,33 @@ import pyarrow as pa
 
 from listsync.client.errors import InvalidRecordError
 from listsync.client.models import Person, person_identity, validate_person
+from listsync.extract.mapping import (
+    ACCOUNT_DOMAIN,
+    PERSON_FIELDS,
+    MappedChunk,
+    MappedRow,
+    PrepareStats,
+    Rule,
+    check_people_column_map,
+    iter_mapped_chunks,
+    reject_row,
+    strict_value,
+    violation_reasons,
+)
+from listsync.extract.normalize import (
+    NORMALIZATION_VERSION,
+    check_region,
+    normalize_domain,
+    normalize_email,
+    normalize_personas,
+    normalize_phone,
+    normalize_profile_url,
+    parse_bool,
+    parse_connection_paths,
+)
+from listsync.extract.options import Shard
+from listsync.extract.read_ahead import made_ahead
+from listsync.extract.rejects import Rejects
 from listsync.sync.people.frames import (
     IDENTITY,
     OBJECT_FIELDS,
@@ -35,19 +64,8 @@ from listsync.sync.people.frames import (
     text_column,
     wire,
 )
-from listsync.sync.prepare import (
-    ACCOUNT_DOMAIN,
-    PERSON_FIELDS,
-    MappedChunk,
-    MappedRow,
-    PrepareStats,
-    reject_row,
-    strict_value,
-    violation_reasons,
-)
-from listsync.sync.rejects import Rejects
 
-__all__ = ["PeoplePreparer"]
+__all__ = ["PeoplePreparer", "PreparedPeople", "person_rules", "prepare_people"]
 
 ROW = "row"
 #: Rows of the extract's people kept in one part at least (:meth:`PeoplePreparer._join_recent_parts`).
@@ -355,3 +373,92 @@ def _mix(values: np.ndarray) -> np.ndarray:
         values = (values ^ (values >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         values = (values ^ (values >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         return values ^ (values >> np.uint64(31))
+
+
+@dataclass
+class PreparedPeople:
+    """People ready to diff, as columns (:mod:`listsync.sync.people.frames`): ``frame`` holds
+    ``account_domain``, ``identity`` (``person_identity``) and the mapped person fields, one row a
+    person, in extract order."""
+
+    frame: pd.DataFrame
+    stats: PrepareStats
+    normalization_version: str = NORMALIZATION_VERSION
+
+    @functools.cached_property
+    def people(self) -> dict[str, dict[str, Person]]:
+        """The people as models, ``people[account_domain][identity]`` (built when asked for)."""
+        people: dict[str, dict[str, Person]] = {}
+        for record in frame_records(self.frame):
+            domain, identity = record.pop(ACCOUNT_DOMAIN), record.pop(IDENTITY)
+            people.setdefault(domain, {})[identity] = Person.model_validate(record)
+        return people
+
+
+def person_rules(default_region: str) -> dict[str, Rule]:
+    """The rule of each people field (fields not listed are trimmed text)."""
+    return {
+        ACCOUNT_DOMAIN: normalize_domain,
+        "email": normalize_email,
+        "phone_number": functools.partial(normalize_phone, default_region=check_region(default_region)),
+        "network_profile_url": normalize_profile_url,
+        "personas": normalize_personas,
+        "connection_paths": parse_connection_paths,
+        "target": parse_bool,
+    }
+
+
+def prepare_people(
+    frames: Iterable[pd.DataFrame],
+    column_map: Mapping[str, str],
+    *,
+    rejects: Rejects,
+    default_region: str = "US",
+    shard: Shard | None = None,
+    on_chunk: Callable[[int], None] | None = None,
+) -> PreparedPeople:
+    """Map, normalise, validate and deduplicate the people of an extract.
+
+    :param frames: chunks from :func:`~listsync.extract.sources.read_extract`.
+    :param column_map: extract column → person field (spec §2.1: ``first_name``, ``email``,
+        ``phone_number``, ``network_profile_url``, ``personas`` (comma list or JSON array),
+        ``connection_paths`` (JSON array), ``target`` (yes/no, true/false, 1/0...), ...) or
+        ``account_domain``. ``account_domain`` and ``first_name`` must be mapped.
+    :param rejects: where rejected rows go.
+    :param default_region: region of phone numbers written without ``+`` (ISO 3166 code).
+    :param shard: keep only the people of this shard's account domains (see
+        :func:`iter_mapped_rows`); the others are counted in ``other_shards``.
+    :param on_chunk: given each chunk's row count (of the shard) as it is read (see
+        :func:`iter_mapped_rows`).
+    :raises ColumnMappingError: a mapped column is not in the extract, a field is unknown,
+        mapped twice, or a required field is not mapped.
+
+    A row is rejected when a field fails its rule, the person breaks the client's ``Person``
+    model, the account domain is empty, or the person has no identity (no email, profile URL,
+    phone or first and last name). Rows with the same account domain and identity: the first
+    in the extract is kept; later identical ones are duplicates; later different ones are
+    rejected naming the first. A row whose profile URL belongs to a person of the same account
+    with another identity is rejected too, naming that person's row: the service would merge
+    the two (A16).
+
+    The work is done a chunk at a time as column operations; a row that needs more (a field
+    that failed its rule, a list-valued field, a key an earlier row has) is checked on its own
+    with the client's model and the rules above, in extract order.
+    """
+    check_region(default_region)
+    check_people_column_map(column_map)
+    preparer = PeoplePreparer(column_map, rejects)
+    sharded = PrepareStats()  # the rows of other shards, counted by the thread that reads
+    chunks = iter_mapped_chunks(
+        frames,
+        column_map,
+        person_rules(default_region),
+        sharded,
+        shard=shard,
+        shard_field=ACCOUNT_DOMAIN,
+        on_chunk=on_chunk,
+    )
+    for chunk in made_ahead(chunks, name="listsync-extract"):
+        preparer.take(chunk)
+    preparer.stats.add(sharded)
+    return PreparedPeople(preparer.frame(), preparer.stats)

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from listsync.client.models import person_identity
+from listsync.extract.mapping import keys_in_shard
+from listsync.extract.normalize import normalize_domain
 from listsync.sync.forms import fold, learn_form
-from listsync.sync.normalize import normalize_domain
 from listsync.sync.people.plan import (
     PersonRecord,
     PlannedAdd,
@@ -25,11 +26,10 @@ from listsync.sync.people.plan import (
     person_fields,
     person_keys,
 )
-from listsync.sync.prepare import keys_in_shard
 
 if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient
-    from listsync.sync.options import Shard
+    from listsync.extract.options import Shard
 
 
 #: List people as read back: account domain → a key they can be found by (:func:`person_keys`, made
@@ -94,7 +94,7 @@ PEOPLE_AT_ONCE = 1_000
 def people_in_shard(people: Iterable[PersonRecord], shard: Shard) -> Iterator[PersonRecord]:
     """The List people whose account domain, normalised like the extract's (:func:`list_domain`),
     is in ``shard``. They are sorted :data:`PEOPLE_AT_ONCE` at a time, their domains as one column
-    by the extract's own rule (:func:`~listsync.sync.prepare.keys_in_shard`): nothing is kept from
+    by the extract's own rule (:func:`~listsync.extract.mapping.keys_in_shard`): nothing is kept from
     one batch to the next, where remembering every domain would hold the whole List's (61 MiB at
     600,000 accounts)."""
     people = iter(people)

@@ -11,32 +11,31 @@ from typing import TYPE_CHECKING, Any
 from listsync.client.writers import (
     PEOPLE_PER_REQUEST,
 )
+from listsync.extract.options import Shard, parse_shard
 from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob, PlannedExtract
 from listsync.sync.memory import PEOPLE_COSTS, MemoryGuard, RowCosts, give_back_freed_memory
-from listsync.sync.options import (
-    MAX_MEMORY_AUTO,
-    VERIFY_TIMEOUT,
-    VISIBILITY_WINDOW,
-    Shard,
-    check_state_options,
-    parse_max_memory,
-    parse_shard,
-)
 from listsync.sync.people.apply import PeopleApplyResult, apply_people_plan, chunk_sizes
 from listsync.sync.people.frames import list_frame
 from listsync.sync.people.plan import DeleteScope, PeoplePlan, SyncMode, check_sync_options, plan_people_sync
+from listsync.sync.people.prepare import PreparedPeople, prepare_people
 from listsync.sync.people.read import people_in_shard
 from listsync.sync.people.verify import SHOWN, UNCONFIRMED, PeopleVerification, verify_people
-from listsync.sync.plan import OpenableFile, build_summary
-from listsync.sync.prepare import PreparedPeople, prepare_people
+from listsync.sync.settings import (
+    MAX_MEMORY_AUTO,
+    VERIFY_TIMEOUT,
+    VISIBILITY_WINDOW,
+    check_state_options,
+    parse_max_memory,
+)
 from listsync.sync.state import ADD, DELETE, PATCH, UNSEEN, StateEntries, StateStore, state_store
+from listsync.sync.steps import OpenableFile, build_summary
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from listsync.client.client import ListSyncClient
+    from listsync.extract.rejects import Rejects
     from listsync.sync.forms import Forms
-    from listsync.sync.rejects import Rejects
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +81,7 @@ def sync_people(
     :param overwrite_with_null: a null in the extract erases the List's value.
     :param chunk_size: people per request, one number or per kind (see :func:`apply_people_plan`).
     :param dry_run: plan and write the plan file, send no write.
-    :param fail_on_error: raise :class:`~listsync.sync.plan.SyncFailedError` at the end when any
+    :param fail_on_error: raise :class:`~listsync.sync.steps.SyncFailedError` at the end when any
         person failed or was blocked by duplicate List people (after everything else was
         written; never in a dry run).
     :param rejects_path: where rejected rows go (JSON lines): a local path, or an object with
@@ -94,12 +93,12 @@ def sync_people(
     :param default_region: region of phone numbers written without ``+``.
     :param page_size: people per page when reading the List.
     :param shard: ``"i/n"``: sync only the accounts whose normalised domain hashes to shard ``i``
-        of ``n`` (:class:`~listsync.sync.options.Shard`), in the extract and in the List alike;
+        of ``n`` (:class:`~listsync.sync.settings.Shard`), in the extract and in the List alike;
         extract rows of other shards are counted in ``other_shards``, and the List counts and
         delete safety are the shard's. The ``n`` runs together sync the whole List. None: all.
     :param max_memory: fail, before reading further, as soon as the extract rows and List people
         read so far would take more memory than this (:mod:`listsync.sync.memory`): bytes, or a
-        size such as ``"2GiB"`` (:func:`~listsync.sync.options.parse_max_memory`). ``"auto"``:
+        size such as ``"2GiB"`` (:func:`~listsync.sync.settings.parse_max_memory`). ``"auto"``:
         half the memory the machine or container has; None, 0 or ``"off"``: no limit.
     :param state_path: where the sync keeps what it applied, for the next run's three-way diff
         (:mod:`listsync.sync.state`): a local path, an object with ``open()`` such as

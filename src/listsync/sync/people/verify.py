@@ -22,7 +22,7 @@ from listsync.sync.people.plan import (
     item_key,
 )
 from listsync.sync.people.read import looked_up_keys, people_index, read_accounts, read_back
-from listsync.sync.plan import MAX_FAILURE_REASONS, read_back_rounds, wait_for_late_writes
+from listsync.sync.steps import MAX_FAILURE_REASONS, read_back_rounds, wait_for_late_writes
 
 if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient

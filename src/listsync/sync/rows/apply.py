@@ -8,13 +8,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from listsync.client.errors import ListSyncError
 from listsync.client.models import CellUpdate, RowAdd
 from listsync.client.writers import Keyed
-from listsync.sync.options import ADD_ROWS, DELETE_ROWS, UPDATE_CELLS
-from listsync.sync.options import rows_chunk_sizes as chunk_sizes
-from listsync.sync.plan import ProgressLogger, wait_for_late_writes
+from listsync.errors import ListSyncError
 from listsync.sync.rows.plan import CellChange, RowAddition, RowRemoval, RowsPlan
+from listsync.sync.settings import ADD_ROWS, DELETE_ROWS, UPDATE_CELLS
+from listsync.sync.settings import rows_chunk_sizes as chunk_sizes
+from listsync.sync.steps import ProgressLogger, wait_for_late_writes
 
 if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient
@@ -23,7 +23,7 @@ _log = logging.getLogger(__name__)
 
 
 #: Re-reads of row adds of unknown outcome, counted in summaries beside the write kinds
-#: (:data:`~listsync.sync.options.ADD_ROWS`, ``UPDATE_CELLS``, ``DELETE_ROWS``).
+#: (:data:`~listsync.sync.settings.ADD_ROWS`, ``UPDATE_CELLS``, ``DELETE_ROWS``).
 GET_ROWS = "get_rows"
 
 #: Sends of one row add in all, the first included, while its outcome stays unknown; then it fails.

@@ -318,7 +318,7 @@ def plan_rows_upsert(
     """Diff the prepared extract rows against the List's current rows.
 
     :param desired: extract rows, already prepared (mapped, normalised, one row per key): the
-        ``frame`` of :class:`~listsync.sync.prepare.PreparedRows` (one column per List column
+        ``frame`` of :class:`~listsync.sync.rows.prepare.PreparedRows` (one column per List column
         id), or rows as ``{column id: value}`` (a column a row lacks is left alone). Values may
         be Python types (``Decimal``, ``date``, ``datetime``, dicts, lists); they are converted
         with :func:`to_cell_value` for sending.

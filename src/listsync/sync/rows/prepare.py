@@ -4,7 +4,7 @@ Each chunk is normalised column by column: a value passes through NumPy and Arro
 over the whole column, and only values of rarer types (timestamps, decimals, JSON objects...)
 take the per-value rule. Python objects are made for the rows rejected (their reasons and
 original values) and for the rows whose key repeats one already seen (compared to the first),
-never for every row. The rules are those of :func:`listsync.sync.prepare.prepare_rows`, which
+never for every row. The rules are those of :func:`listsync.sync.rows.prepare.prepare_rows`, which
 documents them.
 """
 
@@ -14,6 +14,7 @@ import bisect
 import datetime as dt
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -21,10 +22,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from listsync.sync.ahead import made_ahead
-from listsync.sync.memory import kept_objects_frozen
-from listsync.sync.normalize import (
+from listsync.extract.mapping import (
+    PrepareStats,
+    Rule,
+    check_rows_column_map,
+    column_values,
+    iter_shard_chunks,
+    strict_value,
+    writable,
+)
+from listsync.extract.normalize import (
     MAX_JSON_DEPTH,
+    NORMALIZATION_VERSION,
     PYTHON_WHITESPACE,
     NormalizationError,
     is_missing,
@@ -35,20 +44,12 @@ from listsync.sync.normalize import (
     text_problems,
     to_json_value,
 )
-from listsync.sync.options import Shard
-from listsync.sync.prepare import (
-    PreparedRows,
-    PrepareStats,
-    Rule,
-    check_rows_column_map,
-    column_values,
-    iter_shard_chunks,
-    strict_value,
-    writable,
-)
-from listsync.sync.rejects import Rejects
+from listsync.extract.options import Shard
+from listsync.extract.read_ahead import made_ahead
+from listsync.extract.rejects import Rejects
+from listsync.sync.memory import kept_objects_frozen
 
-__all__ = ["object_array", "prepare_row_columns"]
+__all__ = ["PreparedRows", "object_array", "prepare_row_columns", "prepare_rows"]
 
 
 def object_array(values: Iterable[Any], count: int) -> np.ndarray:
@@ -68,7 +69,7 @@ def prepare_row_columns(
     shard: Shard | None,
     on_chunk: Callable[[int], None] | None,
 ) -> PreparedRows:
-    """:func:`~listsync.sync.prepare.prepare_rows`, column by column (see there)."""
+    """:func:`~listsync.sync.rows.prepare.prepare_rows`, column by column (see there)."""
     if key_kind not in ("domain", "text"):
         raise ValueError(f"key_kind must be 'domain' or 'text', got {key_kind!r}")
     check_rows_column_map(column_map, key_column, json_columns)
@@ -236,11 +237,11 @@ def column_cells(series: pd.Series, rule: Rule) -> tuple[np.ndarray, dict[int, s
     """``rule`` on each value of ``series``: the outputs by position (``None`` for missing or
     rejected values) and the reason of each position rejected.
 
-    For :func:`~listsync.sync.normalize.to_json_value`, the rule of most columns, values are
+    For :func:`~listsync.extract.normalize.to_json_value`, the rule of most columns, values are
     taken by type over the whole column: text is checked with Arrow (kept as it is unless blank,
     which is missing), booleans and integers kept, floats checked with NumPy, dates formatted;
     values of other types take the rule one by one. Other rules go to
-    :func:`~listsync.sync.normalize.normalize_column`.
+    :func:`~listsync.extract.normalize.normalize_column`.
     """
     if rule is not to_json_value:
         result = normalize_column(series, rule)
@@ -303,7 +304,7 @@ def _float_cells(values: np.ndarray, positions: np.ndarray, errors: dict[int, st
 
 
 def _rule_cells(values: np.ndarray, positions: np.ndarray, errors: dict[int, str]) -> None:
-    """Values of other types: :func:`~listsync.sync.normalize.to_json_value` on each."""
+    """Values of other types: :func:`~listsync.extract.normalize.to_json_value` on each."""
     for position in positions.tolist():
         value = values[position]
         if is_missing(value):
@@ -319,7 +320,7 @@ def _rule_cells(values: np.ndarray, positions: np.ndarray, errors: dict[int, str
 def _plain_json(value: dict[Any, Any] | list[Any], depth: int) -> bool:
     """Whether ``value`` is made of JSON's own types only, as :func:`to_json_value` would return
     it: text keys, ASCII text (other text is checked by the rule), finite floats, no nesting
-    deeper than :data:`~listsync.sync.normalize.MAX_JSON_DEPTH`."""
+    deeper than :data:`~listsync.extract.normalize.MAX_JSON_DEPTH`."""
     if depth >= MAX_JSON_DEPTH:
         return False
     if type(value) is dict:
@@ -342,3 +343,74 @@ def _plain_json(value: dict[Any, Any] | list[Any], depth: int) -> bool:
         elif not (kind is int or kind is bool or item is None):
             return False
     return True
+
+
+@dataclass
+class PreparedRows:
+    """Rows ready to diff, one per key, in extract order of first appearance.
+
+    ``frame`` holds one object column per List column id (the key's included) of JSON-safe
+    values, ``None`` for a missing value; the key column holds each row's key.
+    """
+
+    frame: pd.DataFrame
+    key_column_id: str
+    stats: PrepareStats
+    normalization_version: str = NORMALIZATION_VERSION
+
+    @property
+    def rows(self) -> dict[str, dict[str, Any]]:
+        """``rows[key] = {column id: value}``, built from ``frame`` on each call (the planner
+        works on ``frame``; this is for reading a small extract)."""
+        records: list[dict[str, Any]] = self.frame.to_dict("records")  # type: ignore[assignment]
+        return {cells[self.key_column_id]: cells for cells in records}
+
+
+def prepare_rows(
+    frames: Iterable[pd.DataFrame],
+    column_map: Mapping[str, str],
+    key_column: str,
+    *,
+    rejects: Rejects,
+    key_kind: Literal["domain", "text"] = "domain",
+    json_columns: Collection[str] = (),
+    shard: Shard | None = None,
+    on_chunk: Callable[[int], None] | None = None,
+) -> PreparedRows:
+    """Map an extract's rows to List cells, one row per key.
+
+    :param frames: chunks from :func:`~listsync.extract.sources.read_extract`.
+    :param column_map: extract column → List column id.
+    :param key_column: the extract column (mapped in ``column_map``) whose value identifies a row.
+    :param rejects: where rejected rows go.
+    :param key_kind: ``"domain"``: the key is normalised as a domain (``https://www.Acme.com/``
+        → ``acme.com``); ``"text"``: trimmed text.
+    :param json_columns: extract columns whose text holds JSON (objects, arrays, numbers...);
+        their values are parsed. Values from JSON/jsonb/Parquet struct columns need no mark.
+    :param shard: keep only the rows of this shard's keys (see :func:`iter_mapped_rows`); the
+        others are counted in ``other_shards``.
+    :param on_chunk: given each chunk's row count (of the shard) as it is read (see
+        :func:`iter_mapped_rows`).
+    :raises ColumnMappingError: a mapped column is missing from the extract, the key column
+        or a JSON column is not mapped, or two columns map to one column id.
+
+    Values become JSON-safe: text stays text exactly as read (a CSV holds only text; typed
+    sources keep numbers and booleans), integral decimals become ints and others floats, dates
+    and timestamps ISO 8601 strings; a missing value is ``None`` (JSON null). A row is rejected
+    when its key is empty or fails its rule, or a value cannot be sent (bad JSON, binary,
+    infinite), with every reason. Rows with the same key: the first is kept, later identical
+    ones are duplicates, later different ones are rejected naming the first.
+
+    The work is done a column at a time over each chunk
+    (:func:`listsync.sync.rows.prepare.prepare_row_columns`), not a row at a time.
+    """
+    return prepare_row_columns(
+        frames,
+        column_map,
+        key_column,
+        rejects=rejects,
+        key_kind=key_kind,
+        json_columns=json_columns,
+        shard=shard,
+        on_chunk=on_chunk,
+    )

@@ -14,7 +14,7 @@ from listsync.sync.rows.prepare import object_array
 
 if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient
-    from listsync.sync.options import Shard
+    from listsync.extract.options import Shard
 
 
 #: Rows per GET rows page: the largest page the service allows (A22), so a read costs least.
@@ -83,7 +83,7 @@ def list_key_normalizer(key_kind: str) -> Callable[[Any], str | None]:
 
     A cell the rule refuses keeps its text: it then matches no extract key, which is what it is.
     """
-    from listsync.sync.normalize import NormalizationError, normalize_domain, normalize_text
+    from listsync.extract.normalize import NormalizationError, normalize_domain, normalize_text
 
     rule = normalize_domain if key_kind == "domain" else normalize_text
 
@@ -100,7 +100,7 @@ def list_key_normalizer(key_kind: str) -> Callable[[Any], str | None]:
 
 def list_keys(values: list[Any], key_kind: str) -> list[str | None]:
     """:func:`list_key_normalizer` of each value, over a whole column at once."""
-    from listsync.sync.normalize import normalize_column, normalize_domain, normalize_text
+    from listsync.extract.normalize import normalize_column, normalize_domain, normalize_text
 
     rule = normalize_domain if key_kind == "domain" else normalize_text
     result = normalize_column(pd.Series(object_array(values, len(values)), dtype=object), rule)

@@ -8,19 +8,10 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from listsync.extract.mapping import rows_key_column
+from listsync.extract.options import Shard, parse_shard
 from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob, PlannedExtract
 from listsync.sync.memory import MemoryGuard, RowCosts, give_back_freed_memory, rows_costs
-from listsync.sync.options import (
-    MAX_MEMORY_AUTO,
-    VERIFY_TIMEOUT,
-    VISIBILITY_WINDOW,
-    Shard,
-    check_state_options,
-    parse_max_memory,
-    parse_shard,
-)
-from listsync.sync.plan import OpenableFile, build_summary
-from listsync.sync.prepare import PreparedRows, prepare_rows, rows_key_column
 from listsync.sync.rows.apply import (
     ADD_ROWS,
     DELETE_ROWS,
@@ -31,16 +22,25 @@ from listsync.sync.rows.apply import (
     chunk_sizes,
 )
 from listsync.sync.rows.plan import RowsPlan, plan_entries, plan_rows_upsert
+from listsync.sync.rows.prepare import PreparedRows, prepare_rows
 from listsync.sync.rows.read import list_key_normalizer, read_list_rows
 from listsync.sync.rows.verify import RowsVerification, verify_rows
+from listsync.sync.settings import (
+    MAX_MEMORY_AUTO,
+    VERIFY_TIMEOUT,
+    VISIBILITY_WINDOW,
+    check_state_options,
+    parse_max_memory,
+)
 from listsync.sync.state import ADD, DELETE, PATCH, UNSEEN, StateEntries, StateStore, state_store
+from listsync.sync.steps import OpenableFile, build_summary
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from listsync.client.client import ListSyncClient
+    from listsync.extract.rejects import Rejects
     from listsync.sync.forms import Forms
-    from listsync.sync.rejects import Rejects
 
 _log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def upsert_rows(
     :param overwrite_with_null: let a null in the extract clear the List's cell.
     :param chunk_size: items per request, one number or a mapping by kind (see :func:`chunk_sizes`).
     :param dry_run: plan, write the plan file and return the summary without writing to the List.
-    :param fail_on_error: raise :class:`~listsync.sync.plan.SyncFailedError` at the end if any
+    :param fail_on_error: raise :class:`~listsync.sync.steps.SyncFailedError` at the end if any
         row failed (after everything else was written).
     :param rejects_path: where rejected extract rows go (JSON lines): a local path, or an object
         with ``open()`` such as ``ObjectStoragePath``; None: a temporary file, only when some row
@@ -95,12 +95,12 @@ def upsert_rows(
         except in a dry run (then a temporary file).
     :param max_reject_fraction: fail before reading the List when more of the extract is rejected.
     :param shard: ``"i/n"``: upsert only the keys whose normalised text hashes to shard ``i`` of
-        ``n`` (:class:`~listsync.sync.options.Shard`), in the extract and in the List alike;
+        ``n`` (:class:`~listsync.sync.settings.Shard`), in the extract and in the List alike;
         extract rows of other shards are counted in ``other_shards``, and the List counts and
         delete safety are the shard's. The ``n`` runs together upsert the whole List. None: all.
     :param max_memory: fail, before reading further, as soon as the extract rows and List rows
         read so far would take more memory than this (:mod:`listsync.sync.memory`): bytes, or a
-        size such as ``"2GiB"`` (:func:`~listsync.sync.options.parse_max_memory`). ``"auto"``:
+        size such as ``"2GiB"`` (:func:`~listsync.sync.settings.parse_max_memory`). ``"auto"``:
         half the memory the machine or container has; None, 0 or ``"off"``: no limit.
     :param state_path: where the upsert keeps what it applied, for the next run's three-way diff,
         as for :func:`~listsync.sync.people.sync_people`; None: no state.

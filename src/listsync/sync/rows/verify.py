@@ -8,11 +8,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from listsync.sync.plan import MAX_FAILURE_REASONS, read_back_rounds
 from listsync.sync.rows.apply import ApplyOutcome
 from listsync.sync.rows.cells import cell_values_equal
 from listsync.sync.rows.plan import CellChange, CurrentRow, RowRemoval, RowsPlan, row_digests
 from listsync.sync.rows.read import ROWS_PAGE_SIZE, current_row, read_current_rows
+from listsync.sync.steps import MAX_FAILURE_REASONS, read_back_rounds
 
 if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient

@@ -14,9 +14,9 @@ from datetime import datetime
 from typing import Any
 
 from listsync.emulator.config import EmulatorConfig, SignalConfig
-from listsync.emulator.ratelimit import FixedWindowLimiter, Window, iso_utc, rate_limit_headers
-from listsync.emulator.state import ApiError, EmulatorState
 from listsync.emulator.stats import Stats
+from listsync.emulator.store import ApiError, EmulatorState
+from listsync.emulator.windows import FixedWindowLimiter, Window, iso_utc, rate_limit_headers
 
 MAX_BATCH = 100
 

@@ -16,7 +16,7 @@
 - one column per name: a header naming a column twice (in a file or a query) is an error;
 - the rows a CSV file holds malformed (more or fewer fields than its header) still there, each
   with its reason in ``frame.attrs[ROW_PROBLEMS]`` (``{row number: reason}``), for the job to
-  reject it (see :mod:`listsync.sync.csvfile`).
+  reject it (see :mod:`listsync.extract.csv_reader`).
 
 Files are told by their bytes as well as their names: a gzip file is read decompressed
 (``contacts.csv.gz``), a Parquet file or UTF-16 text under another name is an error saying so.
@@ -44,10 +44,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from listsync.extract.csv_reader import ROW_PROBLEMS, read_csv
+from listsync.extract.normalize import resolve_timezone
+from listsync.extract.options import ExtractError, check_encoding
 from listsync.progress import Progress
-from listsync.sync.csvfile import ROW_PROBLEMS, read_csv
-from listsync.sync.normalize import resolve_timezone
-from listsync.sync.options import ExtractError, check_encoding
 
 __all__ = [
     "ROW_NUMBER",

@@ -23,8 +23,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from listsync.client.errors import ListSyncError
-from listsync.sync.normalize import NormalizationError, to_json_value
+from listsync.errors import ListSyncError
+from listsync.extract.normalize import NormalizationError, to_json_value
 
 __all__ = ["Rejects", "TooManyRejectsError", "duplicate_reason"]
 

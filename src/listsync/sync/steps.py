@@ -4,7 +4,7 @@ A planner (``people.plan_people_sync``, ``rows.plan_rows_upsert``) turns an extr
 into a plan; before the plan is applied, the same few steps run for every job:
 
 - :func:`prepare_with_rejects` prepares the extract and writes its rejected rows, locally or to
-  object storage, before :class:`~listsync.sync.rejects.Rejects` enforces ``max_reject_fraction``;
+  object storage, before :class:`~listsync.extract.rejects.Rejects` enforces ``max_reject_fraction``;
 - :func:`write_plan_file` writes the plan as JSON lines, one object per planned action, so a dry
   run can be reviewed and a real run audited (:func:`write_requested_plan` when the caller
   asked for it or the run is dry);
@@ -28,11 +28,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar
 
-from listsync.client.errors import ListSyncError
+from listsync.errors import ListSyncError
 
 if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient
-    from listsync.sync.rejects import Rejects
+    from listsync.extract.rejects import Rejects
 
 __all__ = [
     "MAX_FAILURE_REASONS",
@@ -191,7 +191,7 @@ def prepare_with_rejects(
     :raises TooManyRejectsError: more rows were rejected than ``max_reject_fraction`` allows; the
         rejects are written first, so that a run failed for them leaves them to read.
     """
-    from listsync.sync.rejects import Rejects
+    from listsync.extract.rejects import Rejects
 
     local = rejects_path if isinstance(rejects_path, str | os.PathLike) else None
     with Rejects(local) as rejects:

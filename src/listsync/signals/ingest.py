@@ -15,9 +15,9 @@ events when a retried task reads the same extract again (:meth:`EventStream.posi
 check that before sending anything).
 
 Checkpoints live in any object with ``get(key, default)`` and ``set(key, value)`` taking JSON
-values (Airflow's ``context["task_state_store"]``); :class:`~listsync.sync.checkpoints.CheckpointStore`
+values (Airflow's ``context["task_state_store"]``); :class:`~listsync.signals.checkpoints.CheckpointStore`
 adapts one, or keeps the checkpoint in memory where there is none. The mapping of columns to
-events is :class:`~listsync.sync.options.EventMapping`. Nothing here imports Airflow.
+events is :class:`~listsync.sync.settings.EventMapping`. Nothing here imports Airflow.
 """
 
 from __future__ import annotations
@@ -33,18 +33,27 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from listsync.client.errors import InvalidRecordError, ListSyncError
-from listsync.client.events import MAX_QUEUED_EVENTS, IngestReport, SignalReport, stream_events
+from listsync.client.errors import InvalidRecordError
 from listsync.client.models import SignalEvent, validate_event
-from listsync.sync.checkpoints import CheckpointStore
-from listsync.sync.normalize import (
+from listsync.errors import ListSyncError
+from listsync.extract.mapping import (
+    MappedRow,
+    PrepareStats,
+    Rule,
+    iter_mapped_rows,
+    reject_row,
+    violation_reasons,
+)
+from listsync.extract.normalize import (
     NORMALIZATION_VERSION,
     normalize_timestamp,
     parse_json,
     resolve_timezone,
     to_json_value,
 )
-from listsync.sync.options import (
+from listsync.extract.rejects import Rejects
+from listsync.signals.checkpoints import CheckpointStore
+from listsync.signals.columns import (
     DATA,
     DATA_PREFIX,
     IDENTITY_ID,
@@ -54,16 +63,8 @@ from listsync.sync.options import (
     TIMESTAMP,
     EventMapping,
 )
-from listsync.sync.plan import OpenableFile, write_plan_file
-from listsync.sync.prepare import (
-    MappedRow,
-    PrepareStats,
-    Rule,
-    iter_mapped_rows,
-    reject_row,
-    violation_reasons,
-)
-from listsync.sync.rejects import Rejects
+from listsync.signals.sender import MAX_QUEUED_EVENTS, IngestReport, SignalReport, stream_events
+from listsync.sync.steps import OpenableFile, write_plan_file
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -167,12 +168,12 @@ def prepare_events(
 ) -> EventStream:
     """The signal events of an extract, made as it is read, in extract order.
 
-    :param frames: chunks from :func:`~listsync.sync.sources.read_extract`.
+    :param frames: chunks from :func:`~listsync.extract.sources.read_extract`.
     :param mapping: which columns hold which event fields.
     :param rejects: where rejected rows go, as they are met.
     :param naive_timezone: the zone of timestamps written without an offset (IANA name); one log
         line says so when the extract has any.
-    :raises ~listsync.sync.prepare.ColumnMappingError: a mapped column is not in the extract
+    :raises ~listsync.extract.mapping.ColumnMappingError: a mapped column is not in the extract
         (when the first chunk is read).
 
     Nothing is read until the result is iterated, and no event is kept once given: see
@@ -512,7 +513,7 @@ def ingest_events(
     in the same order, and the checkpoint's positions still name them.
 
     :param client: the service client; may be ``None`` for a dry run.
-    :param frames: chunks from :func:`~listsync.sync.sources.read_extract`.
+    :param frames: chunks from :func:`~listsync.extract.sources.read_extract`.
     :param mapping: which columns hold which event fields.
     :param rejects: where rejected rows go, as they are met; the summary gives their file. When
         ``rejects`` has no path they are written to a temporary file instead (kept, and named
@@ -533,7 +534,7 @@ def ingest_events(
         returned with ``resume_at`` (a deferred task); counted in ``seconds_waited``, for the
         whole run and for each of ``deferred_signals`` (the signals that had events left).
     :param max_queued: events read but not yet sent, at most (see
-        :func:`~listsync.client.events.stream_events`).
+        :func:`~listsync.signals.sender.stream_events`).
     :raises CheckpointMismatchError: the checkpoint was written for other events (checked
         before anything is sent), or by a version of listsync that ordered events differently.
 

@@ -45,8 +45,8 @@ import phonenumbers
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from listsync.client.errors import ListSyncError
-from listsync.sync.options import resolve_timezone
+from listsync.errors import ListSyncError
+from listsync.extract.options import resolve_timezone
 
 NORMALIZATION_VERSION = "1"
 

@@ -1,6 +1,6 @@
 """Where an ingestion's checkpoint survives between the tries and deferrals of a task.
 
-The checkpoint (which events are acknowledged, written by :func:`listsync.sync.events.ingest_events`)
+The checkpoint (which events are acknowledged, written by :func:`listsync.signals.ingest.ingest_events`)
 lives in any object with ``get(key, default)`` and ``set(key, value)`` taking JSON values: Airflow's
 ``context["task_state_store"]``, or the CLI's file store. Importable without pandas, so the
 operator module that builds a :class:`CheckpointStore` stays cheap to import.

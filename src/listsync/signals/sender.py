@@ -58,7 +58,7 @@ from listsync.client.errors import (
     SignalsNotFoundError,
 )
 from listsync.client.models import MAX_EVENTS_PER_BATCH, BatchIngestResult, SignalEvent, validate_event
-from listsync.client.ratelimit import SIGNAL_TYPE_LIMITS, RateLimitInfo, SignalBudget
+from listsync.client.rate_hints import SIGNAL_TYPE_LIMITS, RateLimitInfo, SignalBudget
 from listsync.client.retry import Attempts
 from listsync.progress import Progress
 

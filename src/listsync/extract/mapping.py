@@ -5,13 +5,13 @@ in exactly one place, so ``read == passed + rejected + duplicates + other_shards
 (:class:`PrepareStats`):
 
 - passed: normalised, valid, and the first row with its key;
-- rejected: recorded in :class:`~listsync.sync.rejects.Rejects` with its row number, original
+- rejected: recorded in :class:`~listsync.extract.rejects.Rejects` with its row number, original
   values and every reason (normalisation, validation, or a clash with an earlier row);
 - duplicates: identical, after normalisation, to a row already passed, so collapsed into it;
-- other_shards: in a sharded sync (:class:`~listsync.sync.options.Shard`), a row whose account
+- other_shards: in a sharded sync (:class:`~listsync.sync.settings.Shard`), a row whose account
   domain or key belongs to another shard, left to that shard's run.
 
-The pieces are public so another job (``prepare_events`` in ``sync/events.py``) follows the same
+The pieces are public so another job (``prepare_events`` in ``signals/ingest.py``) follows the same
 rules without copying them::
 
     stats = PrepareStats()
@@ -27,7 +27,7 @@ rules without copying them::
   :func:`check_people_column_map`, :func:`rows_key_column` and :func:`check_rows_column_map`
   check a map against its job before anything is read (the command line and the jobs share them);
 - :func:`iter_mapped_rows` numbers rows across chunks, applies one rule per mapped field with
-  :func:`~listsync.sync.normalize.normalize_column`, and yields :class:`MappedRow` objects; a
+  :func:`~listsync.extract.normalize.normalize_column`, and yields :class:`MappedRow` objects; a
   row the file holds malformed (a CSV row with a field too many or too few) comes with that
   reason alone. :func:`iter_mapped_chunks` gives the same a chunk at a time as columns
   (:class:`MappedChunk`), and :func:`iter_shard_chunks` the chunks alone, numbered and sharded,
@@ -43,32 +43,23 @@ import dataclasses
 import functools
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel
 
-from listsync.client.errors import InvalidRecordError, ListSyncError
+from listsync.client.errors import InvalidRecordError
 from listsync.client.models import Person
-from listsync.sync.ahead import made_ahead
-from listsync.sync.normalize import (
-    NORMALIZATION_VERSION,
+from listsync.errors import ListSyncError
+from listsync.extract.normalize import (
     ColumnResult,
-    check_region,
     normalize_column,
-    normalize_domain,
-    normalize_email,
-    normalize_personas,
-    normalize_phone,
-    normalize_profile_url,
     normalize_text,
-    parse_bool,
-    parse_connection_paths,
 )
-from listsync.sync.options import Shard
-from listsync.sync.rejects import Rejects
-from listsync.sync.sources import ROW_NUMBER, ROW_PROBLEMS
+from listsync.extract.options import Shard
+from listsync.extract.rejects import Rejects
+from listsync.extract.sources import ROW_NUMBER, ROW_PROBLEMS
 
 __all__ = [
     "ACCOUNT_DOMAIN",
@@ -77,8 +68,6 @@ __all__ = [
     "MappedChunk",
     "MappedRow",
     "PrepareStats",
-    "PreparedPeople",
-    "PreparedRows",
     "Rule",
     "check_column_map",
     "check_people_column_map",
@@ -88,8 +77,6 @@ __all__ = [
     "iter_mapped_rows",
     "iter_shard_chunks",
     "keys_in_shard",
-    "prepare_people",
-    "prepare_rows",
     "reject_row",
     "rows_key_column",
     "strict_value",
@@ -254,7 +241,7 @@ class MappedChunk:
     """One extract chunk after normalisation, as columns (:func:`iter_mapped_chunks`).
 
     ``numbers`` are the row numbers of its rows (of the shard), ``results`` each mapped field's
-    :class:`~listsync.sync.normalize.ColumnResult` by position, ``problems`` the rows the file
+    :class:`~listsync.extract.normalize.ColumnResult` by position, ``problems`` the rows the file
     holds malformed (row number → reason), and ``columns`` maps each field to its extract column.
     """
 
@@ -307,11 +294,11 @@ def iter_mapped_rows(
 ) -> Iterator[MappedRow]:
     """Yield every row of ``frames`` with its mapped fields normalised; count each in ``stats.read``.
 
-    :param frames: chunks from :func:`~listsync.sync.sources.read_extract` (row numbers are
+    :param frames: chunks from :func:`~listsync.extract.sources.read_extract` (row numbers are
         taken from their index); other DataFrames are numbered by position from 1.
     :param column_map: extract column → field name.
-    :param rules: field → rule (see :mod:`listsync.sync.normalize`); fields without a rule are
-        trimmed text (:func:`~listsync.sync.normalize.normalize_text`).
+    :param rules: field → rule (see :mod:`listsync.extract.normalize`); fields without a rule are
+        trimmed text (:func:`~listsync.extract.normalize.normalize_text`).
     :param shard: yield only the rows of this shard, counting the others in ``stats.other_shards``
         (and ``stats.read``). A row belongs to the shard of its ``shard_field`` normalised; when
         that field is missing or fails its rule, of its text trimmed and lower-cased, so that
@@ -324,7 +311,7 @@ def iter_mapped_rows(
         missing values.
 
     A row whose chunk names it in ``frame.attrs[ROW_PROBLEMS]`` (see
-    :func:`~listsync.sync.sources.read_extract`) comes with that reason only, every field failed.
+    :func:`~listsync.extract.sources.read_extract`) comes with that reason only, every field failed.
     """
     for chunk in iter_mapped_chunks(
         frames, column_map, rules, stats, shard=shard, shard_field=shard_field, on_chunk=on_chunk
@@ -456,176 +443,3 @@ def strict_value(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [strict_value(item) for item in value]
     return value
-
-
-# --- people --------------------------------------------------------------------------------
-
-
-@dataclass
-class PreparedPeople:
-    """People ready to diff, as columns (:mod:`listsync.sync.people.frames`): ``frame`` holds
-    ``account_domain``, ``identity`` (``person_identity``) and the mapped person fields, one row a
-    person, in extract order."""
-
-    frame: pd.DataFrame
-    stats: PrepareStats
-    normalization_version: str = NORMALIZATION_VERSION
-
-    @functools.cached_property
-    def people(self) -> dict[str, dict[str, Person]]:
-        """The people as models, ``people[account_domain][identity]`` (built when asked for)."""
-        from listsync.sync.people.frames import IDENTITY, frame_records
-
-        people: dict[str, dict[str, Person]] = {}
-        for record in frame_records(self.frame):
-            domain, identity = record.pop(ACCOUNT_DOMAIN), record.pop(IDENTITY)
-            people.setdefault(domain, {})[identity] = Person.model_validate(record)
-        return people
-
-
-def person_rules(default_region: str) -> dict[str, Rule]:
-    """The rule of each people field (fields not listed are trimmed text)."""
-    return {
-        ACCOUNT_DOMAIN: normalize_domain,
-        "email": normalize_email,
-        "phone_number": functools.partial(normalize_phone, default_region=check_region(default_region)),
-        "network_profile_url": normalize_profile_url,
-        "personas": normalize_personas,
-        "connection_paths": parse_connection_paths,
-        "target": parse_bool,
-    }
-
-
-def prepare_people(
-    frames: Iterable[pd.DataFrame],
-    column_map: Mapping[str, str],
-    *,
-    rejects: Rejects,
-    default_region: str = "US",
-    shard: Shard | None = None,
-    on_chunk: Callable[[int], None] | None = None,
-) -> PreparedPeople:
-    """Map, normalise, validate and deduplicate the people of an extract.
-
-    :param frames: chunks from :func:`~listsync.sync.sources.read_extract`.
-    :param column_map: extract column → person field (spec §2.1: ``first_name``, ``email``,
-        ``phone_number``, ``network_profile_url``, ``personas`` (comma list or JSON array),
-        ``connection_paths`` (JSON array), ``target`` (yes/no, true/false, 1/0...), ...) or
-        ``account_domain``. ``account_domain`` and ``first_name`` must be mapped.
-    :param rejects: where rejected rows go.
-    :param default_region: region of phone numbers written without ``+`` (ISO 3166 code).
-    :param shard: keep only the people of this shard's account domains (see
-        :func:`iter_mapped_rows`); the others are counted in ``other_shards``.
-    :param on_chunk: given each chunk's row count (of the shard) as it is read (see
-        :func:`iter_mapped_rows`).
-    :raises ColumnMappingError: a mapped column is not in the extract, a field is unknown,
-        mapped twice, or a required field is not mapped.
-
-    A row is rejected when a field fails its rule, the person breaks the client's ``Person``
-    model, the account domain is empty, or the person has no identity (no email, profile URL,
-    phone or first and last name). Rows with the same account domain and identity: the first
-    in the extract is kept; later identical ones are duplicates; later different ones are
-    rejected naming the first. A row whose profile URL belongs to a person of the same account
-    with another identity is rejected too, naming that person's row: the service would merge
-    the two (A16).
-
-    The work is done a chunk at a time as column operations; a row that needs more (a field
-    that failed its rule, a list-valued field, a key an earlier row has) is checked on its own
-    with the client's model and the rules above, in extract order.
-    """
-    from listsync.sync.people.prepare import PeoplePreparer
-
-    check_region(default_region)
-    check_people_column_map(column_map)
-    preparer = PeoplePreparer(column_map, rejects)
-    sharded = PrepareStats()  # the rows of other shards, counted by the thread that reads
-    chunks = iter_mapped_chunks(
-        frames,
-        column_map,
-        person_rules(default_region),
-        sharded,
-        shard=shard,
-        shard_field=ACCOUNT_DOMAIN,
-        on_chunk=on_chunk,
-    )
-    for chunk in made_ahead(chunks, name="listsync-extract"):
-        preparer.take(chunk)
-    preparer.stats.add(sharded)
-    return PreparedPeople(preparer.frame(), preparer.stats)
-
-
-# --- rows ----------------------------------------------------------------------------------
-
-
-@dataclass
-class PreparedRows:
-    """Rows ready to diff, one per key, in extract order of first appearance.
-
-    ``frame`` holds one object column per List column id (the key's included) of JSON-safe
-    values, ``None`` for a missing value; the key column holds each row's key.
-    """
-
-    frame: pd.DataFrame
-    key_column_id: str
-    stats: PrepareStats
-    normalization_version: str = NORMALIZATION_VERSION
-
-    @property
-    def rows(self) -> dict[str, dict[str, Any]]:
-        """``rows[key] = {column id: value}``, built from ``frame`` on each call (the planner
-        works on ``frame``; this is for reading a small extract)."""
-        records: list[dict[str, Any]] = self.frame.to_dict("records")  # type: ignore[assignment]
-        return {cells[self.key_column_id]: cells for cells in records}
-
-
-def prepare_rows(
-    frames: Iterable[pd.DataFrame],
-    column_map: Mapping[str, str],
-    key_column: str,
-    *,
-    rejects: Rejects,
-    key_kind: Literal["domain", "text"] = "domain",
-    json_columns: Collection[str] = (),
-    shard: Shard | None = None,
-    on_chunk: Callable[[int], None] | None = None,
-) -> PreparedRows:
-    """Map an extract's rows to List cells, one row per key.
-
-    :param frames: chunks from :func:`~listsync.sync.sources.read_extract`.
-    :param column_map: extract column → List column id.
-    :param key_column: the extract column (mapped in ``column_map``) whose value identifies a row.
-    :param rejects: where rejected rows go.
-    :param key_kind: ``"domain"``: the key is normalised as a domain (``https://www.Acme.com/``
-        → ``acme.com``); ``"text"``: trimmed text.
-    :param json_columns: extract columns whose text holds JSON (objects, arrays, numbers...);
-        their values are parsed. Values from JSON/jsonb/Parquet struct columns need no mark.
-    :param shard: keep only the rows of this shard's keys (see :func:`iter_mapped_rows`); the
-        others are counted in ``other_shards``.
-    :param on_chunk: given each chunk's row count (of the shard) as it is read (see
-        :func:`iter_mapped_rows`).
-    :raises ColumnMappingError: a mapped column is missing from the extract, the key column
-        or a JSON column is not mapped, or two columns map to one column id.
-
-    Values become JSON-safe: text stays text exactly as read (a CSV holds only text; typed
-    sources keep numbers and booleans), integral decimals become ints and others floats, dates
-    and timestamps ISO 8601 strings; a missing value is ``None`` (JSON null). A row is rejected
-    when its key is empty or fails its rule, or a value cannot be sent (bad JSON, binary,
-    infinite), with every reason. Rows with the same key: the first is kept, later identical
-    ones are duplicates, later different ones are rejected naming the first.
-
-    The work is done a column at a time over each chunk
-    (:func:`listsync.sync.rows.prepare.prepare_row_columns`), not a row at a time.
-    """
-    # Imported here: the rows package imports this module.
-    from listsync.sync.rows.prepare import prepare_row_columns
-
-    return prepare_row_columns(
-        frames,
-        column_map,
-        key_column,
-        rejects=rejects,
-        key_kind=key_kind,
-        json_columns=json_columns,
-        shard=shard,
-        on_chunk=on_chunk,
-    )

@@ -26,7 +26,7 @@ from typing import IO
 import numpy as np
 import pandas as pd
 
-from listsync.sync.options import ExtractError
+from listsync.extract.options import ExtractError
 
 __all__ = ["ROW_PROBLEMS", "read_csv"]
 
@@ -46,7 +46,7 @@ def read_csv(handle: IO[bytes], *, sep: str, encoding: str, chunk_size: int) -> 
     names it); an empty field is NaN, any other field its text. Blank lines are skipped.
 
     :param sep: the field separator, one ASCII character other than a quote or a line break
-        (``listsync.sync.sources.check_delimiter``).
+        (``listsync.extract.sources.check_delimiter``).
     :param encoding: the file's codec (``utf-8-sig`` skips a UTF-8 byte-order mark).
     :raises ExtractError: the file is empty, or a quote is never closed.
     :raises UnicodeError: the file is not text in ``encoding``.

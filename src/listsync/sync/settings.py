@@ -1,0 +1,208 @@
+"""The settings of the List syncs and their checks, importable without pandas.
+
+An operator checks its settings in its ``__init__``, so that a mistake fails when the DAG is
+parsed; the DAG processor must not import pandas, NumPy, PyArrow or phonenumbers for that. This
+module imports none of them, nor any module that does. The modules doing the work take these
+names from here: :mod:`listsync.sync.people` (mode, delete scope, chunk sizes),
+:mod:`listsync.sync.rows` (chunk sizes) and :mod:`listsync.sync.memory` (the memory cap).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Literal
+
+from listsync.client.writers import (
+    CELL_UPDATES_PER_REQUEST,
+    PEOPLE_PER_REQUEST,
+    ROW_DELETES_PER_REQUEST,
+    ROWS_PER_REQUEST,
+)
+
+__all__ = [
+    "ADD_ROWS",
+    "DELETE_ROWS",
+    "DELETE_SCOPES",
+    "MAX_MEMORY_AUTO",
+    "PEOPLE_WRITE_KINDS",
+    "ROWS_CHUNK_CAPS",
+    "SYNC_MODES",
+    "UPDATE_CELLS",
+    "DeleteScope",
+    "SyncMode",
+    "check_sync_options",
+    "default_max_memory",
+    "format_bytes",
+    "parse_max_memory",
+    "people_chunk_sizes",
+    "rows_chunk_sizes",
+]
+
+
+# --- the memory a List sync may take -------------------------------------------------------
+
+#: ``max_memory`` that asks for :func:`default_max_memory`, worked out where the sync runs.
+MAX_MEMORY_AUTO = "auto"
+_MEMORY_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "tb": 1000**4,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+    "tib": 1024**4,
+}
+_MEMORY_OFF = ("off", "none", "0")
+
+
+def default_max_memory() -> int:
+    """Half the memory this process may use (its cgroup's limit in a container, else the
+    machine's): the other half stays for the task runner, the worker and other tasks."""
+    available = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path, encoding="ascii") as handle:
+                text = handle.read().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            available = min(available, int(text))
+    return available // 2
+
+
+def parse_max_memory(max_memory: int | str | None) -> int | None:
+    """``max_memory`` in bytes: a whole number of bytes, or a number with a unit (``"2GiB"``,
+    ``"500MB"``, ``"1.5 GB"``; KB, MB, GB, TB count by 1000, KiB, MiB, GiB, TiB by 1024);
+    ``"auto"`` for :func:`default_max_memory`. None, 0 and ``"off"``: no limit (None).
+
+    :raises ValueError: anything else, naming the forms allowed.
+    """
+    if max_memory is None or max_memory == 0 or str(max_memory).strip().lower() in _MEMORY_OFF:
+        return None
+    if isinstance(max_memory, str) and max_memory.strip().lower() == MAX_MEMORY_AUTO:
+        return default_max_memory()
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([a-zA-Z]*)\s*", str(max_memory))
+    unit = _MEMORY_UNITS.get(match[2].lower()) if match is not None else None
+    if isinstance(max_memory, bool) or match is None or unit is None or isinstance(max_memory, float):
+        raise ValueError(
+            'max_memory must be a number of bytes or a size such as "2GiB", "500MB" or "1.5 GB" '
+            f'("auto": the default; "off": no limit); got {max_memory!r}'
+        )
+    return int(float(match[1]) * unit) or None
+
+
+def format_bytes(size: float) -> str:
+    """``size`` bytes for a message: ``"5.1 GiB"``, ``"500 MiB"``."""
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= scale:
+            return f"{size / scale:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{int(size)} bytes"
+
+
+# --- the people sync -----------------------------------------------------------------------
+
+SyncMode = Literal["upsert", "mirror"]
+DeleteScope = Literal["accounts_in_source", "list"]
+SYNC_MODES: tuple[str, ...] = ("upsert", "mirror")
+DELETE_SCOPES: tuple[str, ...] = ("accounts_in_source", "list")
+
+#: The people write kinds, as keys of ``chunk_size`` mappings and counted in summaries.
+PEOPLE_WRITE_KINDS: tuple[str, ...] = ("add", "patch", "delete")
+
+
+#: How long a read back waits, at most, for writes the List does not show yet, in seconds
+#: (``verify_timeout``, ``--verify-timeout``). A service with a queue behind its write API shows a
+#: write seconds after acknowledging it; what is still not shown then is ``unconfirmed``.
+VERIFY_TIMEOUT = 60.0
+#: How long a write the List has not shown is waited for rather than sent again, in seconds
+#: (``visibility_window``, ``--visibility-window``): a later run within it reads before it writes.
+VISIBILITY_WINDOW = 3600.0
+
+
+def check_state_options(verify_timeout: float, visibility_window: float) -> None:
+    """Check the read back's and the state's settings.
+
+    :raises ValueError: a negative or non-numeric ``verify_timeout`` or ``visibility_window``.
+    """
+    for name, value in (("verify_timeout", verify_timeout), ("visibility_window", visibility_window)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+            raise ValueError(f"{name} must be a number of seconds, 0 or more; got {value!r}")
+
+
+def check_sync_options(mode: str, delete_scope: str) -> None:
+    """Check ``mode`` and ``delete_scope`` (callers check early, before reading anything).
+
+    :raises ValueError: an unknown mode or delete scope, naming the allowed values.
+    """
+    if mode not in SYNC_MODES:
+        raise ValueError(f"mode must be one of {', '.join(SYNC_MODES)}; got {mode!r}")
+    if delete_scope not in DELETE_SCOPES:
+        raise ValueError(f"delete_scope must be one of {', '.join(DELETE_SCOPES)}; got {delete_scope!r}")
+
+
+def people_chunk_sizes(chunk_size: int | Mapping[str, int]) -> dict[str, int]:
+    """People per request for each write kind, from one number or a per-kind mapping.
+
+    :raises ValueError: a kind other than add, patch or delete, or a size below 1 or above
+        the service's cap (A21).
+    """
+    if isinstance(chunk_size, Mapping):
+        unknown = sorted(set(chunk_size) - set(PEOPLE_WRITE_KINDS))
+        if unknown:
+            raise ValueError(
+                f"chunk_size keys must be among {', '.join(PEOPLE_WRITE_KINDS)}; got {', '.join(unknown)}"
+            )
+        sizes = {kind: int(chunk_size.get(kind, PEOPLE_PER_REQUEST)) for kind in PEOPLE_WRITE_KINDS}
+    else:
+        sizes = dict.fromkeys(PEOPLE_WRITE_KINDS, int(chunk_size))
+    for kind, size in sizes.items():
+        if not 1 <= size <= PEOPLE_PER_REQUEST:
+            raise ValueError(f"chunk_size for {kind} must be between 1 and {PEOPLE_PER_REQUEST}, got {size}")
+    return sizes
+
+
+# --- the rows upsert -----------------------------------------------------------------------
+
+#: Write kinds of the rows upsert, as counted in summaries and as keys of ``chunk_size`` mappings.
+ADD_ROWS, UPDATE_CELLS, DELETE_ROWS = "add_rows", "update_cells", "delete_rows"
+
+#: Default chunk sizes: the per-request caps of docs/assumptions.md A21.
+ROWS_CHUNK_CAPS: dict[str, int] = {
+    ADD_ROWS: ROWS_PER_REQUEST,
+    UPDATE_CELLS: CELL_UPDATES_PER_REQUEST,
+    DELETE_ROWS: ROW_DELETES_PER_REQUEST,
+}
+
+
+def rows_chunk_sizes(chunk_size: int | Mapping[str, int] | None) -> dict[str, int]:
+    """Items per request for each kind (:data:`ADD_ROWS`, :data:`UPDATE_CELLS`, :data:`DELETE_ROWS`).
+
+    ``None`` gives the service's caps (A21: 500 rows, 1,000 cell updates, 1,000 row deletes);
+    one number applies to every kind, each kind keeping at most its cap; a mapping sets kinds
+    one by one (the others keep their cap).
+
+    :raises ValueError: an unknown kind, or a size below 1 or above its kind's cap.
+    """
+    if chunk_size is None:
+        return dict(ROWS_CHUNK_CAPS)
+    if not isinstance(chunk_size, Mapping):
+        if int(chunk_size) < 1:
+            raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
+        return {kind: min(int(chunk_size), cap) for kind, cap in ROWS_CHUNK_CAPS.items()}
+    unknown = sorted(set(chunk_size) - set(ROWS_CHUNK_CAPS))
+    if unknown:
+        raise ValueError(
+            f"chunk_size keys must be among {', '.join(ROWS_CHUNK_CAPS)}; got {', '.join(unknown)}"
+        )
+    sizes = {kind: int(chunk_size.get(kind, cap)) for kind, cap in ROWS_CHUNK_CAPS.items()}
+    for kind, size in sizes.items():
+        if not 1 <= size <= ROWS_CHUNK_CAPS[kind]:
+            raise ValueError(
+                f"chunk_size for {kind} must be between 1 and {ROWS_CHUNK_CAPS[kind]}, got {size}"
+            )
+    return sizes
