@@ -49,7 +49,9 @@ from listsync.client import ListSyncClient
 from listsync.client.rate_hints import parse_timestamp
 from listsync.emulator import PROFILES, demo_config
 from listsync.extract.rejects import Rejects
-from listsync.signals.ingest import EventMapping, ingest_events, prepare_events
+from listsync.signals.build import prepare_events
+from listsync.signals.columns import EventMapping
+from listsync.signals.ingest import ingest_events
 
 API_KEY = "sk_demo_listsync"
 SIGNALS = {"page_visit": "Event", "seats_used": "Metric", "deal_stage": "State"}

@@ -76,9 +76,11 @@ from child_emulator import SERVE_FLAG, ChildEmulator, serve_until_stdin_closes
 from listsync.client import ListSyncClient, ListSyncError
 from listsync.emulator.app import endpoint_name
 from listsync.extract.rejects import Rejects
-from listsync.signals.ingest import CheckpointStore, ingest_events
+from listsync.signals.checkpoints import CheckpointStore
+from listsync.signals.ingest import ingest_events
 from listsync.sync.people import sync_people
 from listsync.sync.rows import upsert_rows
+from listsync.sync.settings import SyncSettings
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 API_KEY = "sk_bench_chaos"
@@ -458,7 +460,7 @@ def people_cell(url: str, control: Control, cell: Cell, seed: int, max_runs: int
                 PEOPLE_COLUMNS,
                 mode="mirror",
                 chunk_size=CHUNK,
-                fail_on_error=False,
+                settings=SyncSettings(fail_on_error=False),
             )
 
         def measure(state: dict[str, Any]) -> tuple[int, int]:
@@ -487,7 +489,7 @@ def rows_cell(url: str, control: Control, cell: Cell, seed: int, max_runs: int) 
                 key_column="domain",
                 column_map=ROWS_COLUMNS,
                 chunk_size=CHUNK,
-                fail_on_error=False,
+                settings=SyncSettings(fail_on_error=False),
             )
 
         def measure(state: dict[str, Any]) -> tuple[int, int]:

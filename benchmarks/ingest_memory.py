@@ -84,7 +84,8 @@ def measure(args: argparse.Namespace) -> None:
     from listsync.client import ListSyncClient
     from listsync.extract.rejects import Rejects
     from listsync.extract.sources import read_extract
-    from listsync.signals.ingest import EventMapping, ingest_events
+    from listsync.signals.columns import EventMapping
+    from listsync.signals.ingest import ingest_events
 
     idle = peak_rss_mib()
     mapping = EventMapping(

@@ -67,7 +67,7 @@ from rss import peak_rss_mib
 
 from listsync.client import ListedPerson, ListSyncClient
 from listsync.client.models import validate_person
-from listsync.extract.normalize import normalize_domain, normalize_email, normalize_phone
+from listsync.extract.contact_rules import normalize_domain, normalize_email, normalize_phone
 from listsync.extract.rejects import Rejects
 from listsync.extract.sources import read_extract
 from listsync.sync.people import apply_people_plan, plan_people_sync
@@ -313,6 +313,7 @@ def run_night(url: str, extract: Path, state: Path | None) -> dict[str, Any]:
 
 def night(url: str, extract: Path, state: str | None) -> None:
     """Child process: one ``sync_people`` of ``extract`` in mirror mode; print its figures as JSON."""
+    from listsync.sync import SyncSettings
     from listsync.sync.people import sync_people
 
     started = time.perf_counter()
@@ -323,9 +324,7 @@ def night(url: str, extract: Path, state: str | None) -> None:
             read_extract(extract),
             COLUMN_MAP,
             mode="mirror",
-            max_delete_fraction=0.2,
-            state_path=state,
-            fail_on_error=False,
+            settings=SyncSettings(max_delete_fraction=0.2, state_path=state, fail_on_error=False),
         )
     seconds = time.perf_counter() - started
     print(json.dumps({"seconds": seconds, "rss": peak_rss_mib(), "summary": summary}))

@@ -82,13 +82,9 @@ def generate(path: Path, rows: int, seed: int = 7) -> None:
 
 
 def _rules() -> dict[str, Any]:
-    from listsync.extract.normalize import (
-        normalize_domain,
-        normalize_email,
-        normalize_phone,
-        normalize_text,
-        parse_bool,
-    )
+    from listsync.extract.contact_rules import normalize_domain, normalize_email, normalize_phone
+    from listsync.extract.text_rules import normalize_text
+    from listsync.extract.value_rules import parse_bool
 
     return {
         "account_domain": normalize_domain,
@@ -117,7 +113,7 @@ def run_chunked(path: Path) -> dict[str, Any]:
 
 
 def run_naive(path: Path) -> dict[str, Any]:
-    from listsync.extract.normalize import NormalizationError, is_missing
+    from listsync.extract.text_rules import NormalizationError, is_missing
 
     rules = _rules()
     counts = {field: [0, 0] for field in rules}

@@ -244,7 +244,8 @@ def naive(url: str, frame: pd.DataFrame) -> tuple[int, float]:
     """Rewrite every non-key cell of every existing row, add the new rows; (failed, seconds)."""
     from listsync.client import ListSyncClient
     from listsync.client.models import CellUpdate, RowAdd
-    from listsync.client.writers import Keyed
+    from listsync.client.write_items import Keyed
+    from listsync.client.writers import write_cell_updates, write_row_adds
     from listsync.extract.rejects import Rejects
     from listsync.sync.rows import read_current_rows
     from listsync.sync.rows.prepare import prepare_rows
@@ -267,8 +268,8 @@ def naive(url: str, frame: pd.DataFrame) -> tuple[int, float]:
                 for column, value in cells.items()
                 if column != "domain"
             )
-        added = client.write_row_adds(TABLE, adds)
-        patched = client.write_cell_updates(TABLE, updates)
+        added = write_row_adds(client, TABLE, adds)
+        patched = write_cell_updates(client, TABLE, updates)
         seconds = time.perf_counter() - started
     return len(added.failed) + len(patched.failed), seconds
 

@@ -76,7 +76,7 @@ from people_sync import (
 )
 from people_sync import domain as list_domain
 
-from listsync.extract.normalize import normalize_domain, normalize_email
+from listsync.extract.contact_rules import normalize_domain, normalize_email
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).with_name("RESULTS.md")

@@ -2,37 +2,34 @@
 
 ``postgres_url`` is a reachable PostgreSQL test database and ``redis_url`` a Redis server (a
 test needing another service calls ``service_missing`` where it is absent); ``launcher`` is
-``deploy/cluster.py``, the native cluster launcher; ``fake_clock`` is time that moves only
-when told; ``emulator`` is the handle of a folder's emulator ``app``. ``airflow_home`` points
+``deploy/cluster.py``, the native cluster launcher. ``airflow_home`` points
 Airflow at a SQLite metadata DB made once per session, ``run_dag`` runs a DAG with ``dag.test()``
 on it, and ``connect_listsync`` points the ``listsync_default`` connection at a live emulator for
 one test (``listsync_connection`` builds that connection for fixtures of a wider scope).
+
+The test kit's fixtures (``fake_clock``, ``live_emulator``) come from :mod:`tests.support.plugin`.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 import httpx
 import pytest
 
-if TYPE_CHECKING:
-    from fastapi import FastAPI
+from .support import load_script
 
-    from listsync.emulator import Emulator
+pytest_plugins = ["tests.support.plugin"]
 
 POSTGRES_URL = os.environ.get(
     "LISTSYNC_TEST_POSTGRES_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test"
 )
 REDIS_URL = os.environ.get("LISTSYNC_TEST_REDIS_URL", "redis://127.0.0.1:6379")
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
@@ -100,44 +97,7 @@ def service_missing_fixture() -> Callable[[str], NoReturn]:
 @pytest.fixture(scope="session")
 def launcher() -> ModuleType:
     """``deploy/cluster.py``, the native cluster launcher, as a module."""
-    spec = importlib.util.spec_from_file_location("listsync_deploy_cluster", REPO / "deploy" / "cluster.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # Registered before it runs: its dataclasses look their module up by name.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-class FakeClock:
-    """Epoch seconds that move only when slept on: ``clock()`` (or ``clock.time()``) reads,
-    ``clock.sleep(s)`` (``await clock.async_sleep(s)``) advances and records ``s`` in ``slept``.
-
-    The suite's one fake clock. Pass the same instance as an emulator's ``clock`` and ``sleep``
-    (``async_sleep``) and a client's ``clock`` and ``sleep``, and a wait for a rate-limit window
-    takes no real time.
-    """
-
-    # 2027-01-15T08:00:00Z, the start of a minute, so window ends are easy to state.
-    START = 1_800_000_000.0
-
-    def __init__(self, now: float = START) -> None:
-        self.now = now
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def time(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        assert seconds >= 0, seconds
-        self.slept.append(seconds)
-        self.now += seconds
-
-    async def async_sleep(self, seconds: float) -> None:
-        self.sleep(seconds)
+    return load_script("deploy/cluster.py")
 
 
 class Intercepting:
@@ -171,23 +131,6 @@ def listsync_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def intercepting() -> type[Intercepting]:
     """:class:`Intercepting`, for a client's ``transport=``."""
     return Intercepting
-
-
-@pytest.fixture
-def fake_clock() -> FakeClock:
-    """A :class:`FakeClock` at 2027-01-15T08:00:00Z."""
-    return FakeClock()
-
-
-@pytest.fixture
-def emulator(app: FastAPI) -> Emulator:
-    """The in-process handle (``state``, ``stats``, ``faults``) of the emulator ``app``.
-
-    ``app`` is the folder's own fixture (the emulator and contract tests build theirs on a fake
-    clock); folders that build their emulator otherwise define their own ``emulator``.
-    """
-    handle: Emulator = app.state.emulator
-    return handle
 
 
 @pytest.fixture(scope="session")
@@ -281,7 +224,8 @@ def connect_listsync(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
 
 @pytest.fixture
 def prepared_events(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every event ``listsync.signals.ingest.prepare_events`` builds during the test, in order."""
+    """Every event :func:`~listsync.signals.build.prepare_events` builds for ``ingest_events``
+    during the test, in order (the name is replaced where the ingestion looks it up)."""
     import listsync.signals.ingest
 
     events: list[Any] = []

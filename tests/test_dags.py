@@ -7,17 +7,17 @@ messy extract, the second, on the same data, must send no write at all.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
+
+from .support import LiveEmulator, load_script, read_jsonl, serve_emulator
 
 REPO = Path(__file__).resolve().parents[1]
 DAGS = REPO / "dags"
@@ -30,19 +30,6 @@ WRITE_ENDPOINTS = (
     "PATCH /v1/lists/{tableId}/cells",
     "DELETE /v1/lists/{tableId}/rows",
 )
-
-
-def load_example(name: str) -> ModuleType:
-    """Import a script of examples/ (not a package) by path."""
-    spec = importlib.util.spec_from_file_location(
-        f"listsync_examples_{name}", REPO / "examples" / f"{name}.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # Registered before it runs: its dataclasses look their module up by name.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_every_dag_file_imports_without_errors():
@@ -112,7 +99,7 @@ def test_backfill_runs_one_day_of_the_example_history_each_and_selects_that_days
     import sqlalchemy as sa
     from airflow.dag_processing.dagbag import DagBag
 
-    generate_data = load_example("generate_data")
+    generate_data = load_script("examples/generate_data.py")
     dataset = generate_data.generate()
     generate_data.load(dataset, f"sqlite:///{tmp_path / 'warehouse.db'}")
     dag = DagBag(dag_folder=str(DAGS / "signal_backfill.py")).dags["signal_backfill"]
@@ -172,7 +159,7 @@ def test_runs_without_a_logical_date_render_from_when_they_were_triggered():
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     """The example warehouse in SQLite, and the dataset it holds."""
-    generate_data = load_example("generate_data")
+    generate_data = load_script("examples/generate_data.py")
     path = tmp_path_factory.mktemp("warehouse") / "warehouse.db"
     dataset = generate_data.generate()
     generate_data.load(dataset, f"sqlite:///{path}")
@@ -182,12 +169,10 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
 @pytest.fixture(scope="module")
 def emulator_url() -> Iterator[str]:
     """The demo tenant on a service that shows writes late and keeps values in its own forms
-    (the ``hosted`` profile, its lag shortened), which the example DAGs converge on as they are."""
-    from listsync.emulator import demo_config, serve_in_thread
-
-    hosted = demo_config().model_copy(update={"profile": "hosted", "dialect_overrides": {"lag_seconds": 0.5}})
-    with serve_in_thread(hosted) as url:
-        yield url
+    (the ``hosted`` profile, its lag shortened), which the example DAGs converge on as they are;
+    on the wall clock, as the tasks' clients, for every test of the module."""
+    with serve_emulator(clock=None, profile="hosted", dialect_overrides={"lag_seconds": 0.5}) as emulator:
+        yield emulator.url
 
 
 @pytest.fixture(scope="module")
@@ -247,7 +232,7 @@ def write_requests(stats: dict[str, Any]) -> int:
 def test_nightly_dag_fills_the_list_then_later_runs_write_nothing_however_started(
     connections, warehouse, emulator_url, run_dag
 ):
-    from listsync.extract.normalize import normalize_domain
+    from listsync.extract.contact_rules import normalize_domain
 
     _, dataset = warehouse
     first_night = datetime(2026, 11, 20, 2, tzinfo=timezone.utc)
@@ -267,9 +252,7 @@ def test_nightly_dag_fills_the_list_then_later_runs_write_nothing_however_starte
     assert set(by_domain) == expected_domains
     assert len(rows) == len(expected_domains) == summary["rows"]["rows_added"]
     assert summary["rows"]["read"] == len(dataset.accounts)
-    account_rejects = [
-        json.loads(line) for line in Path(summary["rows"]["rejects_path"]).read_text().splitlines()
-    ]
+    account_rejects = read_jsonl(summary["rows"]["rejects_path"])
     assert len(account_rejects) == summary["rows"]["rejected"]
     unusable = [r for r in account_rejects if r["reasons"][0].startswith("domain (column 'website')")]
     assert sorted(str(r["original"]["website"]) for r in unusable) == sorted(
@@ -288,9 +271,9 @@ def test_nightly_dag_fills_the_list_then_later_runs_write_nothing_however_starte
         row_emails = [p["email"] for p in row["people"] if p.get("email")]
         assert len(row_emails) == len(set(row_emails)), row["cells"]["domain"]
     assert summary["people"]["rejected"] > 0
-    rejects = Path(summary["people"]["rejects_path"]).read_text().splitlines()
+    rejects = read_jsonl(summary["people"]["rejects_path"])
     assert len(rejects) == summary["people"]["rejected"]
-    assert all(json.loads(line)["reasons"] for line in rejects)
+    assert all(reject["reasons"] for reject in rejects)
     writes_after_first = write_requests(emulator_json(emulator_url, "stats"))
     assert writes_after_first == summary["rows"]["requests"]["total"] + summary["people"]["requests"]["total"]
 
@@ -424,21 +407,21 @@ SEGMENT_LISTS = {
 
 
 @pytest.fixture
-def segment_emulator_url(connect_listsync: Callable[..., None]) -> Iterator[str]:
-    """A live emulator of the demo tenant, which holds the Lists of the segment_lists DAG;
-    listsync_default points at it for the test."""
-    from listsync.emulator import demo_config, serve_in_thread
-
-    with serve_in_thread(demo_config()) as url:
-        connect_listsync(url, "sk_demo_listsync", "usr_demo")
-        yield url
+def segment_emulator_url(
+    live_emulator: Callable[..., LiveEmulator], connect_listsync: Callable[..., None]
+) -> str:
+    """A live emulator of the demo tenant, which holds the Lists of the segment_lists DAG, on the
+    wall clock; listsync_default points at it for the test."""
+    url = live_emulator(clock=None).url
+    connect_listsync(url, "sk_demo_listsync", "usr_demo")
+    return url
 
 
 @pytest.mark.slow
 def test_segment_lists_dag_fills_each_list_from_a_map_index_named_after_it(
     connections, warehouse, segment_emulator_url, run_dag
 ):
-    from listsync.extract.normalize import normalize_domain
+    from listsync.extract.contact_rules import normalize_domain
 
     _, dataset = warehouse
 

@@ -2,34 +2,22 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from .support import load_script
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-def load_example(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        f"listsync_examples_{name}", REPO / "examples" / f"{name}.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # Registered before it runs: its dataclasses look their module up by name.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def gen() -> ModuleType:
-    return load_example("generate_data")
+    return load_script("examples/generate_data.py")
 
 
 def test_the_same_seed_generates_the_same_rows_and_another_seed_others(gen):
@@ -172,7 +160,7 @@ def test_example_emulator_config_is_the_built_in_demo_tenant():
 def test_connection_definitions_parse_as_airflow_connections():
     from airflow.sdk import Connection
 
-    env = load_example("demo").read_env_file(REPO / "examples" / "connections.env")
+    env = load_script("examples/demo.py").read_env_file(REPO / "examples" / "connections.env")
 
     assert set(env) == {"AIRFLOW_CONN_LISTSYNC_DEFAULT", "AIRFLOW_CONN_LISTSYNC_WAREHOUSE"}
     service = Connection.from_json(env["AIRFLOW_CONN_LISTSYNC_DEFAULT"], conn_id="listsync_default")
@@ -200,7 +188,7 @@ def run_summary(rows_added: int, people_added: int, requests: int) -> dict:
 
 
 def test_demo_report_is_checked_against_the_emulator():
-    demo = load_example("demo")
+    demo = load_script("examples/demo.py")
     before = emulator_snapshot(rows=0, people_per_row=0, writes=0)
     after = emulator_snapshot(rows=3, people_per_row=2, writes=1)
 
@@ -212,7 +200,7 @@ def test_demo_report_is_checked_against_the_emulator():
 
 
 def test_demo_groups_rejects_by_reason_without_the_rows_values(tmp_path):
-    demo = load_example("demo")
+    demo = load_script("examples/demo.py")
     rejects = tmp_path / "rejects.jsonl"
     lines = [
         {"row": 1, "reasons": ["email (column 'email'): email 'a@@b' must contain exactly one @"]},

@@ -100,7 +100,7 @@ def cell(key: str, column: str, expected: Any) -> Callable[[Result], None]:
     """The List row with domain ``key`` holds ``expected`` (a value or a predicate) in ``column``."""
 
     def check(result: Result) -> None:
-        rows = [dict(r.cells) for r in result.service.state.lists[TABLE].rows.values()]
+        rows = result.service.rows(TABLE)
         found = [r for r in rows if r.get("domain") == key]
         assert found and _matches(found[0].get(column), expected), f"{rows!r:.800}"
 

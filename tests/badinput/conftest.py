@@ -14,43 +14,34 @@ import gc
 import signal
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from .harness import ACCOUNTS, API_KEY, TABLE, USER
+from ..support import LiveEmulator, serve_emulator
+from .harness import ACCOUNTS, API_KEY, TABLE
 
 
-@dataclass
-class Service:
-    """The corpus's emulator: its base URL and its in-process handle."""
-
-    url: str
-    handle: Any
-
-    def reset(self, *, people: bool = False) -> None:
-        """Empty the List but for the account rows of :data:`ACCOUNTS` (and two people on them)."""
-        from listsync.client import ListSyncClient
-
-        self.handle.reset()
-        with ListSyncClient(self.url, API_KEY, USER) as client:
-            client.add_rows(TABLE, [{"cells": {"domain": domain, "name": domain}} for domain in ACCOUNTS])
-            if people:
-                client.add_people(
-                    TABLE,
-                    [
-                        {
-                            "accountDomain": "acme.com",
-                            "people": [{"first_name": "Old", "email": "old@acme.com"}],
-                        },
-                        {
-                            "accountDomain": "beta.io",
-                            "people": [{"first_name": "Bea", "email": "bea@beta.io"}],
-                        },
-                    ],
-                )
-        self.handle.stats.clear()
+def reset_service(service: LiveEmulator, *, people: bool = False) -> None:
+    """Empty the List but for the account rows of :data:`ACCOUNTS` (and two people on them)."""
+    service.reset()
+    with service.client() as client:
+        client.add_rows(TABLE, [{"cells": {"domain": domain, "name": domain}} for domain in ACCOUNTS])
+        if people:
+            client.add_people(
+                TABLE,
+                [
+                    {
+                        "accountDomain": "acme.com",
+                        "people": [{"first_name": "Old", "email": "old@acme.com"}],
+                    },
+                    {
+                        "accountDomain": "beta.io",
+                        "people": [{"first_name": "Bea", "email": "bea@beta.io"}],
+                    },
+                ],
+            )
+    service.stats.clear()
 
 
 CASE_LIMIT = 30.0
@@ -86,12 +77,10 @@ def collect_leftovers() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def badinput_service() -> Iterator[Service]:
-    from listsync.emulator import create_app, demo_config, serve_in_thread
-
-    app = create_app(demo_config().model_copy(update={"secret_keys": [API_KEY]}))
-    with serve_in_thread(app) as url:
-        yield Service(url, app.state.emulator)
+def badinput_service() -> Iterator[LiveEmulator]:
+    """The demo tenant (its user is :data:`USER`) with the corpus's key, on the wall clock."""
+    with serve_emulator(clock=None, secret_keys=[API_KEY]) as service:
+        yield service
 
 
 @pytest.fixture(autouse=True)

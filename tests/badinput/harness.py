@@ -27,6 +27,8 @@ from typing import Any, Literal
 
 import pytest
 
+from ..support import read_jsonl
+
 # --- the case ------------------------------------------------------------------------------
 
 API_KEY = "sk_badinput_SECRET_0123456789"
@@ -80,7 +82,7 @@ class Result:
         path = self.tmp / "rejects.jsonl"
         if not path.exists():
             return []
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+        return read_jsonl(path)
 
 
 @dataclass(frozen=True)

@@ -68,8 +68,9 @@ from typing import Any
 
 import pytest
 
+from ..support import LiveEmulator
 from .cases import CASES
-from .conftest import Service
+from .conftest import reset_service
 from .harness import (
     CLASSES,
     FAKE_KINDS,
@@ -91,37 +92,37 @@ def _params(entry: str) -> list[Any]:
 def test_cli(
     case: Case,
     tmp_path: Path,
-    badinput_service: Service,
+    badinput_service: LiveEmulator,
     capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    badinput_service.reset(people=case.seed_people)
+    reset_service(badinput_service, people=case.seed_people)
     extract = case.build(tmp_path)
     with base_url(case, badinput_service.url) as url:
         result = run_cli(case, extract, url, tmp_path, capsys, caplog)
-    result.service = badinput_service.handle
+    result.service = badinput_service
     verify(result)
 
 
 @pytest.mark.parametrize("case", _params("subprocess"))
-def test_subprocess(case: Case, tmp_path: Path, badinput_service: Service) -> None:
-    badinput_service.reset(people=case.seed_people)
+def test_subprocess(case: Case, tmp_path: Path, badinput_service: LiveEmulator) -> None:
+    reset_service(badinput_service, people=case.seed_people)
     extract = case.build(tmp_path)
     with base_url(case, badinput_service.url) as url:
         result = run_subprocess(case, extract, url, tmp_path)
-    result.service = badinput_service.handle
+    result.service = badinput_service
     verify(result)
 
 
 @pytest.mark.parametrize("case", _params("operator"))
 def test_operator(
-    case: Case, tmp_path: Path, badinput_service: Service, monkeypatch: pytest.MonkeyPatch
+    case: Case, tmp_path: Path, badinput_service: LiveEmulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    badinput_service.reset(people=case.seed_people)
+    reset_service(badinput_service, people=case.seed_people)
     extract = case.build(tmp_path)
     with base_url(case, badinput_service.url) as url:
         result = run_operator(case, extract, url, tmp_path, monkeypatch)
-    result.service = badinput_service.handle
+    result.service = badinput_service
     verify(result)
 
 
@@ -129,15 +130,15 @@ def test_operator(
 def test_dag(
     case: Case,
     tmp_path: Path,
-    badinput_service: Service,
+    badinput_service: LiveEmulator,
     monkeypatch: pytest.MonkeyPatch,
     run_dag: Callable[..., Any],
 ) -> None:
-    badinput_service.reset(people=case.seed_people)
+    reset_service(badinput_service, people=case.seed_people)
     extract = case.build(tmp_path)
     with base_url(case, badinput_service.url) as url:
         result = run_in_dag(case, extract, url, tmp_path, monkeypatch, run_dag)
-    result.service = badinput_service.handle
+    result.service = badinput_service
     verify(result)
 
 

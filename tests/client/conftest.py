@@ -1,8 +1,10 @@
-"""Fakes for the client tests: a clock that advances only when slept on, and a fake event service.
+"""Fakes for the client tests: ``make_client`` builds a client on a MockTransport handler, and
+``event_service`` serves the event endpoints with the emulator and records each batch sent to it.
 
-The fake service implements the event endpoints as docs/assumptions.md decides (A4-A7): fixed
-windows aligned to the epoch, each event counting against its own signal, partial limiting as
-``rate_limited`` with status 200, full limiting as 429, rate-limit headers on every answer.
+The emulator plays the event endpoints as docs/assumptions.md decides (A4-A7): fixed windows
+aligned to the epoch, each event counting against its own signal, partial limiting as
+``rate_limited`` with status 200, full limiting as 429, rate-limit headers on every answer. It runs
+on the test's fake clock, so a wait for a window takes no real time.
 """
 
 from __future__ import annotations
@@ -10,31 +12,24 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
 
 from listsync.client import ListSyncClient
+from listsync.emulator import EmulatorConfig, SignalConfig
 
-START = 1_800_000_000.0  # a multiple of 60: window 0 starts here
+from ..support import FakeClock, LiveEmulator
+
 API_KEY = "sk_live_SECRET_abc123"
-
-
-def iso(epoch: float) -> str:
-    return (
-        datetime.fromtimestamp(epoch, tz=timezone.utc)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
-    )
 
 
 @dataclass
 class BatchCall:
-    """One batch request the fake service received."""
+    """One batch request the emulator answered."""
 
     time: float
     window: int
@@ -44,108 +39,81 @@ class BatchCall:
     status: int
 
 
-@dataclass
-class FakeEventService:
-    """POST /v1/events/batch with per-signal fixed windows (A5-A7)."""
+class EventService:
+    """The emulator serving one signal per slug of ``limits``, each allowed that many events a window.
 
-    clock: Any
-    limits: dict[str, int]
-    window_seconds: float = 60.0
-    send_headers: bool = True
-    calls: list[BatchCall] = field(default_factory=list)
-    used: Counter[tuple[str, int]] = field(default_factory=Counter)
-    ingested: list[str] = field(default_factory=list)  # references, in ingestion order
-    reference_in_rate_limited: bool = True
-    fail_next: list[Callable[[httpx.Request], httpx.Response]] = field(default_factory=list)
+    ``handler`` is a MockTransport handler that forwards a request to it and records it in ``calls``
+    (a test may change the answer on its way back); ``ingested`` lists the references of the events
+    the emulator holds, in ingestion order.
+    """
 
-    def window(self) -> int:
-        return math.floor(self.clock() / self.window_seconds)
+    def __init__(self, emulator: LiveEmulator, limits: dict[str, int], http: httpx.Client, clock: FakeClock):
+        self.emulator = emulator
+        self.limits = limits
+        self.calls: list[BatchCall] = []
+        self._http = http
+        self._clock = clock
+        self._slugs = {signal.id: signal.slug for signal in emulator.config.signals}
 
-    def reset_at(self) -> float:
-        return (self.window() + 1) * self.window_seconds
+    @property
+    def ingested(self) -> list[str]:
+        return [event.get("reference") for event in self.emulator.state.events]
 
     def handler(self, request: httpx.Request) -> httpx.Response:
-        if self.fail_next:
-            return self.fail_next.pop(0)(request)
         assert request.url.path == "/v1/events/batch", request.url.path
-        events = json.loads(request.content)["events"]
-        slugs = list(dict.fromkeys(event["signal"] for event in events))
-        unknown = [slug for slug in slugs if slug not in self.limits]
-        if unknown:
-            return self._reply(
-                404, {"success": False, "error": f"Signals not found: {', '.join(unknown)}"}, slugs
-            )
-        window = self.window()
-        acks, limited = [], []
-        pending_use: Counter[str] = Counter()
-        for event in events:
-            slug = event["signal"]
-            if self.used[(slug, window)] + pending_use[slug] < self.limits[slug]:
-                pending_use[slug] += 1
-                acks.append(
-                    {
-                        "id": f"evt-{len(self.ingested) + len(acks)}",
-                        "signal_id": f"sig_{slug}",
-                        "schema_version": None,
-                        "status": "pending",
-                        "reference": event.get("reference"),
-                    }
-                )
-            else:
-                entry = {"signal_id": f"sig_{slug}"}
-                if self.reference_in_rate_limited and event.get("reference"):
-                    entry["reference"] = event["reference"]
-                limited.append(entry)
-        call = BatchCall(
-            self.clock(),
-            window,
-            Counter(e["signal"] for e in events),
-            pending_use,
-            [e.get("reference") for e in events],
-            200,
+        sent = json.loads(request.content)["events"]
+        now = self._clock()
+        url = self.emulator.url + request.url.path
+        answer = self._http.send(
+            httpx.Request(request.method, url, headers=request.headers, content=request.content)
         )
-        self.calls.append(call)
-        if not acks:
-            call.status = 429
-            return self._reply(
-                429,
-                {"success": False, "error": "Rate limit exceeded for all events in batch"},
-                slugs,
-                retry=True,
+        acks = answer.json()["data"] if answer.status_code == 200 else []
+        self.calls.append(
+            BatchCall(
+                now,
+                math.floor(now / self.emulator.config.window_seconds),
+                Counter(event["signal"] for event in sent),
+                Counter(self._slugs[ack["signal_id"]] for ack in acks),
+                [event.get("reference") for event in sent],
+                answer.status_code,
             )
-        for slug, count in pending_use.items():
-            self.used[(slug, window)] += count
-        self.ingested.extend(ack["reference"] for ack in acks)
-        body: dict[str, Any] = {"success": True, "data": acks}
-        if limited:
-            body["rate_limited"] = limited
-        return self._reply(200, body, slugs)
+        )
+        return httpx.Response(answer.status_code, headers=answer.headers, content=answer.content)
 
-    def _reply(
-        self, status: int, body: dict[str, Any], slugs: list[str], retry: bool = False
-    ) -> httpx.Response:
-        headers = {}
-        known = [slug for slug in slugs if slug in self.limits]
-        if self.send_headers and known:
-            window = self.window()
-            headers = {
-                "X-RateLimit-Limit": str(max(self.limits[s] for s in known)),
-                "X-RateLimit-Remaining": str(min(self.limits[s] - self.used[(s, window)] for s in known)),
-                "X-RateLimit-Reset": iso(self.reset_at()),
-            }
-            if retry:
-                headers["Retry-After"] = str(math.ceil(self.reset_at() - self.clock()))
-        return httpx.Response(status, json=body, headers=headers)
+    def spend(self, *slugs: str) -> None:
+        """Use up the current window of each of ``slugs``, as another sender of them would."""
+        for slug in slugs:
+            spent = [
+                {
+                    "signal": slug,
+                    "identity": {"type": "account", "id": "elsewhere"},
+                    "reference": f"other:{i}",
+                }
+                for i in range(self.limits[slug])
+            ]
+            self._http.post(
+                f"{self.emulator.url}/v1/events/batch",
+                json={"events": spent},
+                headers={"Authorization": f"Bearer {API_KEY}"},
+            ).raise_for_status()
+
+
+def events_config(limits: dict[str, int]) -> EmulatorConfig:
+    """A tenant (key :data:`API_KEY`) with a signal ``sig_<slug>`` per slug of ``limits``, each
+    allowed its number of events a window. The emulator sets a limit per signal type, so each
+    distinct limit is given a type of its own (the client is told types of its own, or none)."""
+    types = dict(zip(sorted(set(limits.values())), ("Event", "Metric", "State"), strict=False))
+    return EmulatorConfig(
+        secret_keys=[API_KEY],
+        signals=[
+            SignalConfig(slug=slug, id=f"sig_{slug}", type=types[limit]) for slug, limit in limits.items()
+        ],
+        rate_limits={signal_type: limit for limit, signal_type in types.items()},
+    )
 
 
 @pytest.fixture
-def clock(fake_clock: Any) -> Any:
-    """The suite's fake clock (``fake_clock``), under the name these tests use."""
-    return fake_clock
-
-
-@pytest.fixture
-def make_client(clock: Any) -> Callable[..., ListSyncClient]:
+def make_client(fake_clock: FakeClock) -> Callable[..., ListSyncClient]:
     """Build a client on a MockTransport handler, the fake clock and no jitter."""
 
     def build(handler: Callable[[httpx.Request], httpx.Response], **kwargs: Any) -> ListSyncClient:
@@ -154,8 +122,8 @@ def make_client(clock: Any) -> Callable[..., ListSyncClient]:
             "https://api.example.com",
             API_KEY,
             transport=httpx.MockTransport(handler),
-            clock=clock,
-            sleep=clock.sleep,
+            clock=fake_clock,
+            sleep=fake_clock.sleep,
             rand=lambda: 0.0,
             **kwargs,
         )
@@ -164,8 +132,15 @@ def make_client(clock: Any) -> Callable[..., ListSyncClient]:
 
 
 @pytest.fixture
-def event_service(clock: Any) -> Callable[..., FakeEventService]:
-    def build(limits: dict[str, int], **kwargs: Any) -> FakeEventService:
-        return FakeEventService(clock, limits, **kwargs)
+def event_service(
+    live_emulator: Callable[..., LiveEmulator], fake_clock: FakeClock
+) -> Iterator[Callable[..., EventService]]:
+    """Serves the emulator for ``limits`` (slug -> events a window) on the fake clock:
+    ``event_service(limits, **dialect_overrides)``."""
+    with httpx.Client() as http:
 
-    return build
+        def serve(limits: dict[str, int], **dialect_overrides: Any) -> EventService:
+            emulator = live_emulator(events_config(limits), dialect_overrides=dialect_overrides)
+            return EventService(emulator, limits, http, fake_clock)
+
+        yield serve

@@ -154,7 +154,7 @@ def test_invalid_input_is_refused_before_sending(make_client):
     assert recorder.requests == []
 
 
-def test_a_503_then_200_on_a_read_succeeds_after_backoff(make_client, clock, caplog):
+def test_a_503_then_200_on_a_read_succeeds_after_backoff(make_client, fake_clock, caplog):
     caplog.set_level(logging.DEBUG)
     recorder = Recorder(httpx.Response(503, text="busy"), ok([{"id": "tbl_1", "name": "Accounts"}]))
 
@@ -162,12 +162,12 @@ def test_a_503_then_200_on_a_read_succeeds_after_backoff(make_client, clock, cap
 
     assert [item.id for item in lists] == ["tbl_1"]
     assert len(recorder.requests) == 2
-    assert clock.slept == [0.5]  # the first backoff step, no jitter
+    assert fake_clock.slept == [0.5]  # the first backoff step, no jitter
     assert "Attempt 1 failed (GET /v1/lists -> 503: busy); retrying in 0.5 s" in caplog.text
     assert API_KEY not in caplog.text
 
 
-def test_backoff_is_capped_and_attempts_are_bounded(make_client, clock):
+def test_backoff_is_capped_and_attempts_are_bounded(make_client, fake_clock):
     recorder = Recorder(httpx.Response(502))
     client = make_client(recorder, retry_policy=RetryPolicy(max_attempts=6, backoff_initial=1, backoff_max=4))
 
@@ -176,10 +176,10 @@ def test_backoff_is_capped_and_attempts_are_bounded(make_client, clock):
 
     assert error.value.status == 502
     assert len(recorder.requests) == 6
-    assert clock.slept == [1, 2, 4, 4, 4]
+    assert fake_clock.slept == [1, 2, 4, 4, 4]
 
 
-def test_a_429_waits_until_x_ratelimit_reset(make_client, clock):
+def test_a_429_waits_until_x_ratelimit_reset(make_client, fake_clock):
     reset = "2027-01-15T08:01:00.000Z"  # START is 08:00:00Z
     recorder = Recorder(
         httpx.Response(
@@ -193,18 +193,18 @@ def test_a_429_waits_until_x_ratelimit_reset(make_client, clock):
     ack = make_client(recorder).ingest_event(EVENT)
 
     assert ack.id == "0b7c"
-    assert clock.slept == [60.0]  # X-RateLimit-Reset wins over Retry-After
+    assert fake_clock.slept == [60.0]  # X-RateLimit-Reset wins over Retry-After
 
 
-def test_a_429_with_only_retry_after_waits_that_long(make_client, clock):
+def test_a_429_with_only_retry_after_waits_that_long(make_client, fake_clock):
     recorder = Recorder(httpx.Response(429, headers={"Retry-After": "7"}), ok([]))
 
     make_client(recorder).list_lists()
 
-    assert clock.slept == [7.0]
+    assert fake_clock.slept == [7.0]
 
 
-def test_a_429_longer_than_the_maximum_wait_is_raised(make_client, clock):
+def test_a_429_longer_than_the_maximum_wait_is_raised(make_client, fake_clock):
     recorder = Recorder(
         httpx.Response(
             429, json={"success": False, "error": "Rate limit exceeded"}, headers={"Retry-After": "900"}
@@ -216,7 +216,7 @@ def test_a_429_longer_than_the_maximum_wait_is_raised(make_client, clock):
         client.list_lists()
 
     assert error.value.retry_after == 900
-    assert clock.slept == []
+    assert fake_clock.slept == []
 
 
 def test_an_event_batch_that_timed_out_is_resent_and_flagged_possibly_duplicated(make_client):

@@ -1,4 +1,8 @@
-"""send_events against a fake service that enforces per-signal fixed windows."""
+"""send_events against the emulator, which enforces per-signal fixed windows (``event_service``).
+
+A test that needs an answer the emulator never gives changes the emulator's answer in its own
+MockTransport handler, which says why.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import httpx
 import pytest
 
 from listsync.client import AuthenticationError, ServerError, UnexpectedResponseError
-from listsync.signals.sender import stream_events
+from listsync.signals.sender import send_events, stream_events
 
 
 def events(signal: str, count: int, **extra: object) -> list[dict[str, object]]:
@@ -27,11 +31,11 @@ def assert_no_request_over_budget(service) -> None:
         assert count <= service.limits[slug], (slug, window, count)
 
 
-def test_250_state_events_take_nine_windows_without_exceeding_budget(make_client, event_service, clock):
+def test_250_state_events_take_nine_windows_without_exceeding_budget(make_client, event_service, fake_clock):
     service = event_service({"state_sig": 30})
     client = make_client(service.handler)
 
-    report = client.send_events(events("state_sig", 250), {"state_sig": "State"})
+    report = send_events(client, events("state_sig", 250), {"state_sig": "State"})
 
     assert report.signals["state_sig"].acknowledged == 250
     assert sorted(service.ingested) == sorted(f"state_sig:{i}" for i in range(250))
@@ -48,7 +52,7 @@ def test_mixed_signal_types_progress_in_parallel(make_client, event_service):
     client = make_client(service.handler)
     mixed = events("evt", 150) + events("met", 1500) + events("st", 45)
 
-    report = client.send_events(mixed, {"evt": "Event", "met": "Metric", "st": "State"})
+    report = send_events(client, mixed, {"evt": "Event", "met": "Metric", "st": "State"})
 
     first_window = service.calls[0].window
     accepted_first: Counter[str] = Counter()
@@ -71,7 +75,7 @@ def test_partial_rate_limited_events_are_resent_until_acknowledged_none_lost_or_
     service = event_service({"evt": 40})
     client = make_client(service.handler)
 
-    report = client.send_events(events("evt", 130), {"evt": "Event"})
+    report = send_events(client, events("evt", 130), {"evt": "Event"})
 
     assert any(call.sent != call.accepted for call in service.calls)  # partial responses happened
     assert Counter(service.ingested) == Counter(f"evt:{i}" for i in range(130))  # each exactly once
@@ -83,10 +87,10 @@ def test_partial_rate_limited_events_are_resent_until_acknowledged_none_lost_or_
 
 
 def test_rate_limited_entries_without_reference_are_still_requeued(make_client, event_service):
-    service = event_service({"evt": 40}, reference_in_rate_limited=False)
+    service = event_service({"evt": 40}, rate_limited_reference=False)
     client = make_client(service.handler)
 
-    report = client.send_events(events("evt", 90), {"evt": "Event"})
+    report = send_events(client, events("evt", 90), {"evt": "Event"})
 
     assert Counter(service.ingested) == Counter(f"evt:{i}" for i in range(90))
     assert report.signals["evt"].acknowledged == 90
@@ -97,16 +101,17 @@ def test_rate_limited_entries_whose_reference_matches_no_event_count_as_unrefere
 ):
     # A service that reshapes references (here: upper case) still says these events were limited:
     # they are re-queued for the next window, not taken for possibly ingested and re-sent at once.
-    service = event_service({"evt": 40}, send_headers=False)
+    service = event_service({"evt": 40})
 
     def reshape_references(request: httpx.Request) -> httpx.Response:
+        """The emulator's answer with references reshaped and no rate-limit headers, which it never gives."""
         answer = service.handler(request)
         body = answer.json()
         for entry in body.get("rate_limited", []):
             entry["reference"] = entry["reference"].upper()
-        return httpx.Response(answer.status_code, json=body, headers=answer.headers)
+        return httpx.Response(answer.status_code, json=body)
 
-    report = make_client(reshape_references).send_events(events("evt", 90), {"evt": "Event"})
+    report = send_events(make_client(reshape_references), events("evt", 90), {"evt": "Event"})
 
     assert Counter(service.ingested) == Counter(f"evt:{i}" for i in range(90))
     assert report.signals["evt"].acknowledged == 90
@@ -114,22 +119,23 @@ def test_rate_limited_entries_whose_reference_matches_no_event_count_as_unrefere
     assert [call.status for call in service.calls] == [200, 200, 200]
 
 
-def test_events_missing_from_a_response_are_resent_and_flagged(make_client, event_service, clock):
+def test_events_missing_from_a_response_are_resent_and_flagged(make_client, event_service, fake_clock):
     service = event_service({"evt": 100})
 
     def drop_last_ack(request: httpx.Request) -> httpx.Response:
+        """The emulator's answer missing an acknowledgement, which it never leaves out."""
         answer = service.handler(request)
         body = answer.json()
         if len(body["data"]) > 1:
             body["data"] = body["data"][:-1]  # the service ingested it but did not say so
         return httpx.Response(200, json=body, headers=answer.headers)
 
-    report = make_client(drop_last_ack).send_events(events("evt", 3), {"evt": "Event"})
+    report = send_events(make_client(drop_last_ack), events("evt", 3), {"evt": "Event"})
 
     assert report.signals["evt"].acknowledged == 3
     assert report.signals["evt"].possibly_duplicated == 1
     assert Counter(service.ingested)["evt:2"] == 2
-    assert clock.slept == []  # not rate limited: re-sent at once
+    assert fake_clock.slept == []  # not rate limited: re-sent at once
 
 
 @pytest.mark.parametrize("answer", [{}, {"success": True, "data": []}, None])
@@ -145,20 +151,20 @@ def test_a_batch_answer_that_settles_no_event_is_an_error_not_an_endless_resend(
         return httpx.Response(200, json=answer)
 
     with pytest.raises(UnexpectedResponseError, match="no event"):
-        make_client(handler).send_events(events("evt", 3), {"evt": "Event"})
+        send_events(make_client(handler), events("evt", 3), {"evt": "Event"})
     assert len(calls) == 1
 
 
-def test_a_429_waits_until_the_reset_header(make_client, event_service, clock):
+def test_a_429_waits_until_the_reset_header(make_client, event_service, fake_clock):
     service = event_service({"st": 30})
-    service.used[("st", service.window())] = 30  # window already spent by someone else
+    service.spend("st")  # window already spent by someone else
     client = make_client(service.handler)
-    clock.now += 15  # mid-window
+    fake_clock.now += 15  # mid-window
 
-    report = client.send_events(events("st", 5), {"st": "State"})
+    report = send_events(client, events("st", 5), {"st": "State"})
 
     assert service.calls[0].status == 429
-    assert sum(clock.slept) == pytest.approx(45.0)  # exactly to the window reset, in 10 s steps
+    assert sum(fake_clock.slept) == pytest.approx(45.0)  # exactly to the window reset, in 10 s steps
     assert service.calls[1].time == pytest.approx(service.calls[0].time + 45)
     assert report.signals["st"].rate_limited_responses == 1
     assert report.signals["st"].acknowledged == 5
@@ -170,7 +176,7 @@ def test_unknown_signals_are_rejected_with_the_message_and_the_rest_sent(make_cl
 
     types = {"good": "Event", "ghost": "Event", "gone": "Metric"}
 
-    report = client.send_events(events("good", 3) + events("ghost", 2) + events("gone", 1), types)
+    report = send_events(client, events("good", 3) + events("ghost", 2) + events("gone", 1), types)
 
     assert report.signals["good"].acknowledged == 3
     assert report.signals["ghost"].rejected == {
@@ -183,15 +189,21 @@ def test_unknown_signals_are_rejected_with_the_message_and_the_rest_sent(make_cl
 
 def test_a_timed_out_batch_is_resent_and_counted_possibly_duplicated(make_client, event_service):
     service = event_service({"evt": 100})
+    calls = 0
 
-    def timeout(request: httpx.Request) -> httpx.Response:
-        service.handler(request)  # the service did ingest it; the answer is lost
-        raise httpx.ReadTimeout("timed out", request=request)
+    def first_answer_lost(request: httpx.Request) -> httpx.Response:
+        """The emulator's answers, the first lost to a timeout after it applied the batch, which an
+        answer it gives cannot be."""
+        nonlocal calls
+        calls += 1
+        answer = service.handler(request)  # the service did ingest it
+        if calls == 1:
+            raise httpx.ReadTimeout("timed out", request=request)
+        return answer
 
-    service.fail_next.append(timeout)
-    client = make_client(service.handler)
+    client = make_client(first_answer_lost)
 
-    report = client.send_events(events("evt", 10), {"evt": "Event"})
+    report = send_events(client, events("evt", 10), {"evt": "Event"})
 
     assert report.signals["evt"].acknowledged == 10
     assert report.signals["evt"].possibly_duplicated == 10
@@ -206,7 +218,7 @@ def test_caller_references_are_kept_and_missing_ones_are_deterministic(make_clie
     batch = events("evt", 3)
     batch[1]["reference"] = "crm-42"
 
-    client.send_events(batch, {"evt": "Event"})
+    send_events(client, batch, {"evt": "Event"})
 
     assert service.calls[0].references == ["evt:0", "crm-42", "evt:2"]
 
@@ -218,7 +230,7 @@ def test_a_derived_reference_never_takes_a_reference_the_caller_gave(make_client
     batch[0]["reference"] = "evt:1"
     batch[3]["reference"] = "evt:2"
 
-    report = make_client(service.handler).send_events(batch, {"evt": "Event"})
+    report = send_events(make_client(service.handler), batch, {"evt": "Event"})
 
     assert report.signals["evt"].rejected == {}
     assert report.signals["evt"].acknowledged == 4
@@ -233,7 +245,7 @@ def test_invalid_and_duplicate_reference_events_are_rejected_not_sent(make_clien
     client = make_client(service.handler)
     batch = [*events("evt", 2, reference="same"), {"signal": "evt", "identity": {"type": "account"}}]
 
-    report = client.send_events(batch, {"evt": "Event"})
+    report = send_events(client, batch, {"evt": "Event"})
 
     rejected = report.signals["evt"].rejected
     assert rejected["same"] == "duplicate reference"
@@ -241,20 +253,23 @@ def test_invalid_and_duplicate_reference_events_are_rejected_not_sent(make_clien
     assert service.ingested == ["same"]
 
 
-def test_checkpoint_records_acknowledged_prefix_and_a_resumed_run_skips_it(make_client, event_service):
+def test_checkpoint_records_acknowledged_prefix_and_a_resumed_run_skips_it(
+    make_client, event_service, fake_clock
+):
     service = event_service({"st": 30})
     client = make_client(service.handler)
     saved: list[dict] = []
+    start = fake_clock()  # the start of a window
 
-    first = client.send_events(events("st", 70), {"st": "State"}, on_checkpoint=saved.append, max_wait=5)
+    first = send_events(client, events("st", 70), {"st": "State"}, on_checkpoint=saved.append, max_wait=5)
 
-    assert first.resume_at == pytest.approx(service.reset_at())
+    assert first.resume_at == pytest.approx(start + 60)
     assert first.pending == 40
     assert saved[-1] == {"version": 1, "signals": {"st": {"prefix": 30, "ranges": []}}}
     json.dumps(first.to_dict())  # JSON-friendly
     assert first.to_dict()["resume_at_iso"].startswith("2027-01-15T")
 
-    second = client.send_events(events("st", 70), {"st": "State"}, checkpoint=saved[-1])
+    second = send_events(client, events("st", 70), {"st": "State"}, checkpoint=saved[-1])
 
     assert second.signals["st"].skipped == 30
     assert second.signals["st"].acknowledged == 40
@@ -270,6 +285,8 @@ def test_a_batch_in_flight_when_the_run_dies_is_in_doubt_and_reported_when_resen
     calls = 0
 
     def dies_after_applying_the_second_batch(request: httpx.Request) -> httpx.Response:
+        """The emulator's answers until the process dies between the emulator applying the second
+        batch and its answer being read, which no answer of the emulator can play."""
         nonlocal calls
         calls += 1
         answer = service.handler(request)
@@ -279,13 +296,17 @@ def test_a_batch_in_flight_when_the_run_dies_is_in_doubt_and_reported_when_resen
 
     saved: list[dict] = []
     with pytest.raises(SystemExit):
-        make_client(dies_after_applying_the_second_batch).send_events(
-            events("evt", 30), {"evt": "Event"}, batch_size=10, on_checkpoint=saved.append
+        send_events(
+            make_client(dies_after_applying_the_second_batch),
+            events("evt", 30),
+            {"evt": "Event"},
+            batch_size=10,
+            on_checkpoint=saved.append,
         )
     assert saved[-1] == {"version": 1, "signals": {"evt": {"prefix": 10, "ranges": [], "maybe": [[10, 20]]}}}
 
-    resumed = make_client(service.handler).send_events(
-        events("evt", 30), {"evt": "Event"}, batch_size=10, checkpoint=saved[-1]
+    resumed = send_events(
+        make_client(service.handler), events("evt", 30), {"evt": "Event"}, batch_size=10, checkpoint=saved[-1]
     )
 
     twice = sum(count - 1 for count in Counter(service.ingested).values())
@@ -298,10 +319,10 @@ def test_a_batch_in_flight_when_the_run_dies_is_in_doubt_and_reported_when_resen
 
 def test_a_batch_the_service_refused_whole_is_not_left_in_doubt(make_client, event_service):
     service = event_service({"st": 30})
-    service.used[("st", service.window())] = 30  # spent by another sender: the batch meets a 429
+    service.spend("st")  # spent by another sender: the batch meets a 429
     saved: list[dict] = []
 
-    make_client(service.handler).send_events(events("st", 5), {"st": "State"}, on_checkpoint=saved.append)
+    send_events(make_client(service.handler), events("st", 5), {"st": "State"}, on_checkpoint=saved.append)
 
     in_flight = {"version": 1, "signals": {"st": {"prefix": 0, "ranges": [], "maybe": [[0, 5]]}}}
     # Sent (in doubt), refused by the 429 (settled, nothing applied), sent again, acknowledged.
@@ -319,27 +340,27 @@ def test_checkpoint_keeps_acknowledged_events_beyond_a_gap(make_client, event_se
     batch = events("evt", 5)
     batch[2]["timestamp"] = "not a time"  # rejected: leaves a gap in the acknowledged prefix
 
-    first = client.send_events(batch, {"evt": "Event"})
+    first = send_events(client, batch, {"evt": "Event"})
 
     assert first.checkpoint == {"version": 1, "signals": {"evt": {"prefix": 2, "ranges": [[3, 5]]}}}
 
     batch[2]["timestamp"] = "2026-11-21T06:00:00Z"
-    second = client.send_events(batch, {"evt": "Event"}, checkpoint=first.checkpoint)
+    second = send_events(client, batch, {"evt": "Event"}, checkpoint=first.checkpoint)
 
     assert second.signals["evt"].skipped == 4
     assert service.calls[-1].references == ["evt:2"]
     assert second.checkpoint == {"version": 1, "signals": {"evt": {"prefix": 5, "ranges": []}}}
 
 
-def test_max_wait_returns_early_leaving_events_unsent(make_client, event_service, clock):
+def test_max_wait_returns_early_leaving_events_unsent(make_client, event_service, fake_clock):
     service = event_service({"st": 30})
     client = make_client(service.handler)
 
-    start = clock()
+    start = fake_clock()
 
-    report = client.send_events(events("st", 31), {"st": "State"}, max_wait=10)
+    report = send_events(client, events("st", 31), {"st": "State"}, max_wait=10)
 
-    assert clock.slept == []
+    assert fake_clock.slept == []
     assert report.pending == 1
     assert report.resume_at == pytest.approx(start + 60)
     assert len(service.ingested) == 30
@@ -349,7 +370,7 @@ def test_unknown_signal_type_is_probed_then_paced_from_headers(make_client, even
     service = event_service({"mystery": 50})
     client = make_client(service.handler)
 
-    report = client.send_events(events("mystery", 120))
+    report = send_events(client, events("mystery", 120))
 
     assert service.calls[0].sent == Counter({"mystery": 1})  # a probe first, alone
     assert report.signals["mystery"].acknowledged == 120
@@ -361,6 +382,7 @@ def test_a_bad_event_refusing_its_batch_is_isolated(make_client, event_service):
     service = event_service({"evt": 100})
 
     def refuse_bad(request: httpx.Request) -> httpx.Response:
+        """A 400 for the batch holding evt:1 that names no event in it, which the emulator never gives."""
         if any(event.get("reference") == "evt:1" for event in json.loads(request.content)["events"]):
             error = "Missing required data keys for signal evt: x"
             return httpx.Response(400, json={"success": False, "error": error})
@@ -368,30 +390,32 @@ def test_a_bad_event_refusing_its_batch_is_isolated(make_client, event_service):
 
     client = make_client(refuse_bad)
 
-    report = client.send_events(events("evt", 3), {"evt": "Event"})
+    report = send_events(client, events("evt", 3), {"evt": "Event"})
 
     assert report.signals["evt"].acknowledged == 2
     assert report.signals["evt"].rejected == {"evt:1": "Missing required data keys for signal evt: x"}
 
 
-def test_an_event_refused_with_a_400_costs_no_rate_limit_budget(make_client, event_service, clock):
+def test_an_event_refused_with_a_400_costs_no_rate_limit_budget(make_client, event_service, fake_clock):
     # A4: a refused request counts against no limit, so a bad probe of a signal of unknown type
     # must not hold the next probe back until the window resets.
     service = event_service({"mystery": 50})
 
     def refuse_first(request: httpx.Request) -> httpx.Response:
+        """A 400 for the batch holding mystery:0 that names no event in it, which the emulator never
+        gives."""
         if any(event.get("reference") == "mystery:0" for event in json.loads(request.content)["events"]):
             error = "Missing required data keys for signal mystery: x"
             return httpx.Response(400, json={"success": False, "error": error})
         return service.handler(request)
 
-    report = make_client(refuse_first).send_events(events("mystery", 3))
+    report = send_events(make_client(refuse_first), events("mystery", 3))
 
     assert report.signals["mystery"].rejected == {
         "mystery:0": "Missing required data keys for signal mystery: x"
     }
     assert report.signals["mystery"].acknowledged == 2
-    assert clock.slept == []
+    assert fake_clock.slept == []
 
 
 def test_a_batch_error_naming_an_event_rejects_it_and_resends_the_rest(make_client, event_service):
@@ -399,6 +423,8 @@ def test_a_batch_error_naming_an_event_rejects_it_and_resends_the_rest(make_clie
     refused = []
 
     def refuse_indexed(request: httpx.Request) -> httpx.Response:
+        """The emulator's refusal of an event with a bad timestamp, for evt:2, whose timestamp is good:
+        the client does not send one it can tell is bad."""
         sent = json.loads(request.content)["events"]
         for index, event in enumerate(sent):
             if event["reference"] == "evt:2":
@@ -407,7 +433,7 @@ def test_a_batch_error_naming_an_event_rejects_it_and_resends_the_rest(make_clie
                 return httpx.Response(400, json={"success": False, "error": error})
         return service.handler(request)
 
-    report = make_client(refuse_indexed).send_events(events("evt", 5), {"evt": "Event"})
+    report = send_events(make_client(refuse_indexed), events("evt", 5), {"evt": "Event"})
 
     assert refused == [5]  # refused once, as a whole batch
     assert report.signals["evt"].rejected == {"evt:2": "events[2]: timestamp must be an ISO 8601 string"}
@@ -421,18 +447,20 @@ def test_authentication_failure_is_raised(make_client):
     )
 
     with pytest.raises(AuthenticationError):
-        client.send_events(events("evt", 1), {"evt": "Event"})
+        send_events(client, events("evt", 1), {"evt": "Event"})
 
 
 def test_report_dict_is_json_with_every_per_signal_figure(make_client, event_service):
     service = event_service({"evt": 100})
     client = make_client(service.handler)
 
-    summary = client.send_events(events("evt", 2), {"evt": "Event"}).to_dict()
+    summary = send_events(client, events("evt", 2), {"evt": "Event"}).to_dict()
 
+    ack_ids = [event["id"] for event in service.emulator.state.events]
+    assert len(ack_ids) == 2
     assert json.loads(json.dumps(summary))["signals"]["evt"] == {
         "acknowledged": 2,
-        "ack_ids": ["evt-0", "evt-1"],
+        "ack_ids": ack_ids,
         "rejected": {},
         "rate_limited_resends": 0,
         "requests": 1,
@@ -444,14 +472,13 @@ def test_report_dict_is_json_with_every_per_signal_figure(make_client, event_ser
 
 
 def test_a_429_on_a_mixed_batch_counts_once_for_the_run_and_once_for_each_signal(
-    make_client, event_service, clock
+    make_client, event_service, fake_clock
 ):
     service = event_service({"a": 30, "b": 30})
-    service.used[("a", service.window())] = 30
-    service.used[("b", service.window())] = 30
+    service.spend("a", "b")
     client = make_client(service.handler)
 
-    report = client.send_events(events("a", 2) + events("b", 2), {"a": "State", "b": "State"})
+    report = send_events(client, events("a", 2) + events("b", 2), {"a": "State", "b": "State"})
 
     assert [call.status for call in service.calls].count(429) == 1
     assert report.rate_limited_responses == 1
@@ -468,6 +495,8 @@ def test_possible_duplicates_survive_a_crash_of_the_try_that_made_them(make_clie
     calls = 0
 
     def lost_then_failed(request: httpx.Request) -> httpx.Response:
+        """The emulator's answers, but the first lost to a timeout after the emulator applied the
+        batch and the third a 500, a sequence its faults cannot place."""
         nonlocal calls
         calls += 1
         if calls == 1:
@@ -479,11 +508,15 @@ def test_possible_duplicates_survive_a_crash_of_the_try_that_made_them(make_clie
 
     saved: list[dict] = []
     with pytest.raises(ServerError):
-        make_client(lost_then_failed).send_events(
-            events("evt", 30), {"evt": "Event"}, batch_size=10, on_checkpoint=saved.append
+        send_events(
+            make_client(lost_then_failed),
+            events("evt", 30),
+            {"evt": "Event"},
+            batch_size=10,
+            on_checkpoint=saved.append,
         )
-    resumed = make_client(service.handler).send_events(
-        events("evt", 30), {"evt": "Event"}, batch_size=10, checkpoint=saved[-1]
+    resumed = send_events(
+        make_client(service.handler), events("evt", 30), {"evt": "Event"}, batch_size=10, checkpoint=saved[-1]
     )
 
     twice = sum(count - 1 for count in Counter(service.ingested).values())
@@ -500,6 +533,8 @@ def test_a_429_after_a_lost_answer_leaves_the_events_in_doubt(make_client, event
     calls = 0
 
     def lost_then_limited(request: httpx.Request) -> httpx.Response:
+        """The emulator's answers, but the first lost to a timeout after the emulator applied the
+        batch and the second a bare 429, a sequence its faults cannot place."""
         nonlocal calls
         calls += 1
         if calls == 1:
@@ -514,8 +549,8 @@ def test_a_429_after_a_lost_answer_leaves_the_events_in_doubt(make_client, event
         return service.handler(request)
 
     saved: list[dict] = []
-    report = make_client(lost_then_limited).send_events(
-        events("evt", 10), {"evt": "Event"}, on_checkpoint=saved.append
+    report = send_events(
+        make_client(lost_then_limited), events("evt", 10), {"evt": "Event"}, on_checkpoint=saved.append
     )
 
     after_429 = saved[1]
@@ -564,7 +599,7 @@ def test_streamed_events_are_read_as_they_are_sent_and_few_wait_unsent(make_clie
     assert report.signals["evt"].ack_ids == []  # one id per event would grow with the events
 
 
-def test_a_streamed_run_that_returns_early_reads_the_rest_to_count_it(make_client, event_service, clock):
+def test_a_streamed_run_that_returns_early_reads_the_rest_to_count_it(make_client, event_service, fake_clock):
     service = event_service({"st": 30})
     client = make_client(service.handler)
     read = []

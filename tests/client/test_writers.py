@@ -10,7 +10,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from listsync.client import AccountKeyed, Keyed, RetryPolicy
-from listsync.client.writers import chunk_by_account
+from listsync.client.writers import (
+    chunk_by_account,
+    write_cell_updates,
+    write_people_adds,
+    write_people_deletes,
+    write_people_patches,
+    write_row_adds,
+    write_row_deletes,
+)
 
 
 class Service:
@@ -75,7 +83,7 @@ def test_chunk_by_account_groups_domains_case_insensitively_in_first_seen_order(
 
 def test_people_adds_default_to_the_caps_of_a21(make_client):
     service = Service()
-    report = make_client(service).write_people_adds("tbl_1", people([(f"d{i}.io", 3) for i in range(150)]))
+    report = write_people_adds(make_client(service), "tbl_1", people([(f"d{i}.io", 3) for i in range(150)]))
 
     assert [len(body["accounts"]) for body in service.bodies] == [100, 50]
     assert all(sum(len(a["people"]) for a in body["accounts"]) <= 500 for body in service.bodies)
@@ -95,8 +103,8 @@ def test_unknown_accounts_are_dropped_recorded_and_the_rest_resent(make_client):
         return httpx.Response(200, json={"success": True, "data": {"added": 3, "updated": 1, "skipped": 0}})
 
     service = Service(answer)
-    report = make_client(service).write_people_adds(
-        "tbl_1", people([("a.io", 2), ("ghost1.io", 1), ("b.io", 2), ("GHOST2.io", 1)])
+    report = write_people_adds(
+        make_client(service), "tbl_1", people([("a.io", 2), ("ghost1.io", 1), ("b.io", 2), ("GHOST2.io", 1)])
     )
 
     assert [[a["accountDomain"] for a in body["accounts"]] for body in service.bodies] == [
@@ -127,7 +135,7 @@ def test_a_chunk_failing_after_retries_leaves_its_items_unknown_and_the_next_chu
         for i in range(2)
     ]
 
-    report = client.write_people_patches("tbl_1", items, chunk_size=1)
+    report = write_people_patches(client, "tbl_1", items, chunk_size=1)
 
     # A 5xx does not say whether the patch was applied: the caller re-reads before trusting either.
     assert report.outcome_unknown == {
@@ -144,7 +152,7 @@ def test_invalid_items_fail_alone(make_client):
         AccountKeyed("bad", "a.io", {"first_name": "Ada"}),
     ]
 
-    report = make_client(service).write_people_deletes("tbl_1", items)
+    report = write_people_deletes(make_client(service), "tbl_1", items)
 
     assert report.written == ["ok"]
     assert (
@@ -161,7 +169,7 @@ def test_an_item_without_an_account_domain_fails_alone(make_client, domain):
         AccountKeyed("no-domain", domain, {"first_name": "Bob", "email": "bob@b.io"}),
     ]
 
-    report = make_client(service).write_people_adds("tbl_1", items)
+    report = write_people_adds(make_client(service), "tbl_1", items)
 
     assert report.written == ["ok"]
     assert "accountDomain" in report.failed["no-domain"]
@@ -176,7 +184,7 @@ def test_row_adds_map_keys_to_new_row_ids(make_client):
         return httpx.Response(200, json={"success": True, "data": {"rows": rows, "added": len(rows)}})
 
     items = [Keyed(f"k{n}", {"cells": {"n": n}}) for n in range(5)]
-    report = make_client(Service(answer)).write_row_adds("tbl_1", items, chunk_size=2)
+    report = write_row_adds(make_client(Service(answer)), "tbl_1", items, chunk_size=2)
 
     assert report.requests == 3
     assert report.row_ids == {f"k{n}": f"row_{n}" for n in range(5)}
@@ -201,7 +209,7 @@ def test_row_adds_with_an_unknown_outcome_are_reported_not_resent(make_client, f
         return httpx.Response(200, json={"success": True, "data": {"rows": [{"id": "row_x"}], "added": 1}})
 
     items = [Keyed("first", {"cells": {"n": 0}}), Keyed("second", {"cells": {"n": 1}})]
-    report = make_client(handler).write_row_adds("tbl_1", items, chunk_size=1)
+    report = write_row_adds(make_client(handler), "tbl_1", items, chunk_size=1)
 
     assert len(sent) == 2  # each chunk once: the unknown one was not repeated
     assert list(report.outcome_unknown) == ["first"]
@@ -216,7 +224,7 @@ def test_row_adds_refused_by_the_service_are_failed(make_client):
         )
     )
 
-    report = make_client(answer).write_row_adds("tbl_1", [Keyed("k", {"cells": {"domain": "x.io"}})])
+    report = write_row_adds(make_client(answer), "tbl_1", [Keyed("k", {"cells": {"domain": "x.io"}})])
 
     assert report.failed == {
         "k": "POST /v1/lists/tbl_1/rows -> 409: Duplicate value for unique column domain: x.io"
@@ -236,7 +244,7 @@ def test_cell_updates_on_missing_rows_fail_and_the_rest_are_resent(make_client):
         for k, r in [("a", "row_1"), ("b", "row_gone"), ("c", "row_2")]
     ]
 
-    report = make_client(service).write_cell_updates("tbl_1", items)
+    report = write_cell_updates(make_client(service), "tbl_1", items)
 
     assert report.failed == {"b": "Rows not found: row_gone"}
     assert report.written == ["a", "c"]
@@ -252,7 +260,7 @@ def test_row_deletes_treat_missing_rows_as_already_deleted(make_client):
         )
 
     items = [Keyed("a", "row_1"), Keyed("b", "row_gone"), Keyed("c", " "), Keyed("d", "row_2")]
-    report = make_client(Service(answer)).write_row_deletes("tbl_1", items, chunk_size=1000)
+    report = write_row_deletes(make_client(Service(answer)), "tbl_1", items, chunk_size=1000)
 
     assert sorted(report.written) == ["a", "b", "d"]
     assert report.not_found == ["row_gone"]
@@ -261,7 +269,7 @@ def test_row_deletes_treat_missing_rows_as_already_deleted(make_client):
 
 
 def test_report_to_dict_is_json(make_client):
-    report = make_client(Service()).write_row_deletes("tbl_1", [Keyed("a", "row_1")])
+    report = write_row_deletes(make_client(Service()), "tbl_1", [Keyed("a", "row_1")])
     assert json.loads(json.dumps(report.to_dict()))["written"] == ["a"]
 
 
@@ -279,7 +287,7 @@ def test_a_refused_chunk_is_bisected_until_the_bad_row_fails_alone(make_client):
     service = Service(answer)
     rows = [Keyed(f"k{i}", {"cells": {"arr": "lots" if i == 5 else i}}) for i in range(8)]
 
-    report = make_client(service).write_row_adds("tbl_1", rows)
+    report = write_row_adds(make_client(service), "tbl_1", rows)
 
     assert report.failed == {"k5": "POST /v1/lists/tbl_1/rows -> 400: arr must be a number"}
     assert sorted(report.written) == sorted(f"k{i}" for i in range(8) if i != 5)
@@ -301,7 +309,7 @@ def test_a_refusal_naming_the_item_sends_the_rest_at_once(make_client):
         for i in range(100)
     ]
 
-    report = make_client(service).write_cell_updates("tbl_1", updates)
+    report = write_cell_updates(make_client(service), "tbl_1", updates)
 
     # The named update is confirmed alone (its own request names it updates[0]).
     assert list(report.failed) == ["30"]
@@ -332,7 +340,7 @@ def test_a_refusal_naming_a_person_in_an_account_isolates_that_person(make_clien
         ),
     )
 
-    report = make_client(service).write_people_patches("tbl_1", items)
+    report = write_people_patches(make_client(service), "tbl_1", items)
 
     assert list(report.failed) == ["b.io#phone"]
     assert "unsupported key phone_number" in report.failed["b.io#phone"]
@@ -350,8 +358,8 @@ def test_a_stated_cap_recuts_the_chunk_and_is_remembered(make_client):
     client = make_client(service)
     rows = [Keyed(f"k{i}", {"cells": {"n": i}}) for i in range(100)]
 
-    first = client.write_row_adds("tbl_1", rows)
-    second = client.write_row_adds("tbl_1", rows)
+    first = write_row_adds(client, "tbl_1", rows)
+    second = write_row_adds(client, "tbl_1", rows)
 
     assert len(first.written) == 100 and first.failed == {}
     assert [len(body["rows"]) for body in service.bodies[:4]] == [100, 40, 40, 20]
@@ -364,7 +372,7 @@ def test_a_stated_cap_recuts_the_chunk_and_is_remembered(make_client):
 def test_an_unreadable_success_leaves_the_chunk_unknown(make_client):
     service = Service(lambda body: httpx.Response(200, content=b""))
 
-    report = make_client(service).write_people_deletes("tbl_1", people([("a.io", 2)]))
+    report = write_people_deletes(make_client(service), "tbl_1", people([("a.io", 2)]))
 
     assert sorted(report.outcome_unknown) == ["a.io#0", "a.io#1"]
     assert report.written == [] and report.failed == {}
@@ -413,7 +421,7 @@ GHOSTS = [f"ghost-account.com#{i}" for i in range(5)]
 def test_a_404_in_other_words_naming_an_account_fails_only_its_people(make_client):
     service = PeopleList(lambda unknown: refuse(f"Unknown account domain(s): {', '.join(unknown)}", 404))
 
-    report = make_client(service).write_people_adds("tbl_1", good_and_ghost_people(ghost_after=30))
+    report = write_people_adds(make_client(service), "tbl_1", good_and_ghost_people(ghost_after=30))
 
     assert len(service.people) == 300
     assert len(report.written) == 300 and "ghost-account.com#0" not in report.written
@@ -429,7 +437,7 @@ def test_a_404_in_other_words_naming_an_account_fails_only_its_people(make_clien
 def test_a_404_naming_nothing_is_bisected_until_the_refused_account_stands_alone(make_client, ghost_after):
     service = PeopleList(lambda unknown: refuse("Not found", 404))
 
-    report = make_client(service).write_people_adds("tbl_1", good_and_ghost_people(ghost_after))
+    report = write_people_adds(make_client(service), "tbl_1", good_and_ghost_people(ghost_after))
 
     assert len(service.people) == 300
     assert sorted(report.failed) == GHOSTS
@@ -454,7 +462,7 @@ def test_a_404_naming_an_email_is_not_a_refusal_of_the_whole_account(make_client
         for i in range(4)
     ]
 
-    report = make_client(Service(answer)).write_people_patches("tbl_1", items)
+    report = write_people_patches(make_client(Service(answer)), "tbl_1", items)
 
     assert list(report.failed) == ["b.io#1"]
     assert len(report.written) == 7
@@ -471,7 +479,7 @@ def test_a_400_naming_an_account_sends_it_apart_and_finds_the_one_bad_person(mak
     items = people([("a.io", 3), ("b.io", 4), ("c.io", 3)])
     items[5] = AccountKeyed("b.io#bad", "b.io", {"first_name": "Bad", "email": "bad@b.io", "title": "???"})
 
-    report = make_client(Service(answer)).write_people_adds("tbl_1", items)
+    report = write_people_adds(make_client(Service(answer)), "tbl_1", items)
 
     assert list(report.failed) == ["b.io#bad"]
     assert "Invalid title for a person of b.io" in report.failed["b.io#bad"]
@@ -485,7 +493,7 @@ def test_an_account_not_found_in_another_spelling_is_still_found(make_client):
         return httpx.Response(200, json={"success": True, "data": {"added": 1}})
 
     service = Service(answer)
-    report = make_client(service).write_people_adds("tbl_1", people([("a.io", 2), ("ghost.io", 2)]))
+    report = write_people_adds(make_client(service), "tbl_1", people([("a.io", 2), ("ghost.io", 2)]))
 
     assert sorted(report.failed) == ["ghost.io#0", "ghost.io#1"]
     assert report.written == ["a.io#0", "a.io#1"]
@@ -507,7 +515,7 @@ def test_a_404_in_other_words_naming_a_row_fails_only_its_updates(make_client):
         Keyed(f"k{i}", {"rowId": f"row_{i % 10}", "columnId": "status", "value": "done"}) for i in range(40)
     ]
 
-    report = make_client(service).write_cell_updates("tbl_1", updates)
+    report = write_cell_updates(make_client(service), "tbl_1", updates)
 
     assert sorted(report.failed) == ["k17", "k27", "k37", "k7"]
     assert all("No such row(s): row_7" in reason for reason in report.failed.values())
@@ -524,7 +532,7 @@ def test_row_deletes_refused_404_in_other_words_count_the_named_rows_as_gone(mak
         return httpx.Response(200, json={"success": True, "data": {"deleted": len(body["rowIds"])}})
 
     items = [Keyed("a", "row_1"), Keyed("b", "row_gone"), Keyed("c", "row_2")]
-    report = make_client(Service(answer)).write_row_deletes("tbl_1", items)
+    report = write_row_deletes(make_client(Service(answer)), "tbl_1", items)
 
     assert sorted(report.written) == ["a", "b", "c"]
     assert report.not_found == ["row_gone"]
@@ -553,7 +561,7 @@ def test_a_404_of_the_whole_list_fails_everything_without_bisecting_down_to_each
 
     items = people([(domain, 5) for domain in HELD[:20]])
 
-    report = make_client(handler).write_people_adds("tbl_1", items, chunk_size=50)
+    report = write_people_adds(make_client(handler), "tbl_1", items, chunk_size=50)
 
     assert report.written == [] and len(report.failed) == 100
     assert all(refusal in reason for reason in report.failed.values())
@@ -573,7 +581,7 @@ def test_a_list_there_keeps_a_404_naming_nothing_bisecting(make_client):
             return httpx.Response(200, json={"success": True, "data": {"people": []}})
         return answer(json.loads(request.content))
 
-    report = make_client(handler).write_people_adds("tbl_1", people([(d, 2) for d in HELD[:10]]))
+    report = write_people_adds(make_client(handler), "tbl_1", people([(d, 2) for d in HELD[:10]]))
 
     assert sorted(report.failed) == ["acct1.com#0", "acct1.com#1", "acct8.com#0", "acct8.com#1"]
     assert len(report.written) == 16

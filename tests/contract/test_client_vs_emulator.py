@@ -19,6 +19,7 @@ from listsync.client import (
     SignalsNotFoundError,
 )
 from listsync.emulator import FaultRule
+from listsync.signals.sender import send_events
 
 TABLE = "tbl_accounts"
 START = 1_800_000_000.0  # the fake clock's start: a window boundary
@@ -61,11 +62,11 @@ def test_ingest_event_unknown_or_inactive_signal(client):
     assert raised.value.slugs == ["legacy_score"]
 
 
-def test_keys_refused(make_client):
+def test_keys_refused(emulator):
     with pytest.raises(AuthenticationError) as invalid:
-        make_client("sk_wrong").ingest_event(event())
+        emulator.client(api_key="sk_wrong").ingest_event(event())
     assert invalid.value.status == 401
-    public = make_client("public_wk_demo_listsync")
+    public = emulator.client(api_key="public_wk_demo_listsync")
     assert public.ingest_event(event()).status == "pending"
     with pytest.raises(AuthenticationError) as refused:
         public.list_lists()
@@ -127,7 +128,7 @@ def test_a_batch_dropped_after_it_was_applied_is_resent_and_flagged(client, emul
 def test_send_events_paces_to_the_emulator_windows_without_a_429(client, fake_clock, emulator):
     events = [event("deal_stage", reference=f"d{i}") for i in range(100)]
     events += [event("page_visit", reference=f"p{i}") for i in range(150)]
-    report = client.send_events(events, {"deal_stage": "State", "page_visit": "Event"})
+    report = send_events(client, events, {"deal_stage": "State", "page_visit": "Event"})
     assert report.acknowledged == 250
     assert report.rejected == 0
     references = [e["reference"] for e in emulator.state.events]

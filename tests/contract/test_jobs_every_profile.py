@@ -32,12 +32,14 @@ import pytest
 
 from listsync.emulator import PROFILES, EmulatorConfig, FaultRule, ListConfig, SignalConfig
 from listsync.extract.rejects import Rejects
-from listsync.signals.ingest import EventMapping, ingest_events
+from listsync.signals.columns import EventMapping
+from listsync.signals.ingest import ingest_events
 from listsync.sync.people import sync_people
 from listsync.sync.rows import upsert_rows
+from listsync.sync.settings import SyncSettings
 from listsync.sync.steps import SyncFailedError
 
-from .conftest import LiveEmulator
+from ..support import LiveEmulator
 
 API_KEY = "sk_contract_jobs"
 USER = "usr_contract"
@@ -106,7 +108,7 @@ def tenant(profile: str) -> EmulatorConfig:
 
 def requests_since(live: LiveEmulator, before: Counter[str], endpoints: Mapping[str, str]) -> dict[str, int]:
     """Requests the emulator answered on each endpoint since ``before`` (a copy of its counters)."""
-    now = live.handle.stats.requests
+    now = live.stats.requests
     return {kind: now[endpoint] - before[endpoint] for kind, endpoint in endpoints.items()}
 
 
@@ -206,7 +208,7 @@ def extract_people_view(frame: pd.DataFrame) -> PeopleView:
 def people_in(live: LiveEmulator) -> list[tuple[str, dict[str, Any]]]:
     """(account domain, mapped fields) of every person the emulator holds, as it holds them: the
     job sends normalised values (A26), so they are compared with the normalised extract as is."""
-    rows = live.handle.state.snapshot()["lists"][PEOPLE_TABLE]["rows"]
+    rows = live.state.snapshot()["lists"][PEOPLE_TABLE]["rows"]
     return [
         (bare_domain(row["accountDomain"]), {name: p[name] for name in PERSON_FIELDS if name in p})
         for row in rows
@@ -306,9 +308,7 @@ def people_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
 
 def start_people_list(live: LiveEmulator, domains: Iterable[str]) -> None:
     """Add the account rows of ``domains`` to the people List, then clear the counters."""
-    with live.client() as client:
-        client.add_rows(PEOPLE_TABLE, [{"cells": {"domain": domain}} for domain in domains])
-    live.handle.stats.clear()
+    live.seed(PEOPLE_TABLE, *({"domain": domain} for domain in domains))
 
 
 def run_people(live: LiveEmulator, frame: pd.DataFrame, **options: Any) -> dict[str, Any]:
@@ -372,11 +372,11 @@ def test_people_mirror_sync_fills_converges_and_reruns_without_writes(
     changed = in_service_form(extract_people_view(second), profile)
     bare = [key for key in wanted if not key[1].startswith(("email:", "url:"))]
     assert len(wanted) == 2500 and len(bare) == 500  # the extract is what the case asks for
-    state = {"state_path": tmp_path / "people.state"}
+    settings = SyncSettings(state_path=tmp_path / "people.state")
 
     # First run: fills the List, and waits for its writes to show.
-    counters = live.handle.stats.requests.copy()
-    summary = run_people(live, first, mode="mirror", **state)
+    counters = live.stats.requests.copy()
+    summary = run_people(live, first, mode="mirror", settings=settings)
     filled = list_people_view(live)
     assert filled == wanted
     check_people_run(summary, {}, filled, requests_since(live, counters, PEOPLE_WRITES))
@@ -388,15 +388,15 @@ def test_people_mirror_sync_fills_converges_and_reruns_without_writes(
     # Second and third runs, half a second apart: nothing to write.
     for _ in range(2):
         fake_clock.sleep(0.5)
-        counters = live.handle.stats.requests.copy()
-        again = run_people(live, first, mode="mirror", **state)
+        counters = live.stats.requests.copy()
+        again = run_people(live, first, mode="mirror", settings=settings)
         assert requests_since(live, counters, PEOPLE_WRITES) == dict.fromkeys(PEOPLE_WRITES, 0)
         assert (again["unchanged"], again["added"], again["updated"], again["deleted"]) == (2500, 0, 0, 0)
         assert list_people_view(live) == wanted
 
     # A changed extract: removals, changes of every kind of person, new e-mails, new people.
-    counters = live.handle.stats.requests.copy()
-    summary = run_people(live, second, mode="mirror", **state)
+    counters = live.stats.requests.copy()
+    summary = run_people(live, second, mode="mirror", settings=settings)
     converged = list_people_view(live)
     assert converged == changed
     check_people_run(summary, filled, converged, requests_since(live, counters, PEOPLE_WRITES))
@@ -413,8 +413,8 @@ def test_people_mirror_sync_fills_converges_and_reruns_without_writes(
 
     # Next run: nothing to write again.
     fake_clock.sleep(0.5)
-    counters = live.handle.stats.requests.copy()
-    last = run_people(live, second, mode="mirror", **state)
+    counters = live.stats.requests.copy()
+    last = run_people(live, second, mode="mirror", settings=settings)
     assert requests_since(live, counters, PEOPLE_WRITES) == dict.fromkeys(PEOPLE_WRITES, 0)
     assert (last["unchanged"], last["requests"]["total"], last["edited_in_list"]) == (len(changed), 0, 0)
     assert list_people_view(live) == changed
@@ -432,8 +432,8 @@ def test_people_mirror_sync_fills_converges_and_reruns_without_writes(
             ],
         )
     fake_clock.sleep(PROFILES[profile].lag_seconds + 0.5)
-    counters = live.handle.stats.requests.copy()
-    repaired = run_people(live, second, mode="mirror", **state)
+    counters = live.stats.requests.copy()
+    repaired = run_people(live, second, mode="mirror", settings=settings)
     assert requests_since(live, counters, PEOPLE_WRITES) == {"add": 0, "patch": 1, "delete": 0}
     assert (repaired["edited_in_list"], repaired["updated"], repaired["drift"]) == (1, 1, 0)
     assert list_people_view(live) == changed
@@ -457,8 +457,8 @@ def test_a_patch_matched_by_phone_is_applied_and_fails_nothing_else(
         if number in changes:
             second.at[position, "Title"] = changes[number]
     before = list_people_view(live)
-    counters = live.handle.stats.requests.copy()
-    statuses = dict(live.handle.stats.statuses[PEOPLE_WRITES["patch"]])
+    counters = live.stats.requests.copy()
+    statuses = dict(live.stats.statuses[PEOPLE_WRITES["patch"]])
 
     summary = run_people(live, second)
 
@@ -469,7 +469,7 @@ def test_a_patch_matched_by_phone_is_applied_and_fails_nothing_else(
     check_people_run(summary, before, after, requests_since(live, counters, PEOPLE_WRITES))
     # The service refuses a match by phone exactly when it takes e-mail matches only.
     refuses = PROFILES[profile].patch_match_keys == "email"
-    refused = live.handle.stats.statuses[PEOPLE_WRITES["patch"]]["400"] - statuses.get("400", 0)
+    refused = live.stats.statuses[PEOPLE_WRITES["patch"]]["400"] - statuses.get("400", 0)
     assert refused == (1 if refuses else 0)
     assert summary["replaced"] == (1 if refuses else 0)
     assert summary["failure_reasons"] == {}
@@ -539,7 +539,7 @@ def extract_rows_view(frame: pd.DataFrame) -> RowsView:
 
 def list_rows_view(live: LiveEmulator) -> RowsView:
     """The List's rows by domain, null cells left out; fails when a domain is held twice."""
-    rows = live.handle.state.snapshot()["lists"][ROWS_TABLE]["rows"]
+    rows = live.state.snapshot()["lists"][ROWS_TABLE]["rows"]
     domains = Counter(row["cells"].get("domain") for row in rows)
     assert all(count == 1 for count in domains.values()), f"duplicate rows: {domains}"
     return {
@@ -594,7 +594,7 @@ def test_people_of_an_account_the_service_does_not_hold_fail_alone(
     # The ghosts stand in the middle of the extract, so that they share requests with others.
     extract = people_frame([*held[:150], *ghosts, *held[150:]])
 
-    summary = run_people(live, extract, fail_on_error=False)
+    summary = run_people(live, extract, settings=SyncSettings(fail_on_error=False))
 
     creates = PROFILES[profile].unknown_accounts == "create"
     wanted = extract_people_view(people_frame(held + (ghosts if creates else [])))
@@ -617,10 +617,10 @@ def test_rows_upsert_fills_converges_and_reruns_without_writes(
         + [account_row(number) for number in range(300, 320)]
     )
     wanted, changed = extract_rows_view(first), extract_rows_view(second)
-    state = {"state_path": tmp_path / "rows.state", "delete_missing": True}
+    settings = SyncSettings(state_path=tmp_path / "rows.state")
 
-    counters = live.handle.stats.requests.copy()
-    summary = run_rows(live, first, **state)
+    counters = live.stats.requests.copy()
+    summary = run_rows(live, first, delete_missing=True, settings=settings)
     filled = list_rows_view(live)
     assert filled == wanted
     check_rows_run(summary, {}, filled, requests_since(live, counters, ROW_WRITES))
@@ -629,33 +629,33 @@ def test_rows_upsert_fills_converges_and_reruns_without_writes(
     # Two runs half a second apart: nothing to write.
     for _ in range(2):
         fake_clock.sleep(0.5)
-        counters = live.handle.stats.requests.copy()
-        again = run_rows(live, first, **state)
+        counters = live.stats.requests.copy()
+        again = run_rows(live, first, delete_missing=True, settings=settings)
         assert requests_since(live, counters, ROW_WRITES) == dict.fromkeys(ROW_WRITES, 0)
         assert (again["unchanged"], again["requests"]["total"]) == (300, 0)
         assert list_rows_view(live) == wanted
 
-    counters = live.handle.stats.requests.copy()
-    summary = run_rows(live, second, **state)
+    counters = live.stats.requests.copy()
+    summary = run_rows(live, second, delete_missing=True, settings=settings)
     converged = list_rows_view(live)
     assert converged == changed
     check_rows_run(summary, filled, converged, requests_since(live, counters, ROW_WRITES))
     assert summary["rows_added"] and summary["cells_updated"] and summary["rows_deleted"]
 
     fake_clock.sleep(0.5)
-    counters = live.handle.stats.requests.copy()
-    last = run_rows(live, second, **state)
+    counters = live.stats.requests.copy()
+    last = run_rows(live, second, delete_missing=True, settings=settings)
     assert requests_since(live, counters, ROW_WRITES) == dict.fromkeys(ROW_WRITES, 0)
     assert (last["unchanged"], last["requests"]["total"], last["edited_in_list"]) == (len(changed), 0, 0)
 
     # A cell edited in the List by hand: the next run puts the extract's value back.
-    rows = live.handle.state.snapshot()["lists"][ROWS_TABLE]["rows"]
+    rows = live.state.snapshot()["lists"][ROWS_TABLE]["rows"]
     edited = next(row for row in rows if row["cells"]["domain"] == "row001.io")
     with live.client() as client:
         client.update_cells(ROWS_TABLE, [{"rowId": edited["id"], "columnId": "name", "value": "Edited"}])
     fake_clock.sleep(PROFILES[profile].lag_seconds + 0.5)
-    counters = live.handle.stats.requests.copy()
-    repaired = run_rows(live, second, **state)
+    counters = live.stats.requests.copy()
+    repaired = run_rows(live, second, delete_missing=True, settings=settings)
     assert requests_since(live, counters, ROW_WRITES) == {"add_rows": 0, "update_cells": 1, "delete_rows": 0}
     assert (repaired["edited_in_list"], repaired["cells_updated"], repaired["drift"]) == (1, 1, 0)
     assert list_rows_view(live) == changed
@@ -669,7 +669,7 @@ def test_a_refused_row_and_a_refused_cell_update_fail_alone(
     rows = [account_row(number) for number in range(160)]
     rows[117]["ARR"] = "lots"  # text in a number column: only the service knows the column's type
 
-    counters = live.handle.stats.requests.copy()
+    counters = live.stats.requests.copy()
     with pytest.raises(SyncFailedError) as raised:
         run_rows(live, rows_frame(rows))
 
@@ -693,7 +693,7 @@ def test_a_refused_row_and_a_refused_cell_update_fail_alone(
             changed.at[position, "Seats"] = 1000 + number
         if number == 23:
             changed.at[position, "Plan"] = "platinum"
-    counters = live.handle.stats.requests.copy()
+    counters = live.stats.requests.copy()
     with pytest.raises(SyncFailedError) as raised:
         run_rows(live, changed)
 
@@ -773,7 +773,7 @@ def test_ingestion_acknowledges_every_event_exactly_once(
             signal_types=None if variant == "types probed" else SIGNALS,
         )
 
-    stored = live.handle.state.snapshot()["events"]
+    stored = live.state.snapshot()["events"]
     references = Counter(event["reference"] for event in stored)
     # 0 lost, 0 duplicated.
     assert references == dict.fromkeys([*others, *(row["event_id"] for row in rows)], 1)
@@ -789,11 +789,11 @@ def test_ingestion_acknowledges_every_event_exactly_once(
     assert summary["acknowledged"] == sum(accepted.values()) == len(rows)
     assert {signal: s["acknowledged"] for signal, s in summary["signals"].items()} == dict(accepted)
     assert (summary["pending"], summary["rejected_by_service"], summary["possibly_duplicated"]) == (0, 0, 0)
-    statuses = [live.handle.stats.statuses[endpoint] for endpoint in EVENT_ENDPOINTS]
-    requests = sum(live.handle.stats.requests[endpoint] for endpoint in EVENT_ENDPOINTS)
+    statuses = [live.stats.statuses[endpoint] for endpoint in EVENT_ENDPOINTS]
+    requests = sum(live.stats.requests[endpoint] for endpoint in EVENT_ENDPOINTS)
     assert summary["requests"] == requests - (1 if others else 0)
     assert summary["rate_limited_responses"] == sum(status["429"] for status in statuses)
-    assert summary["rate_limited_resends"] == sum(live.handle.stats.events_rate_limited.values())
+    assert summary["rate_limited_resends"] == sum(live.stats.events_rate_limited.values())
 
 
 # ---- beyond the four cases: a lost answer on a people write ------------------------------------
@@ -809,9 +809,9 @@ def test_a_people_add_whose_answer_is_lost_duplicates_no_one(
     live = live_emulator(tenant(profile))
     start_people_list(live, ACCOUNTS[:4])
     extract = people_frame(person_row(number) for number in range(100))  # 20 known by phone or name
-    live.handle.faults.add([FaultRule(endpoint=PEOPLE_WRITES["add"], kind="drop_after", times=1)])
+    live.faults.add([FaultRule(endpoint=PEOPLE_WRITES["add"], kind="drop_after", times=1)])
 
-    summary = run_people(live, extract, fail_on_error=False)
+    summary = run_people(live, extract, settings=SyncSettings(fail_on_error=False))
 
     assert list_people_view(live) == in_service_form(
         extract_people_view(extract), profile
@@ -827,17 +827,22 @@ def test_a_people_delete_whose_answer_is_lost_removes_no_one_else(
     start_people_list(live, ACCOUNTS[:4])
     numbers = range(100)
     state = tmp_path / "people.state"
-    run_people(live, people_frame(person_row(number) for number in numbers), state_path=state)
+    run_people(
+        live, people_frame(person_row(number) for number in numbers), settings=SyncSettings(state_path=state)
+    )
     # Every person known by phone or name only gains an e-mail: a new identity for each of them.
     rows = [person_row(number) for number in numbers]
     for number, row in zip(numbers, rows, strict=True):
         if row["Email"] is None:
             row["Email"] = f"new.{number:04d}@{account_of(number)}"
     extract = people_frame(rows)
-    live.handle.faults.add([FaultRule(endpoint=PEOPLE_WRITES["delete"], kind="drop_after", times=1)])
+    live.faults.add([FaultRule(endpoint=PEOPLE_WRITES["delete"], kind="drop_after", times=1)])
 
     summary = run_people(
-        live, extract, mode="mirror", max_delete_fraction=0.5, fail_on_error=False, state_path=state
+        live,
+        extract,
+        mode="mirror",
+        settings=SyncSettings(max_delete_fraction=0.5, fail_on_error=False, state_path=state),
     )
 
     # They are patched (on a service that matches patches by e-mail only: deleted by phone or name,

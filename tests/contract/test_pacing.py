@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
-from listsync.client import ListSyncClient
-from listsync.emulator import PROFILES, create_app, demo_config, serve_in_thread
+from listsync.emulator import PROFILES
+from listsync.signals.sender import send_events
+
+from ..support import LiveEmulator
 
 WINDOW = 60.0
 LIMITS = {"page_visit": 100, "seats_used": 1000, "deal_stage": 30}
@@ -63,32 +66,22 @@ class Slow(httpx.HTTPTransport):
     ("offset", "latency"), [(0.0, 0.0), (37.5, 0.0), (37.5, 1.3)], ids=["boundary", "mid-window", "slow"]
 )
 def test_send_events_takes_the_time_the_windows_allow(
-    profile: str, offset: float, latency: float, fake_clock: Any
+    profile: str, offset: float, latency: float, fake_clock: Any, live_emulator: Callable[..., LiveEmulator]
 ) -> None:
     fake_clock.now += offset
     start = fake_clock.now
-    app = create_app(demo_config().model_copy(update={"profile": profile}), clock=fake_clock)
+    emulator = live_emulator(profile=profile)
     transport = Slow(fake_clock, latency)
-    with (
-        serve_in_thread(app) as url,
-        ListSyncClient(
-            url,
-            "sk_demo_listsync",
-            transport=transport,
-            clock=fake_clock,
-            sleep=fake_clock.sleep,
-            rand=lambda: 0.0,
-        ) as client,
-    ):
-        report = client.send_events(events(), TYPES)
+    with emulator.client(transport=transport) as client:
+        report = send_events(client, events(), TYPES)
 
     windows = max(math.ceil(COUNTS[slug] / LIMITS[slug]) for slug in COUNTS)
     gone = start % WINDOW if PROFILES[profile].windows == "aligned" else 0.0
     minimum = (windows - 1) * WINDOW - gone
     # Each request costs its latency; nothing else may be spent (an idle signal would be).
     assert minimum <= fake_clock.now - start <= minimum + transport.requests * latency + 1e-6
-    stats = app.state.emulator.stats.snapshot()
+    stats = emulator.stats.snapshot()
     assert sum(stats["events_rate_limited"].values()) == 0
     assert report.acknowledged == sum(COUNTS.values())
-    stored = Counter(event["reference"] for event in app.state.emulator.state.events)
+    stored = Counter(event["reference"] for event in emulator.state.events)
     assert set(stored.values()) == {1} and len(stored) == sum(COUNTS.values())

@@ -17,9 +17,10 @@ import pytest
 
 from listsync.emulator import EmulatorConfig
 from listsync.sync.people import sync_people
+from listsync.sync.settings import SyncSettings
 from listsync.sync.state import StateMismatchError
 
-from .conftest import LiveEmulator
+from ..support import LiveEmulator
 from .test_jobs_every_profile import (
     ACCOUNTS,
     PEOPLE_TABLE,
@@ -47,11 +48,14 @@ def people(count: int = 200) -> pd.DataFrame:
     return people_frame(person_row(number) for number in range(count))
 
 
-def run(live: LiveEmulator, frame: pd.DataFrame, **options: Any) -> tuple[dict[str, Any], dict[str, int]]:
-    """Sync ``frame`` in mirror mode; the summary and the writes the emulator answered."""
-    counters = live.handle.stats.requests.copy()
+def run(live: LiveEmulator, frame: pd.DataFrame, **settings: Any) -> tuple[dict[str, Any], dict[str, int]]:
+    """Sync ``frame`` in mirror mode with ``settings`` (:class:`SyncSettings`); the summary and the
+    writes the emulator answered."""
+    counters = live.stats.requests.copy()
     with live.client() as client:
-        summary = sync_people(client, PEOPLE_TABLE, [frame], PERSON_COLUMNS, mode="mirror", **options)
+        summary = sync_people(
+            client, PEOPLE_TABLE, [frame], PERSON_COLUMNS, mode="mirror", settings=SyncSettings(**settings)
+        )
     return summary, requests_since(live, counters, PEOPLE_WRITES)
 
 
@@ -98,21 +102,31 @@ def test_a_state_of_another_list_or_mapping_is_refused_naming_it(
     kept = state.read_bytes()
 
     with live.client() as client, pytest.raises(StateMismatchError, match="List tbl_people, not tbl_rows"):
-        sync_people(client, "tbl_rows", [people(50)], PERSON_COLUMNS, state_path=state)
+        sync_people(client, "tbl_rows", [people(50)], PERSON_COLUMNS, settings=SyncSettings(state_path=state))
     other_map = {**PERSON_COLUMNS, "Title": "bio"}
     with (
         live.client() as client,
         pytest.raises(StateMismatchError, match=r"the mapping \{.*\"Title\": \"title\""),
     ):
-        sync_people(client, PEOPLE_TABLE, [people(50)], other_map, state_path=state)
+        sync_people(client, PEOPLE_TABLE, [people(50)], other_map, settings=SyncSettings(state_path=state))
     with live.client() as client, pytest.raises(StateMismatchError, match="shard none, not 0/2"):
-        sync_people(client, PEOPLE_TABLE, [people(50)], PERSON_COLUMNS, state_path=state, shard="0/2")
+        sync_people(
+            client,
+            PEOPLE_TABLE,
+            [people(50)],
+            PERSON_COLUMNS,
+            settings=SyncSettings(state_path=state, shard="0/2"),
+        )
     # Refused before anything was read or written: the state is as it was.
     assert state.read_bytes() == kept
     # fresh_state starts afresh, and keeps a state of its own scope.
     with live.client() as client:
         summary = sync_people(
-            client, PEOPLE_TABLE, [people(50)], other_map, state_path=state, fresh_state=True
+            client,
+            PEOPLE_TABLE,
+            [people(50)],
+            other_map,
+            settings=SyncSettings(state_path=state, fresh_state=True),
         )
     assert summary["failed"] == 0 and state.read_bytes() != kept
 

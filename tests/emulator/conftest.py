@@ -1,39 +1,24 @@
-"""Fixtures for the emulator tests: an in-process app on a fake clock, and clients for it."""
+"""Fixtures for the emulator tests: an in-process app on the fake clock, and clients for it.
+
+The app's injected latency is slept on the fake clock too, so ``fake_clock.slept`` records it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from typing import Any
 
 import pytest
 from fastapi import FastAPI
 from starlette.testclient import TestClient
 
-from listsync.emulator import EmulatorConfig, create_app, demo_config
+from listsync.emulator import Emulator, EmulatorConfig, create_app, demo_config
+
+from ..support import FakeClock
 
 SECRET = "sk_demo_listsync"
 TABLE = "tbl_accounts"
-
-
-class RecordingSleep:
-    """Stands in for ``asyncio.sleep``: records injected latency instead of waiting."""
-
-    def __init__(self) -> None:
-        self.calls: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.calls.append(seconds)
-
-
-@pytest.fixture
-def clock(fake_clock: Any) -> Any:
-    """The emulator's clock (the suite's ``fake_clock``): ``clock.sleep(s)`` moves time on."""
-    return fake_clock
-
-
-@pytest.fixture
-def sleep() -> RecordingSleep:
-    return RecordingSleep()
 
 
 @pytest.fixture
@@ -43,8 +28,15 @@ def config() -> EmulatorConfig:
 
 
 @pytest.fixture
-def app(config: EmulatorConfig, clock: Any, sleep: RecordingSleep) -> FastAPI:
-    return create_app(config, clock=clock, sleep=sleep)
+def app(config: EmulatorConfig, fake_clock: FakeClock) -> FastAPI:
+    return create_app(config, clock=fake_clock, sleep=fake_clock.async_sleep)
+
+
+@pytest.fixture
+def emulator(app: FastAPI) -> Emulator:
+    """The in-process handle (``state``, ``stats``, ``faults``) of ``app``."""
+    handle: Emulator = app.state.emulator
+    return handle
 
 
 @pytest.fixture
@@ -65,13 +57,27 @@ def _event(signal: str = "page_visit", **fields: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def client_for(clock: Any) -> Callable[[EmulatorConfig], TestClient]:
+def client_for(fake_clock: FakeClock) -> Callable[[EmulatorConfig], TestClient]:
     """Makes a client (demo secret key) for an app of another config, on the same fake clock."""
 
     def make(config: EmulatorConfig) -> TestClient:
-        return TestClient(create_app(config, clock=clock), headers={"Authorization": f"Bearer {SECRET}"})
+        return TestClient(create_app(config, clock=fake_clock), headers={"Authorization": f"Bearer {SECRET}"})
 
     return make
+
+
+@pytest.fixture
+def serve(fake_clock: FakeClock) -> Iterator[Callable[..., TestClient]]:
+    """Makes a client (demo secret key) of the demo tenant under a profile, on the fake clock;
+    keyword arguments replace config fields (``dialect_overrides``, say)."""
+
+    def make(profile: str, **fields: Any) -> TestClient:
+        data = {**demo_config().model_dump(), "profile": profile, **fields}
+        app = create_app(EmulatorConfig.model_validate(data), clock=fake_clock, sleep=fake_clock.async_sleep)
+        return stack.enter_context(TestClient(app, headers={"Authorization": f"Bearer {SECRET}"}))
+
+    with ExitStack() as stack:
+        yield make
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from listsync.emulator import ConnectionDropped, FaultRule, demo_config, serve_in_thread
+from listsync.emulator import ConnectionDropped, FaultRule, demo_config
 from listsync.emulator.config import FaultsConfig
 from listsync.emulator.faults import FaultInjector
 
@@ -56,7 +56,7 @@ def test_times_rule_fires_on_exactly_the_next_n_matching_requests(client, emulat
     assert emulator.faults.snapshot() == []
 
 
-def test_forced_429_storm(client, emulator, clock):
+def test_forced_429_storm(client, emulator, fake_clock):
     emulator.faults.add([FaultRule(endpoint="*", kind="rate_limit", times=2, retry_after_seconds=7)])
     batch = client.post("/v1/events/batch", json={"events": [{"signal": "page_visit"}]})
     assert batch.status_code == 429
@@ -69,11 +69,11 @@ def test_forced_429_storm(client, emulator, clock):
     assert client.post(ROWS, json=ONE_ROW).status_code == 200
 
 
-def test_latency_is_awaited_through_the_injected_sleep(client, emulator, sleep):
+def test_latency_is_awaited_through_the_injected_sleep(client, emulator, fake_clock):
     emulator.faults.add([FaultRule(endpoint="GET /v1/lists", kind="latency", latency_seconds=1.5)])
     assert client.get("/v1/lists").status_code == 200
     client.get("/v1/lists/tbl_accounts")
-    assert sleep.calls == [1.5]
+    assert fake_clock.slept == [1.5]
 
 
 def test_latency_combines_with_a_terminal_fault():
@@ -109,9 +109,10 @@ def test_drop_after_applies_the_write_then_drops_in_process(client, emulator):
     assert client.post(ROWS, json=ONE_ROW).status_code == 409
 
 
-def test_drops_over_a_socket_surface_as_remote_protocol_errors(app, emulator):
+def test_drops_over_a_socket_surface_as_remote_protocol_errors(live_emulator):
     """The "send twice" case over a live server: the runtime API arms the fault, uvicorn drops."""
-    with serve_in_thread(app) as base_url, httpx.Client(base_url=base_url) as http:
+    emulator = live_emulator()
+    with httpx.Client(base_url=emulator.url) as http:
         auth = {"Authorization": "Bearer sk_demo_listsync"}
         armed = http.post(
             "/_emulator/faults",
@@ -161,11 +162,12 @@ def test_drops_through_asgi_transport_surface_as_remote_protocol_errors(app, emu
     assert len(emulator.state.lists["tbl_accounts"].rows) == 1
 
 
-def test_a_drop_before_over_a_socket_is_a_clean_close_even_with_a_large_unread_body(app, emulator):
+def test_a_drop_before_over_a_socket_is_a_clean_close_even_with_a_large_unread_body(live_emulator):
     # Closing a socket with request bytes still unread makes the kernel reset the connection,
     # which the client sees as a read or write error instead of "server disconnected".
     big = {"rows": [{"cells": {"domain": f"acme{i}.com" + "x" * 4000}} for i in range(500)]}
-    with serve_in_thread(app) as base_url, httpx.Client(base_url=base_url) as http:
+    emulator = live_emulator()
+    with httpx.Client(base_url=emulator.url) as http:
         auth = {"Authorization": "Bearer sk_demo_listsync"}
         http.post(
             "/_emulator/faults", json={"rules": [{"endpoint": ROW_ADDS, "kind": "drop_before", "times": 5}]}
@@ -176,27 +178,27 @@ def test_a_drop_before_over_a_socket_is_a_clean_close_even_with_a_large_unread_b
         assert emulator.state.lists["tbl_accounts"].rows == {}
 
 
-def test_a_write_delayed_past_its_clients_timeout_still_lands() -> None:
+def test_a_write_delayed_past_its_clients_timeout_still_lands(live_emulator) -> None:
     # A late write: the client gave up, the service applies the request all the same.
-    with serve_in_thread(demo_config()) as url:
-        rule = {
-            "endpoint": "POST /v1/lists/{tableId}/rows",
-            "kind": "latency",
-            "latency_seconds": 1.0,
-            "times": 1,
-        }
-        httpx.post(f"{url}/_emulator/faults", json={"rules": [rule]}).raise_for_status()
-        with pytest.raises(httpx.ReadTimeout):
-            httpx.post(
-                f"{url}/v1/lists/tbl_accounts/rows",
-                json={"rows": [{"cells": {"domain": "late.io"}}]},
-                headers={"Authorization": "Bearer sk_demo_listsync"},
-                timeout=0.3,
-            )
-        deadline = time.monotonic() + 5
-        rows: list = []
-        while not rows and time.monotonic() < deadline:
-            time.sleep(0.1)
-            rows = httpx.get(f"{url}/_emulator/state").json()["lists"]["tbl_accounts"]["rows"]
+    url = live_emulator(clock=None).url
+    rule = {
+        "endpoint": "POST /v1/lists/{tableId}/rows",
+        "kind": "latency",
+        "latency_seconds": 1.0,
+        "times": 1,
+    }
+    httpx.post(f"{url}/_emulator/faults", json={"rules": [rule]}).raise_for_status()
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(
+            f"{url}/v1/lists/tbl_accounts/rows",
+            json={"rows": [{"cells": {"domain": "late.io"}}]},
+            headers={"Authorization": "Bearer sk_demo_listsync"},
+            timeout=0.3,
+        )
+    deadline = time.monotonic() + 5
+    rows: list = []
+    while not rows and time.monotonic() < deadline:
+        time.sleep(0.1)
+        rows = httpx.get(f"{url}/_emulator/state").json()["lists"]["tbl_accounts"]["rows"]
 
     assert [row["cells"]["domain"] for row in rows] == ["late.io"]

@@ -1,15 +1,13 @@
 """The ``hosted`` profile's knobs (A33), through HTTP: ``lag_seconds``, ``canonical_forms`` and
 ``refusal_wording``, and ``EmulatorConfig.dialect_overrides``, which changes single knobs of a profile.
 
-Served on the fake clock (2027-01-15T08:00:00Z): ``clock.sleep(s)`` moves the emulator's time, so
+Served on the fake clock (2027-01-15T08:00:00Z): ``fake_clock.sleep(s)`` moves the emulator's time, so
 a lag passes without waiting. One test plays a short lag on the real clock.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack
 from typing import Any
 
 import pytest
@@ -31,20 +29,6 @@ CELLS = "/v1/lists/tbl_accounts/cells"
 
 ANN = {"first_name": "Ann", "last_name": "Lee", "email": "ann@acme.com"}
 BOB = {"first_name": "Bob", "network_profile_url": "https://network.example/in/bob"}
-
-
-@pytest.fixture
-def serve(clock: Any, sleep: Any) -> Iterator[Callable[..., TestClient]]:
-    """Makes a client (demo secret key) of the demo tenant under a profile, on the fake clock;
-    keyword arguments replace config fields (``dialect_overrides``, say)."""
-
-    def make(profile: str, **fields: Any) -> TestClient:
-        data = {**demo_config().model_dump(), "profile": profile, **fields}
-        app = create_app(EmulatorConfig.model_validate(data), clock=clock, sleep=sleep)
-        return stack.enter_context(TestClient(app, headers={"Authorization": f"Bearer {SECRET}"}))
-
-    with ExitStack() as stack:
-        yield make
 
 
 def forms_only(**overrides: Any) -> dict[str, Any]:
@@ -141,7 +125,7 @@ def test_the_cli_serves_the_hosted_profile(monkeypatch):
 # ---- lag_seconds -------------------------------------------------------------------------------
 
 
-def test_a_write_is_answered_at_once_and_read_only_after_the_lag(serve, clock):
+def test_a_write_is_answered_at_once_and_read_only_after_the_lag(serve, fake_clock):
     client = serve("hosted")
     answer = client.post(
         ROWS, json={"rows": [{"cells": {"domain": "a.com"}}, {"cells": {"domain": "b.com"}}]}
@@ -159,40 +143,40 @@ def test_a_write_is_answered_at_once_and_read_only_after_the_lag(serve, clock):
     }
     assert [row["id"] for row in state_rows(client)] == ["row_1", "row_2"]  # inspection: as it is
     assert (row_ids(client), row_ids(client, rowIds="row_1,row_2"), row_count(client)) == ([], [], (0, 0))
-    clock.sleep(1.999)
+    fake_clock.sleep(1.999)
     assert row_ids(client, columnId="domain", operator="is_not_empty") == []
-    clock.sleep(0.001)
+    fake_clock.sleep(0.001)
     assert row_ids(client) == ["row_1", "row_2"]
     assert row_ids(client, rowIds="row_2") == ["row_2"]
     assert row_count(client) == (2, 2)
 
 
-def test_reads_show_each_write_lag_seconds_after_its_answer_in_turn(serve, clock):
+def test_reads_show_each_write_lag_seconds_after_its_answer_in_turn(serve, fake_clock):
     client = serve("hosted")
     add_rows(client, "acme.com")
-    clock.sleep(2)
+    fake_clock.sleep(2)
     assert client.post(PEOPLE, json=people_body("acme.com", ANN)).status_code == 200
-    clock.sleep(1)
+    fake_clock.sleep(1)
     patched = client.patch(
         PEOPLE, json=people_body("acme.com", {"match": {"email": "ann@acme.com"}, "patch": {"title": "CTO"}})
     )
     assert patched.json()["data"] == {"updated": 1, "notFound": []}
-    clock.sleep(0.5)
+    fake_clock.sleep(0.5)
     deleted = client.request("DELETE", PEOPLE, json=people_body("acme.com", {"email": "ann@acme.com"}))
     assert deleted.json()["data"] == {"deleted": 1, "notFound": []}
 
     assert people(client) == []  # the add was answered 1.5 s ago
-    clock.sleep(0.5)
+    fake_clock.sleep(0.5)
     assert [(p["first_name"], p.get("title")) for p in people(client)] == [("Ann", None)]
-    clock.sleep(1)
+    fake_clock.sleep(1)
     assert [(p["first_name"], p.get("title")) for p in people(client)] == [("Ann", "CTO")]
     assert names(client, search="cto") == ["Ann"]
-    clock.sleep(0.5)
+    fake_clock.sleep(0.5)
     assert people(client) == []
     assert state_rows(client)[0]["people"] == []
 
 
-def test_writes_are_checked_against_the_list_as_it_is_not_as_it_reads(serve, clock, expect_error):
+def test_writes_are_checked_against_the_list_as_it_is_not_as_it_reads(serve, fake_clock, expect_error):
     client = serve("hosted")
     add_rows(client, "acme.com")
     row_id = "row_1"
@@ -208,44 +192,44 @@ def test_writes_are_checked_against_the_list_as_it_is_not_as_it_reads(serve, clo
     assert gone.json()["data"] == {"deleted": 1, "notFound": ["row_9"]}
 
     assert (row_ids(client), people(client)) == ([], [])
-    clock.sleep(2)
+    fake_clock.sleep(2)
     assert (row_ids(client), people(client)) == ([], [])
 
 
-def test_a_refused_write_shows_nothing_ever(serve, clock, expect_error):
+def test_a_refused_write_shows_nothing_ever(serve, fake_clock, expect_error):
     client = serve("hosted")
     add_rows(client, "acme.com")
-    clock.sleep(5)
+    fake_clock.sleep(5)
     body = people_body("acme.com", ANN, {"last_name": "Nameless"})
     expect_error(client.post(PEOPLE, json=body), 400, "accounts[0].people[1].first_name is required")
     assert (row_ids(client), people(client)) == (["row_1"], [])
-    clock.sleep(5)
+    fake_clock.sleep(5)
     assert (row_ids(client), people(client)) == (["row_1"], [])
 
 
-def test_a_reset_forgets_the_writes_not_yet_shown(serve, clock):
+def test_a_reset_forgets_the_writes_not_yet_shown(serve, fake_clock):
     client = serve("hosted")
     add_rows(client, "acme.com")
     assert client.post("/_emulator/reset").status_code == 200
-    clock.sleep(3)
+    fake_clock.sleep(3)
     assert (row_ids(client), row_count(client)) == ([], (0, 0))
     add_rows(client, "globex.com")
-    clock.sleep(2)
+    fake_clock.sleep(2)
     assert row_ids(client) == ["row_1"]
 
 
-def test_the_lag_is_set_per_config(serve, clock):
+def test_the_lag_is_set_per_config(serve, fake_clock):
     client = serve("hosted", dialect_overrides={"lag_seconds": 0.25})
     add_rows(client, "acme.com")
     assert row_ids(client) == []
-    clock.sleep(0.25)
+    fake_clock.sleep(0.25)
     assert row_ids(client) == ["row_1"]
     # Any profile can be given a lag.
     lagging = serve("lean", dialect_overrides={"lag_seconds": 10})
     add_rows(lagging, "acme.com")
-    clock.sleep(9.5)
+    fake_clock.sleep(9.5)
     assert row_ids(lagging) == []
-    clock.sleep(0.5)
+    fake_clock.sleep(0.5)
     assert row_ids(lagging) == ["row_1"]
 
 
@@ -295,12 +279,12 @@ KEPT = {
 }
 
 
-def test_hosted_keeps_person_fields_in_its_own_forms(serve, clock):
+def test_hosted_keeps_person_fields_in_its_own_forms(serve, fake_clock):
     client = serve("hosted")
     add_rows(client, "acme.com")
     answer = client.post(PEOPLE, json=people_body("acme.com", MESSY))
     assert answer.json()["data"] == {"added": 1, "updated": 0, "skipped": 0}
-    clock.sleep(2)
+    fake_clock.sleep(2)
     assert people(client) == [{**KEPT, "target": True, "accountDomain": "acme.com", "rowId": "row_1"}]
 
 

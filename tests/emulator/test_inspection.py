@@ -66,7 +66,7 @@ def test_reset_empties_state_windows_and_counters(client, make_event):
     assert response.headers["X-RateLimit-Remaining"] == "99"
 
 
-def test_state_survives_a_restart_through_the_state_file(tmp_path, clock, client_for, make_event):
+def test_state_survives_a_restart_through_the_state_file(tmp_path, fake_clock, client_for, make_event):
     path = tmp_path / "state.json"
     config = demo_config().model_copy(update={"state_file": str(path)})
     first = client_for(config)
@@ -148,8 +148,8 @@ def test_invalid_configs_are_refused(bad):
         EmulatorConfig.model_validate(bad)
 
 
-def test_serve_in_thread_serves_and_stops(clock):
-    app = create_app(demo_config(), clock=clock)
+def test_serve_in_thread_serves_and_stops(fake_clock):
+    app = create_app(demo_config(), clock=fake_clock)
     with serve_in_thread(app) as base_url:
         assert base_url.startswith("http://127.0.0.1:")
         response = httpx.post(

@@ -476,9 +476,11 @@ person_strategy = st.fixed_dictionaries(
 def test_pages_of_any_query_add_up_to_the_whole_answer(accounts, query, page_size):
     """Paging never loses, repeats or reorders a person, and total/hasMore agree with the pages."""
     emulator = Emulator(demo_config(), time.time, asyncio.sleep)
-    ops = emulator.lists
-    table = ops.table("tbl_accounts")
-    ops.add_rows(table, {"rows": [{"cells": {"domain": f"d{i}.com"}} for i in range(len(accounts))]})
+    ops = emulator.people
+    table = emulator.lists.table("tbl_accounts")
+    emulator.rows.add_rows(
+        table, {"rows": [{"cells": {"domain": f"d{i}.com"}} for i in range(len(accounts))]}
+    )
     for index, people in enumerate(accounts):
         if people:
             ops.add_people(table, {"accounts": [{"accountDomain": f"d{index}.com", "people": people}]})

@@ -6,8 +6,6 @@ served on the fake clock (2027-01-15T08:00:00Z) and shown to differ where its kn
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack
 from typing import Any
 
 import pytest
@@ -21,13 +19,10 @@ from listsync.emulator import (
     Dialect,
     EmulatorConfig,
     FaultRule,
-    create_app,
     demo_config,
     load_config,
 )
 from listsync.emulator.windows import FirstEventWindowLimiter
-
-from .conftest import SECRET
 
 EVENTS = "/v1/events"
 BATCH = "/v1/events/batch"
@@ -40,20 +35,6 @@ BOB = {"first_name": "Bob", "network_profile_url": "https://network.example/in/b
 CY = {"first_name": "Cy", "phone_number": "+14155550100"}
 EVE = {"first_name": "Eve", "title": "Engineer"}
 GUS = {"first_name": "Gus", "email": "gus@globex.com"}
-
-
-@pytest.fixture
-def serve(clock: Any, sleep: Any) -> Iterator[Callable[..., TestClient]]:
-    """Makes a client (demo secret key) of the demo tenant under a profile, on the fake clock;
-    keyword arguments replace config fields."""
-
-    def make(profile: str, **fields: Any) -> TestClient:
-        data = {**demo_config().model_dump(), "profile": profile, **fields}
-        app = create_app(EmulatorConfig.model_validate(data), clock=clock, sleep=sleep)
-        return stack.enter_context(TestClient(app, headers={"Authorization": f"Bearer {SECRET}"}))
-
-    with ExitStack() as stack:
-        yield make
 
 
 def add_rows(client: TestClient, *domains: str) -> None:
@@ -410,10 +391,10 @@ def test_strict_delete_still_takes_every_identity_of_the_spec(serve):
 # ---- unknown_accounts (A14) --------------------------------------------------------------------
 
 
-def test_rolling_post_creates_the_rows_of_unknown_accounts_once_per_domain(serve, clock):
+def test_rolling_post_creates_the_rows_of_unknown_accounts_once_per_domain(serve, fake_clock):
     client = serve("rolling")
     add_rows(client, "acme.com")
-    clock.sleep(30)
+    fake_clock.sleep(30)
     accounts = [
         {"accountDomain": "WWW.New.io", "people": [ANN]},
         {"accountDomain": "acme.com", "people": [BOB]},
@@ -497,34 +478,34 @@ def reset_of(response: Any) -> tuple[str, str]:
     return response.headers["X-RateLimit-Remaining"], response.headers["X-RateLimit-Reset"]
 
 
-def test_rolling_windows_open_at_a_signals_first_event_and_last_window_seconds(serve, clock):
+def test_rolling_windows_open_at_a_signals_first_event_and_last_window_seconds(serve, fake_clock):
     client = serve("rolling")
-    clock.sleep(15.25)
+    fake_clock.sleep(15.25)
     first = client.post(EVENTS, json=event("deal_stage"))
     assert reset_of(first) == ("29", "2027-01-15T08:01:15.250Z")  # first event + 60 s
-    clock.sleep(30)
+    fake_clock.sleep(30)
     # Another signal's window opens at its own first event.
     assert reset_of(client.post(EVENTS, json=event("page_visit"))) == ("99", "2027-01-15T08:01:45.250Z")
     for _ in range(29):
         assert client.post(EVENTS, json=event("deal_stage")).status_code == 200
 
-    clock.sleep(20)  # 08:01:05.25: past the minute an aligned window would end at, not past this one
+    fake_clock.sleep(20)  # 08:01:05.25: past the minute an aligned window would end at, not past this one
     limited = client.post(EVENTS, json=event("deal_stage"))
     assert limited.status_code == 429
     assert reset_of(limited) == ("0", "2027-01-15T08:01:15.250Z")
     assert limited.headers["Retry-After"] == "10"
 
-    clock.sleep(14.5)  # 08:01:19.75: the window has ended, and the next event opens a new one
+    fake_clock.sleep(14.5)  # 08:01:19.75: the window has ended, and the next event opens a new one
     fresh = client.post(EVENTS, json=event("deal_stage"))
     assert fresh.status_code == 200
     assert reset_of(fresh) == ("29", "2027-01-15T08:02:19.750Z")
 
 
-def test_rolling_batch_headers_give_the_earliest_window_end_and_the_lowest_remaining(serve, clock):
+def test_rolling_batch_headers_give_the_earliest_window_end_and_the_lowest_remaining(serve, fake_clock):
     client = serve("rolling")
-    clock.sleep(10)
+    fake_clock.sleep(10)
     client.post(EVENTS, json=event("deal_stage"))  # its window ends at 08:01:10
-    clock.sleep(20)
+    fake_clock.sleep(20)
     response = client.post(BATCH, json={"events": [event("page_visit")] * 3 + [event("deal_stage")] * 2})
     assert response.status_code == 200
     assert (response.headers["X-RateLimit-Limit"], *reset_of(response)) == (
@@ -553,14 +534,14 @@ def test_first_event_limiter_reports_the_window_an_event_would_open():
 # ---- reset_format (A6), single_ingest_status (A1), rate_limited_reference (A7) ----------------
 
 
-def test_strict_sends_the_reset_as_whole_epoch_seconds_rounded_up(serve, clock):
+def test_strict_sends_the_reset_as_whole_epoch_seconds_rounded_up(serve, fake_clock):
     client = serve("strict", window_seconds=2.5)
     response = client.post(EVENTS, json=event())
     assert response.headers["X-RateLimit-Reset"] == "1800000003"  # 1800000002.5, rounded up
     client.app.state.emulator.faults.add(
         [FaultRule(endpoint="*", kind="rate_limit", times=1, retry_after_seconds=7)]
     )
-    clock.sleep(0.25)
+    fake_clock.sleep(0.25)
     forced = client.post(BATCH, json={"events": [event()]})
     assert (forced.status_code, forced.headers["X-RateLimit-Reset"]) == (429, "1800000008")
 

@@ -29,9 +29,9 @@ def headers_of(response):
 
 @pytest.mark.parametrize(("signal", "limit"), [("page_visit", 100), ("seats_used", 1000), ("deal_stage", 30)])
 def test_single_headers_give_the_type_limit_remaining_and_window_end(
-    client, make_event, clock, signal, limit
+    client, make_event, fake_clock, signal, limit
 ):
-    clock.sleep(15.25)
+    fake_clock.sleep(15.25)
     first = client.post(EVENTS, json=make_event(signal))
     second = client.post(EVENTS, json=make_event(signal))
     assert headers_of(first) == {
@@ -43,10 +43,10 @@ def test_single_headers_give_the_type_limit_remaining_and_window_end(
     assert second.headers["X-RateLimit-Remaining"] == str(limit - 2)
 
 
-def test_single_is_refused_after_the_limit_with_retry_after(client, make_event, clock, emulator):
+def test_single_is_refused_after_the_limit_with_retry_after(client, make_event, fake_clock, emulator):
     for _ in range(30):
         assert client.post(EVENTS, json=make_event("deal_stage")).status_code == 200
-    clock.sleep(20.5)
+    fake_clock.sleep(20.5)
     refused = client.post(EVENTS, json=make_event("deal_stage"))
     assert refused.status_code == 429
     assert headers_of(refused) == {
@@ -59,19 +59,19 @@ def test_single_is_refused_after_the_limit_with_retry_after(client, make_event, 
     assert emulator.stats.snapshot()["events_rate_limited"] == {"deal_stage": 1}
 
 
-def test_window_resets_after_window_seconds(client, make_event, clock):
+def test_window_resets_after_window_seconds(client, make_event, fake_clock):
     for _ in range(30):
         client.post(EVENTS, json=make_event("deal_stage"))
-    clock.sleep(59.999)
+    fake_clock.sleep(59.999)
     assert client.post(EVENTS, json=make_event("deal_stage")).status_code == 429
-    clock.sleep(0.001)
+    fake_clock.sleep(0.001)
     fresh = client.post(EVENTS, json=make_event("deal_stage"))
     assert fresh.status_code == 200
     assert fresh.headers["X-RateLimit-Remaining"] == "29"
     assert fresh.headers["X-RateLimit-Reset"] == "2027-01-15T08:02:00.000Z"
 
 
-def test_window_seconds_comes_from_the_config(client_for, clock, make_event):
+def test_window_seconds_comes_from_the_config(client_for, fake_clock, make_event):
     config = demo_config().model_copy(update={"window_seconds": 5.0})
     with client_for(config) as c:
         for _ in range(30):
@@ -80,7 +80,7 @@ def test_window_seconds_comes_from_the_config(client_for, clock, make_event):
         assert limited.status_code == 429
         assert limited.headers["X-RateLimit-Reset"] == "2027-01-15T08:00:05.000Z"
         assert limited.headers["Retry-After"] == "5"
-        clock.sleep(5)
+        fake_clock.sleep(5)
         assert c.post(EVENTS, json=make_event("deal_stage")).status_code == 200
 
 
@@ -145,10 +145,10 @@ def test_partial_limiting_is_200_with_rate_limited_entries_in_order(client, make
     assert stats["events_rate_limited"] == {"deal_stage": 3}
 
 
-def test_full_limiting_is_429_and_ingests_nothing(client, make_event, emulator, clock):
+def test_full_limiting_is_429_and_ingests_nothing(client, make_event, emulator, fake_clock):
     for _ in range(30):
         client.post(EVENTS, json=make_event("deal_stage"))
-    clock.sleep(45)
+    fake_clock.sleep(45)
     response = client.post(BATCH, json={"events": [make_event("deal_stage", reference="x")] * 3})
     assert response.status_code == 429
     assert response.json() == {"success": False, "error": "Rate limit exceeded for all events in batch"}

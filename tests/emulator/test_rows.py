@@ -22,7 +22,7 @@ def add_rows(client, *cells):
 # ---- POST rows ---------------------------------------------------------------------------------
 
 
-def test_add_rows_returns_ids_in_request_order_and_stores_cells(client, emulator, clock):
+def test_add_rows_returns_ids_in_request_order_and_stores_cells(client, emulator, fake_clock):
     response = add_rows(
         client,
         {"domain": "acme.com", "arr": 1200.5, "plan": "Team", "metadata": {"tier": [1, 2]}},
@@ -107,9 +107,9 @@ def test_domains_may_repeat_when_the_list_does_not_enforce_uniqueness(client_for
 # ---- PATCH cells -------------------------------------------------------------------------------
 
 
-def test_patch_cells_updates_values_and_timestamps(client, emulator, clock):
+def test_patch_cells_updates_values_and_timestamps(client, emulator, fake_clock):
     add_rows(client, {"domain": "acme.com", "arr": 1}, {"domain": "globex.com"})
-    clock.sleep(90)
+    fake_clock.sleep(90)
     updates = [
         {"rowId": "row_1", "columnId": "arr", "value": 99},
         {"rowId": "row_1", "columnId": "plan", "value": "enterprise"},

@@ -1,30 +1,27 @@
-"""Fixtures of the ingestion tests: a fake clock, the emulator on it, and a client of it."""
+"""Fixtures of the ingestion tests: the demo emulator on the test's fake clock, and a client of it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 
 from listsync.client import ListSyncClient
 
-from .emulated import client_for, emulator_on
+from ..support import LiveEmulator
 
 
 @pytest.fixture
-def clock(fake_clock: Any) -> Any:
-    """The suite's fake clock (``fake_clock``), under the name these tests use."""
-    return fake_clock
+def emulator(live_emulator: Callable[..., LiveEmulator]) -> LiveEmulator:
+    """The demo tenant, its rate windows (60 s, as the service's) on the test's fake clock."""
+    return live_emulator()
 
 
 @pytest.fixture
-def base_url(clock: Any) -> Iterator[str]:
-    with emulator_on(clock) as url:
-        yield url
+def base_url(emulator: LiveEmulator) -> str:
+    return emulator.url
 
 
 @pytest.fixture
-def client(base_url: str, clock: Any) -> Iterator[ListSyncClient]:
-    with client_for(base_url, clock) as client:
-        yield client
+def client(emulator: LiveEmulator) -> ListSyncClient:
+    return emulator.client()

@@ -6,10 +6,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from listsync.signals.build import canonical_timestamp, event_reference
 from listsync.signals.checkpoints import CHECKPOINT_KEY, CheckpointStore
-from listsync.signals.ingest import EventMapping, canonical_timestamp, event_reference
+from listsync.signals.columns import EventMapping
 
-from .emulated import DictStore
+from ..support.signal_data import DictStore
 
 
 @pytest.mark.parametrize(

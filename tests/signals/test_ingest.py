@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -13,9 +11,12 @@ import pytest
 from listsync.client import ListSyncClient
 from listsync.client.errors import ServerError
 from listsync.extract.rejects import Rejects
-from listsync.signals.ingest import CheckpointMismatchError, CheckpointStore, EventMapping, ingest_events
+from listsync.signals.checkpoints import CheckpointStore
+from listsync.signals.columns import EventMapping
+from listsync.signals.ingest import CheckpointMismatchError, ingest_events
 
-from .emulated import (
+from ..support import read_jsonl
+from ..support.signal_data import (
     INVALID_ROWS,
     MAPPING_COLUMNS,
     SIGNAL_TYPES,
@@ -107,7 +108,7 @@ def test_a_crash_after_acknowledged_batches_resumes_without_resending(
 
 
 def test_a_long_wait_returns_early_and_the_next_call_resumes_from_the_checkpoint(
-    base_url: str, clock: Any, client: ListSyncClient
+    base_url: str, fake_clock: Any, client: ListSyncClient
 ) -> None:
     rows = [row for row in mixed_rows(page_visits=150, seats=0, stages=0) if row["signal"] == "page_visit"]
     store = CheckpointStore()
@@ -126,10 +127,10 @@ def test_a_long_wait_returns_early_and_the_next_call_resumes_from_the_checkpoint
     assert first["acknowledged"] == 100
     assert first["pending"] == 50
     assert first["resume_at"] == "2027-01-15T08:01:00+00:00"
-    assert clock.slept == []  # it returned instead of sleeping
+    assert fake_clock.slept == []  # it returned instead of sleeping
     assert len(ingested_references(base_url)) == 100
 
-    clock.now = pd.Timestamp(first["resume_at"]).timestamp()
+    fake_clock.now = pd.Timestamp(first["resume_at"]).timestamp()
     second = run()
 
     assert second["resume_at"] is None
@@ -140,7 +141,7 @@ def test_a_long_wait_returns_early_and_the_next_call_resumes_from_the_checkpoint
 
 
 def test_a_wait_for_a_window_says_every_ten_seconds_which_signal_waits_and_how_long(
-    clock: Any, client: ListSyncClient, caplog: pytest.LogCaptureFixture
+    fake_clock: Any, client: ListSyncClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     rows = mixed_rows(page_visits=150, seats=0, stages=0)
 
@@ -148,8 +149,8 @@ def test_a_wait_for_a_window_says_every_ten_seconds_which_signal_waits_and_how_l
         summary = ingest_events(client, frames(rows), MAPPING, rejects=Rejects(), signal_types=SIGNAL_TYPES)
 
     # 100 page visits fill the first window; the other 50 wait the rest of the minute.
-    assert summary["seconds_waited"] == sum(clock.slept) == 60.0
-    assert clock.slept == [10.0] * 6
+    assert summary["seconds_waited"] == sum(fake_clock.slept) == 60.0
+    assert fake_clock.slept == [10.0] * 6
     assert [r.getMessage() for r in caplog.records if r.name == "listsync.signals.sender"] == [
         f"Waiting for the rate-limit window of page_visit: {left} s left" for left in (50, 40, 30, 20, 10)
     ]
@@ -211,6 +212,6 @@ def test_rejects_without_a_path_go_to_a_file_the_summary_names(base_url: str) ->
 
     assert summary["rows_rejected"] == INVALID_ROWS
     assert summary["rejects_path"] is not None
-    records = [json.loads(line) for line in Path(summary["rejects_path"]).read_text().splitlines()]
+    records = read_jsonl(summary["rejects_path"])
     assert len(records) == INVALID_ROWS
     assert all(record["reasons"] for record in records)

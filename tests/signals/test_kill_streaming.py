@@ -12,16 +12,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pandas as pd
 import pytest
 
-from listsync.emulator import demo_config, serve_in_thread
-
-from .emulated import API_KEY, ingested_references
+from ..support import LiveEmulator
+from ..support.signal_data import API_KEY, ingested_references
 
 EVENTS = 1500
 WINDOW = 0.5  # seconds: page_visit (Event) takes 100 events a window, seats_used (Metric) 1,000
@@ -31,7 +30,10 @@ INGEST = """
 import json, sys
 from listsync.client import ListSyncClient
 from listsync.commands.ingest import JsonFileStore
-from listsync.signals.ingest import CheckpointStore, EventMapping, EventStream, ingest_events
+from listsync.signals.build import EventStream
+from listsync.signals.checkpoints import CheckpointStore
+from listsync.signals.columns import EventMapping
+from listsync.signals.ingest import ingest_events
 from listsync.extract.rejects import Rejects
 from listsync.extract.sources import read_extract
 
@@ -59,9 +61,8 @@ print(json.dumps(summary))
 
 
 @pytest.fixture
-def base_url() -> Iterator[str]:
-    with serve_in_thread(demo_config().model_copy(update={"window_seconds": WINDOW})) as url:
-        yield url
+def base_url(live_emulator: Callable[..., LiveEmulator]) -> str:
+    return live_emulator(clock=None, window_seconds=WINDOW).url
 
 
 def start(extract: Path, base_url: str, checkpoint: Path) -> subprocess.Popen[str]:

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from listsync.extract.mapping import ColumnMappingError
 from listsync.extract.rejects import Rejects
-from listsync.signals.ingest import EventMapping, event_reference, prepare_events
+from listsync.signals.build import event_reference, prepare_events
+from listsync.signals.columns import EventMapping
 
 MAPPING = EventMapping(
     signal_column="signal",
@@ -231,7 +232,7 @@ def test_timestamps_without_an_offset_are_read_in_the_naive_zone_and_the_log_say
         {"signal": "page_visit", "account_id": "1", "seats": 1, "plan": "team", "at": "2026-11-01T09:00:00"},
         {"signal": "page_visit", "account_id": "2", "seats": 1, "plan": "team", "at": "2026-11-01T09:00:00Z"},
     ]
-    with caplog.at_level("INFO", logger="listsync.signals.ingest"):
+    with caplog.at_level("INFO", logger="listsync.signals.build"):
         events = list(
             prepare_events([frame(rows)], MAPPING, rejects=Rejects(), naive_timezone="Europe/Paris")
         )
@@ -247,7 +248,7 @@ def test_timestamps_without_an_offset_are_read_in_the_naive_zone_and_the_log_say
 
 def test_no_naive_zone_line_when_every_timestamp_has_an_offset(caplog: pytest.LogCaptureFixture) -> None:
     rows = [{"signal": "page_visit", "account_id": "1", "seats": 1, "plan": None, "at": "2026-11-01T09:00Z"}]
-    with caplog.at_level("INFO", logger="listsync.signals.ingest"):
+    with caplog.at_level("INFO", logger="listsync.signals.build"):
         list(prepare_events([frame(rows)], MAPPING, rejects=Rejects()))
 
     assert not [record for record in caplog.records if "without an offset" in record.getMessage()]

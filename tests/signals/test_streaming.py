@@ -14,17 +14,13 @@ import pytest
 from listsync.client import ListSyncClient
 from listsync.client.errors import ServerError
 from listsync.extract.rejects import Rejects
-from listsync.signals.ingest import (
-    CheckpointMismatchError,
-    CheckpointStore,
-    EventMapping,
-    EventStream,
-    SeenReferences,
-    ingest_events,
-    prepare_events,
-)
+from listsync.signals.build import EventStream, SeenReferences, prepare_events
+from listsync.signals.checkpoints import CheckpointStore
+from listsync.signals.columns import EventMapping
+from listsync.signals.ingest import CheckpointMismatchError, ingest_events
 
-from .emulated import (
+from ..support import read_jsonl
+from ..support.signal_data import (
     MAPPING_COLUMNS,
     SIGNAL_TYPES,
     DictStore,
@@ -98,7 +94,7 @@ def test_duplicates_across_chunks_collapse_or_are_rejected_naming_the_first_row(
     assert summary["events"] == 2500
     assert summary["duplicates_collapsed"] == 2250
     assert summary["rows_rejected"] == 250
-    records = [json.loads(line) for line in rejects_path.read_text().splitlines()]
+    records = read_jsonl(rejects_path)
     assert [record["row"] for record in records] == [i + 1 for i in range(2500, 5000, 10)]
     for record in records:
         first = record["row"] - 2500

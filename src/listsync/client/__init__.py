@@ -1,9 +1,13 @@
-"""The service's API in Python: models, one error tree, the client and its engines.
+"""The service's API in Python: models, one error tree, the client, and the chunked writers built
+on its endpoints (:mod:`listsync.client.writers`).
 
-No Airflow and no pandas here; ``from listsync.client import ListSyncClient`` is cheap.
+No Airflow and no pandas here; ``from listsync.client import ListSyncClient`` is cheap. Imports
+point down only: the client imports none of the writers, which take its endpoints as
+:class:`ListEndpoints`, and nothing here imports :mod:`listsync.signals`.
 """
 
 from listsync.client.client import ListSyncClient, user_agent
+from listsync.client.endpoints import ListEndpoints
 from listsync.client.errors import (
     AccountsNotFoundError,
     ApiError,
@@ -69,8 +73,7 @@ from listsync.client.models import (
 from listsync.client.paging import FILTER_NAMES, PeopleFilters, iter_offset_pages
 from listsync.client.rate_hints import SIGNAL_TYPE_LIMITS, RateLimitInfo
 from listsync.client.retry import Repeat, RetryPolicy
-from listsync.client.writers import AccountKeyed, Keyed, WriteReport
-from listsync.signals.sender import IngestReport, SignalReport, send_events
+from listsync.client.write_items import AccountKeyed, Keyed, WriteReport
 
 __all__ = [
     "FILTER_NAMES",
@@ -97,9 +100,9 @@ __all__ = [
     "EventAck",
     "EventBatchRequest",
     "Identity",
-    "IngestReport",
     "InvalidRecordError",
     "Keyed",
+    "ListEndpoints",
     "ListInfo",
     "ListNotFoundError",
     "ListSyncClient",
@@ -124,7 +127,6 @@ __all__ = [
     "RowsPage",
     "ServerError",
     "SignalEvent",
-    "SignalReport",
     "SignalsNotFoundError",
     "TransportError",
     "UnexpectedResponseError",
@@ -137,7 +139,6 @@ __all__ = [
     "iter_offset_pages",
     "person_identity",
     "person_match",
-    "send_events",
     "user_agent",
     "validate_cell_update",
     "validate_event",

@@ -5,30 +5,24 @@ public docs), take models or plain mappings (validated before sending) and retur
 request carries ``Authorization: Bearer <key>`` and a user agent naming this package and its
 version. Retries follow :mod:`listsync.client.retry`; errors follow :mod:`listsync.client.errors`.
 
-Responses are read tolerantly (docs/assumptions.md): any 2xx is success, ``data`` may be an
-object or a list, and List writes may return an empty body.
+Responses are read tolerantly (:mod:`listsync.client.responses`). The client is the API and
+nothing more: the engines built on it (the chunked writers of :mod:`listsync.client.writers`, the
+paced sender of :mod:`listsync.signals.sender`) take it as a narrow interface of endpoint methods,
+and it imports none of them.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
-from urllib.parse import quote, urlsplit
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+from urllib.parse import quote
 
 import httpx
-import msgspec
-from pydantic import BaseModel, ValidationError
 
-from listsync.client import writers
-from listsync.client.errors import (
-    NotJsonError,
-    OutcomeUnknownError,
-    TransportError,
-    UnexpectedResponseError,
-    error_from_response,
-)
+from listsync.client.arguments import check_api_key, check_base_url, check_table_id
+from listsync.client.errors import OutcomeUnknownError, TransportError, error_from_response
 from listsync.client.models import (
     AccountDeletes,
     AccountPatches,
@@ -58,57 +52,13 @@ from listsync.client.models import (
 )
 from listsync.client.paging import PeopleFilters, iter_offset_pages
 from listsync.client.rate_hints import RateLimitInfo
+from listsync.client.responses import body_of, data_of, items_of, page_of, parse, unexpected, write_result
 from listsync.client.retry import Attempts, Repeat, RetryPolicy, call_with_retries
-from listsync.client.writers import AccountKeyed, Keyed, WriteReport
-from listsync.signals.sender import IngestReport, send_events
-
-ResponseT = TypeVar("ResponseT", bound=BaseModel)
 
 log = logging.getLogger(__name__)
 
 # Failures that happen before the request is written: nothing reached the service.
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
-
-
-def check_base_url(base_url: str) -> None:
-    """:raises ValueError: ``base_url`` is not an http or https URL with a host."""
-    try:
-        parts = urlsplit(base_url)
-        usable = parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
-    except ValueError:  # an unparsable port or IPv6 address
-        usable = False
-    if not usable or any(char.isspace() for char in base_url):
-        raise ValueError(
-            f"base URL {base_url!r} is not an http(s) URL; give the service's address, "
-            "e.g. https://api.example.com"
-        )
-
-
-def check_api_key(api_key: str) -> str:
-    """The key without the whitespace around it (a key read from a file often ends with a newline).
-
-    :raises ValueError: the key holds a character HTTP headers cannot carry as is (sent anyway,
-        the HTTP layer would refuse it and quote it, key included, in its error).
-    """
-    api_key = api_key.strip()
-    if any(not 0x21 <= ord(char) <= 0x7E for char in api_key):
-        raise ValueError("api_key may hold only visible ASCII characters (not shown here)")
-    return api_key
-
-
-def check_table_id(table_id: str) -> None:
-    """:raises ValueError: an id that no encoding keeps inside its own path segment (empty, ``.``,
-    ``..``, a slash or a control character)."""
-    if (
-        not isinstance(table_id, str)
-        or not table_id.strip()
-        or table_id.strip() in (".", "..")
-        or any(char in "/\\" or ord(char) < 0x20 or ord(char) == 0x7F for char in table_id)
-    ):
-        raise ValueError(
-            f"invalid tableId {table_id!r}: give the List's id as the service shows it "
-            "(no slash, no control character, not . or ..)"
-        )
 
 
 def user_agent() -> str:
@@ -154,7 +104,8 @@ class ListSyncClient:
         self._rand = rand
         #: Unnamed filters (:data:`.paging.FILTER_NAMES`) the service was seen to ignore: applied here.
         self.filters_applied_here: set[str] = set()
-        #: Per-request caps the service stated in a refusal (``Maximum <n> <things> per request``).
+        #: Per-request caps the service stated in a refusal (``Maximum <n> <things> per request``),
+        #: things -> n: the chunked writers record them here and cut later requests to them.
         self.learned_caps: dict[str, int] = {}
         self.timeout = timeout
         #: When the last request attempt was sent (the client's clock): a write whose answer was
@@ -195,13 +146,13 @@ class ListSyncClient:
         """
         body = validate_event(event).to_wire()
         response = self._request("POST", "/v1/events", json_body=body, repeat=Repeat.AT_LEAST_ONCE)
-        data = _data(response)
+        data = data_of(response)
         if isinstance(data, list) and len(data) == 1:
             # Tolerance: ``data`` as a list holding the one acknowledgement.
             data = data[0]
         if not isinstance(data, Mapping):
-            raise _unexpected(response, "the acknowledgement object is missing")
-        return _parse(EventAck, data, response)
+            raise unexpected(response, "the acknowledgement object is missing")
+        return parse(EventAck, data, response)
 
     def ingest_batch(
         self,
@@ -214,7 +165,8 @@ class ListSyncClient:
 
         Events the service refused for their signal's rate limit are in ``rate_limited`` (send
         them again after the reset); a batch re-sent after an unknown outcome has
-        ``possibly_duplicated`` set. For pacing many events use :meth:`send_events`.
+        ``possibly_duplicated`` set. For pacing many events use
+        :func:`listsync.signals.sender.send_events`.
 
         :param retry_rate_limited: ``False`` raises :class:`RateLimitedError` on a 429 instead of
             waiting (for callers that pace themselves).
@@ -231,18 +183,18 @@ class ListSyncClient:
             retry_rate_limited=retry_rate_limited,
             attempts=record,
         )
-        body = _json(response)
+        body = body_of(response)
         envelope = body if isinstance(body, Mapping) else {"data": body}
-        acks = _items(envelope.get("data"), "events", "acks", "data")
+        acks = items_of(envelope.get("data"), "events", "acks", "data")
         rate_limited = envelope.get("rate_limited")
         if rate_limited is None and isinstance(envelope.get("data"), Mapping):
             rate_limited = envelope["data"].get("rate_limited")
         if not acks and not rate_limited:
             # Every event is either acknowledged or rate limited (all limited is a 429); an answer
             # settling none cannot be read, and re-sending on it would never end.
-            raise _unexpected(response, "the answer acknowledges no event and lists none as rate limited")
+            raise unexpected(response, "the answer acknowledges no event and lists none as rate limited")
         info = RateLimitInfo.from_headers(response.headers)
-        return _parse(
+        return parse(
             BatchIngestResult,
             {
                 "success": envelope.get("success", True),
@@ -353,10 +305,10 @@ class ListSyncClient:
 
         def fetch(offset: int) -> tuple[list[dict[str, Any]], bool | None, int | None]:
             response = self._request("GET", path, params={"limit": page_size, "offset": offset})
-            people, fields = _page(response, "people", "items", "data")
+            people, fields = page_of(response, "people", "items", "data")
             if not all(isinstance(person, dict) for person in people):
-                raise _unexpected(response, "cannot read PeoplePage: a person is not a JSON object")
-            paging = _parse(PeoplePage, fields, response)  # the paging fields; people checked above
+                raise unexpected(response, "cannot read PeoplePage: a person is not a JSON object")
+            paging = parse(PeoplePage, fields, response)  # the paging fields; people checked above
             return people, paging.more, paging.total
 
         return iter_offset_pages(fetch, what=f"people of {table_id}")
@@ -380,8 +332,8 @@ class ListSyncClient:
             "offset": offset,
         }
         response = self._request("GET", _list_path(table_id, "targetable-people"), params=params)
-        people, paging = _page(response, "people", "items", "data")
-        return _parse(PeoplePage, {**paging, "people": people}, response)
+        people, paging = page_of(response, "people", "items", "data")
+        return parse(PeoplePage, {**paging, "people": people}, response)
 
     def add_people(
         self,
@@ -489,7 +441,7 @@ class ListSyncClient:
             "offset": offset,
         }
         rows, paging, response = self._rows_page(table_id, params)
-        return _parse(RowsPage, {**paging, "rows": rows}, response)
+        return parse(RowsPage, {**paging, "rows": rows}, response)
 
     def get_row_records(
         self,
@@ -516,16 +468,16 @@ class ListSyncClient:
                 and isinstance(row.get("id"), str)
                 and isinstance(row.get("cells", {}), dict)
             ):
-                raise _unexpected(
+                raise unexpected(
                     response, "cannot read RowsPage: a row is not an object with a text id and cells"
                 )
-        return rows, _parse(RowsPage, paging, response)
+        return rows, parse(RowsPage, paging, response)
 
     def _rows_page(
         self, table_id: str, params: Mapping[str, Any]
     ) -> tuple[list[Any], dict[str, Any], httpx.Response]:
         response = self._request("GET", _list_path(table_id, "rows"), params=params)
-        rows, paging = _page(response, "rows", "items", "data")
+        rows, paging = page_of(response, "rows", "items", "data")
         return rows, paging, response
 
     def iter_rows(
@@ -556,99 +508,13 @@ class ListSyncClient:
         A List's id is read from ``id`` or ``tableId``; other fields are kept as extras.
         """
         response = self._request("GET", "/v1/lists")
-        return [_parse(ListInfo, item, response) for item in _page(response, "lists", "items", "data")[0]]
-
-    # -- engines built on the endpoints ---------------------------------------------------------
-
-    def send_events(
-        self,
-        events: Iterable[SignalEvent | Mapping[str, Any]],
-        signal_types: Mapping[str, str] | None = None,
-        *,
-        batch_size: int = 100,
-        checkpoint: Mapping[str, Any] | None = None,
-        on_checkpoint: Callable[[dict[str, Any]], None] | None = None,
-        max_wait: float | None = None,
-    ) -> IngestReport:
-        """Ingest any number of events at the pace the service allows; see :func:`.events.send_events`."""
-        return send_events(
-            self,
-            events,
-            signal_types,
-            batch_size=batch_size,
-            checkpoint=checkpoint,
-            on_checkpoint=on_checkpoint,
-            max_wait=max_wait,
-        )
-
-    def write_people_adds(
-        self,
-        table_id: str,
-        items: Iterable[AccountKeyed],
-        *,
-        chunk_size: int = writers.PEOPLE_PER_REQUEST,
-        max_accounts: int = writers.ACCOUNTS_PER_REQUEST,
-        duplicate_strategy: str | None = None,
-    ) -> WriteReport:
-        """Add people in chunks grouped by account; see :func:`.writers.write_people_adds`."""
-        return writers.write_people_adds(
-            self,
-            table_id,
-            items,
-            chunk_size=chunk_size,
-            max_accounts=max_accounts,
-            duplicate_strategy=duplicate_strategy,
-        )
-
-    def write_people_patches(
-        self,
-        table_id: str,
-        items: Iterable[AccountKeyed],
-        *,
-        chunk_size: int = writers.PEOPLE_PER_REQUEST,
-        max_accounts: int = writers.ACCOUNTS_PER_REQUEST,
-    ) -> WriteReport:
-        """Update people in chunks grouped by account; see :func:`.writers.write_people_patches`."""
-        return writers.write_people_patches(
-            self, table_id, items, chunk_size=chunk_size, max_accounts=max_accounts
-        )
-
-    def write_people_deletes(
-        self,
-        table_id: str,
-        items: Iterable[AccountKeyed],
-        *,
-        chunk_size: int = writers.PEOPLE_PER_REQUEST,
-        max_accounts: int = writers.ACCOUNTS_PER_REQUEST,
-    ) -> WriteReport:
-        """Remove people in chunks grouped by account; see :func:`.writers.write_people_deletes`."""
-        return writers.write_people_deletes(
-            self, table_id, items, chunk_size=chunk_size, max_accounts=max_accounts
-        )
-
-    def write_row_adds(
-        self, table_id: str, items: Iterable[Keyed], *, chunk_size: int = writers.ROWS_PER_REQUEST
-    ) -> WriteReport:
-        """Add rows in chunks, never re-sending blindly; see :func:`.writers.write_row_adds`."""
-        return writers.write_row_adds(self, table_id, items, chunk_size=chunk_size)
-
-    def write_cell_updates(
-        self, table_id: str, items: Iterable[Keyed], *, chunk_size: int = writers.CELL_UPDATES_PER_REQUEST
-    ) -> WriteReport:
-        """Update cells in chunks; see :func:`.writers.write_cell_updates`."""
-        return writers.write_cell_updates(self, table_id, items, chunk_size=chunk_size)
-
-    def write_row_deletes(
-        self, table_id: str, items: Iterable[Keyed], *, chunk_size: int = writers.ROW_DELETES_PER_REQUEST
-    ) -> WriteReport:
-        """Delete rows in chunks; see :func:`.writers.write_row_deletes`."""
-        return writers.write_row_deletes(self, table_id, items, chunk_size=chunk_size)
+        return [parse(ListInfo, item, response) for item in page_of(response, "lists", "items", "data")[0]]
 
     # -- plumbing -------------------------------------------------------------------------------
 
     def _write(self, method: str, path: str, request: WireModel, repeat: Repeat) -> WriteResult:
         response = self._request(method, path, json_body=request.to_wire(), repeat=repeat)
-        return _write_result(response)
+        return write_result(response)
 
     def _request(
         self,
@@ -708,150 +574,3 @@ def _list_path(table_id: str, resource: str) -> str:
 
 def _bool_param(value: bool | None) -> str | None:
     return None if value is None else str(value).lower()
-
-
-def _unexpected(response: httpx.Response, detail: str) -> UnexpectedResponseError:
-    return UnexpectedResponseError(
-        response.status_code, response.request.method, response.request.url.path, detail
-    )
-
-
-def _json(response: httpx.Response) -> Any:
-    """The decoded body; ``None`` for an empty one."""
-    if not response.content.strip():
-        return None
-    try:
-        return msgspec.json.decode(response.content)
-    except msgspec.DecodeError:
-        request = response.request
-        raise NotJsonError(
-            response.status_code, request.method, request.url.path, "the body is not JSON"
-        ) from None
-
-
-def _data(response: httpx.Response) -> Any:
-    """The ``data`` of the success envelope; a body without the envelope is taken as the data."""
-    body = _json(response)
-    if isinstance(body, Mapping) and ("data" in body or "success" in body):
-        if body.get("success") is False:
-            raise _unexpected(response, f"success is false: {body.get('error', '')}")
-        return body.get("data")
-    return body
-
-
-def _items(data: Any, *keys: str) -> list[Any]:
-    """A list of items from ``data`` given as a list or as an object holding one under ``keys``."""
-    if data is None:
-        return []
-    if isinstance(data, list):
-        return data
-    if isinstance(data, Mapping):
-        for key in keys:
-            value = data.get(key)
-            if isinstance(value, list):
-                return value
-    return []
-
-
-#: Objects a service may keep a page's paging fields in, beside ``data`` or inside it (A13).
-_PAGING_OBJECTS = ("pagination", "paging", "meta")
-#: The paging fields read out of such an object: the names :class:`PeoplePage` and
-#: :class:`RowsPage` accept.
-_PAGING_FIELDS = (
-    "total",
-    "totalMatched",
-    "totalCount",
-    "hasMore",
-    "has_more",
-    "truncated",
-    "limit",
-    "offset",
-    "returned",
-)
-
-
-def _with_paging(fields: Mapping[str, Any]) -> dict[str, Any]:
-    """``fields`` and the paging fields of a ``pagination``, ``paging`` or ``meta`` object among
-    them, lifted beside the rest; a field given directly wins over one in such an object."""
-    lifted = dict(fields)
-    for name in _PAGING_OBJECTS:
-        nested = fields.get(name)
-        if isinstance(nested, Mapping):
-            for key in _PAGING_FIELDS:
-                if key in nested:
-                    lifted.setdefault(key, nested[key])
-    return lifted
-
-
-def _page(response: httpx.Response, *item_keys: str) -> tuple[list[Any], dict[str, Any]]:
-    """A page's items and its other fields (paging metadata), wherever the service puts them.
-
-    The items are ``data`` itself when it is a list, else the list under the first of
-    ``item_keys`` that ``data`` holds; the other fields come from ``data`` and from beside it
-    in the envelope, those of ``data`` first, and at each level from a ``pagination``,
-    ``paging`` or ``meta`` object too (``_PAGING_OBJECTS``). An answer without such a list
-    is refused: read as an empty page, it would make a List look empty.
-    """
-    body = _json(response)
-    if isinstance(body, list):
-        return body, {}
-    if not isinstance(body, Mapping):
-        raise _unexpected(response, "the page is not a JSON object")
-    if body.get("success") is False:
-        raise _unexpected(response, f"success is false: {body.get('error', '')}")
-    enveloped = "data" in body or "success" in body
-    data = body.get("data") if enveloped else body
-    beside = _with_paging(
-        {key: value for key, value in body.items() if key not in ("data", "success")} if enveloped else {}
-    )
-    if isinstance(data, list):
-        return data, beside
-    if isinstance(data, Mapping):
-        for key in item_keys:
-            if key in data:
-                if not isinstance(data[key], list):
-                    raise _unexpected(response, f"{key} is not a list")
-                inside = _with_paging({name: v for name, v in data.items() if name != key})
-                return data[key], {**beside, **inside}
-    raise _unexpected(response, f"the answer holds no list of {item_keys[0]}")
-
-
-def _parse(model: type[ResponseT], data: Any, response: httpx.Response) -> ResponseT:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise _unexpected(response, f"cannot read {model.__name__}: {exc.errors()[0]['msg']}") from None
-
-
-def _write_result(response: httpx.Response) -> WriteResult:
-    """What a 2xx answer to a List write says (A18, read tolerantly).
-
-    Any answer with a readable envelope is success; counts and row ids are read under the names
-    :class:`WriteResult` lists, and are ``None`` (unknown) when absent.
-
-    :raises OutcomeUnknownError: a 2xx whose body is empty, not JSON, not an object, or says
-        ``success: false``: whether the write was applied cannot be told from it.
-    """
-    request = response.request
-    try:
-        body = _json(response)
-    except UnexpectedResponseError:
-        body = None
-    if not isinstance(body, Mapping) or body.get("success") is False:
-        what = "an empty body" if not response.content.strip() else "a body that is not a success envelope"
-        raise OutcomeUnknownError(
-            f"{request.method} {request.url.path}: answered {response.status_code} with {what}; "
-            "whether the write was applied is unknown"
-        )
-    data = body.get("data") if ("data" in body or "success" in body) else body
-    result: dict[str, Any] = {"status_code": response.status_code}
-    if isinstance(data, Mapping):
-        result.update({key: value for key, value in data.items() if key not in ("rows", "rowIds", "ids")})
-    rows = _items(data, "rows")
-    result["row_ids"] = [
-        row["id"] for row in rows if isinstance(row, Mapping) and isinstance(row.get("id"), str)
-    ]
-    for key in ("rowIds", "ids"):
-        if isinstance(data, Mapping) and isinstance(data.get(key), list):
-            result["row_ids"] = [str(row_id) for row_id in data[key]]
-    return _parse(WriteResult, result, response)

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     import pandas as pd
 
+    from listsync.sync.settings import SyncSettings
+
 __all__ = [
     "API_KEY_ENV",
     "EXIT_FAILED",
@@ -36,7 +38,6 @@ __all__ = [
     "api_key",
     "check_extract_arguments",
     "check_option",
-    "check_plan_arguments",
     "check_service_arguments",
     "check_source_file",
     "chunk_size_argument",
@@ -45,11 +46,11 @@ __all__ = [
     "log_warnings_to_stderr",
     "masked_secrets",
     "one_line",
-    "plan_sync_arguments",
     "print_summary",
     "read_frames",
     "report",
     "run_and_report",
+    "sync_settings",
 ]
 
 API_KEY_ENV = "LISTSYNC_API_KEY"
@@ -120,7 +121,8 @@ def add_extract_arguments(parser: argparse.ArgumentParser) -> None:
 def add_plan_arguments(group: argparse._ArgumentGroup, *, noun: str, overwrite_help: str) -> None:
     """Add the options of a List write that plans first (``sync-people``, ``upsert-rows``): the
     delete and reject limits, null overwrites, the dry run, the failure policy, the files,
-    the shard and the memory limit.
+    the shard, the memory limit and the state, which :func:`sync_settings` makes the job's
+    :class:`~listsync.sync.settings.SyncSettings`.
 
     :param noun: what the job writes, for the help ("people", "rows").
     :param overwrite_help: the help of ``--overwrite-with-null``.
@@ -203,33 +205,6 @@ def default_state_dir() -> Path:
     return Path(base) / "listsync"
 
 
-def plan_sync_arguments(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments ``sync_people`` and ``upsert_rows`` share, from the options
-    :func:`add_plan_arguments` added; the state in ``--state-path``, else in a file of its own
-    under the state folder (named after the service, the List, the shard and the mapping), else,
-    with ``--no-state``, nowhere."""
-    from listsync.sync.state import StateDirectory
-
-    state: Any = None
-    if not args.no_state:
-        state = args.state_path or StateDirectory(default_state_dir(), args.base_url.rstrip("/"))
-    return {
-        "state_path": state,
-        "fresh_state": args.fresh_state,
-        "verify_timeout": args.verify_timeout,
-        "visibility_window": args.visibility_window,
-        "max_delete_fraction": args.max_delete_fraction,
-        "overwrite_with_null": args.overwrite_with_null,
-        "dry_run": args.dry_run,
-        "fail_on_error": args.fail_on_error,
-        "rejects_path": args.rejects_path,
-        "plan_path": args.plan_path,
-        "max_reject_fraction": args.max_reject_fraction,
-        "shard": args.shard,
-        "max_memory": args.max_memory,
-    }
-
-
 def add_service_arguments(
     parser: argparse.ArgumentParser, *, user_id: bool = True
 ) -> argparse._ArgumentGroup:
@@ -278,7 +253,7 @@ def api_key(args: argparse.Namespace, *, required: bool = True) -> str:
     :raises ValueError: neither is set and ``required``, or the key holds a character no HTTP
         header carries (the message names where the key came from, never the key).
     """
-    from listsync.client.client import check_api_key
+    from listsync.client.arguments import check_api_key
 
     key: str = args.api_key or os.environ.get(API_KEY_ENV) or ""
     if not key and required:
@@ -291,7 +266,7 @@ def check_service_arguments(args: argparse.Namespace) -> None:
 
     :raises ValueError: the base URL is not an http(s) URL, or the List id cannot name a List.
     """
-    from listsync.client.client import check_base_url, check_table_id
+    from listsync.client.arguments import check_base_url, check_table_id
 
     check_option("--base-url", check_base_url, args.base_url)
     if getattr(args, "table_id", None) is not None:
@@ -309,7 +284,7 @@ def check_extract_arguments(args: argparse.Namespace) -> None:
         raise ValueError("give --source FILE, or --sql QUERY with --sql-url URL")
     if args.sql_url:
         check_sql_url(args.sql_url)
-    from listsync.extract.normalize import resolve_timezone
+    from listsync.extract.options import resolve_timezone
     from listsync.extract.sources import check_delimiter, check_encoding
 
     check_option("--naive-timezone", resolve_timezone, args.naive_timezone)
@@ -328,27 +303,50 @@ def check_source_file(args: argparse.Namespace) -> None:
         raise ValueError(f"--source {args.source}: no such file")
 
 
-def check_plan_arguments(args: argparse.Namespace) -> None:
-    """Check the options :func:`add_plan_arguments` added, before anything is read or sent.
+def sync_settings(args: argparse.Namespace) -> SyncSettings:
+    """The settings ``sync_people`` and ``upsert_rows`` share, from the options
+    :func:`add_plan_arguments` added, checked before anything is read or sent; the state in
+    ``--state-path``, else in a file of its own under the state folder (named after the service,
+    the List, the shard and the mapping), else, with ``--no-state``, nowhere.
 
-    :raises ValueError: ``--max-delete-fraction`` or ``--max-reject-fraction`` is not between 0
-        and 1, no file can be written at ``--rejects-path`` or ``--plan-path``, or ``--shard`` is
-        not ``I/N``, or ``--max-memory`` is not a size.
+    :raises ValueError: a setting :class:`~listsync.sync.settings.SyncSettings` refuses
+        (``--max-delete-fraction`` or ``--max-reject-fraction`` not between 0 and 1, ``--shard``
+        not ``I/N``, ``--max-memory`` not a size, a negative ``--verify-timeout`` or
+        ``--visibility-window``), the message naming the option; or no file can be written at
+        ``--rejects-path``, ``--plan-path`` or ``--state-path``.
     """
-    from listsync.extract.options import check_output_file, parse_shard
-    from listsync.sync.settings import check_state_options, parse_max_memory
+    from listsync.files import check_output_file
+    from listsync.sync.settings import SyncSettings
+    from listsync.sync.state import StateDirectory
 
-    check_option("--shard", parse_shard, args.shard)
-    check_option("--max-memory", parse_max_memory, args.max_memory)
+    state: str | StateDirectory | None = None
+    if not args.no_state:
+        state = args.state_path or StateDirectory(default_state_dir(), args.base_url.rstrip("/"))
     try:
-        check_state_options(args.verify_timeout, args.visibility_window)
+        settings = SyncSettings(
+            max_delete_fraction=args.max_delete_fraction,
+            overwrite_with_null=args.overwrite_with_null,
+            dry_run=args.dry_run,
+            fail_on_error=args.fail_on_error,
+            rejects_path=args.rejects_path,
+            plan_path=args.plan_path,
+            max_reject_fraction=args.max_reject_fraction,
+            shard=args.shard,
+            max_memory=args.max_memory,
+            state_path=state,
+            fresh_state=args.fresh_state,
+            verify_timeout=args.verify_timeout,
+            visibility_window=args.visibility_window,
+        )
     except ValueError as error:
+        # The message begins with the setting's name. An option whose text the setting parses
+        # (--shard, --max-memory) is named before it, as check_option names options; one that
+        # argparse made a number takes the setting's place.
+        setting, _, rest = str(error).partition(" ")
+        option = "--" + setting.replace("_", "-")
         raise ValueError(
-            str(error)
-            .replace("verify_timeout", "--verify-timeout")
-            .replace("visibility_window", "--visibility-window")
+            f"{option}: {error}" if isinstance(getattr(args, setting), str) else f"{option} {rest}"
         ) from None
-
     for what, option, path in (
         ("the rejects file", "--rejects-path", args.rejects_path),
         ("the plan file", "--plan-path", args.plan_path),
@@ -356,13 +354,7 @@ def check_plan_arguments(args: argparse.Namespace) -> None:
     ):
         if path:
             check_output_file(path, what, OUTPUT_ADVICE.format(option))
-    for option, value in (
-        ("--max-delete-fraction", args.max_delete_fraction),
-        ("--max-reject-fraction", args.max_reject_fraction),
-    ):
-        # "not 0 <= value <= 1" also refuses NaN.
-        if not 0.0 <= value <= 1.0:
-            raise ValueError(f"{option} must be between 0 and 1, got {value}")
+    return settings
 
 
 def check_sql_url(url: str) -> None:

@@ -64,7 +64,7 @@ class JsonFileStore:
 
         :raises ValueError: it cannot, naming the path and the reason.
         """
-        from listsync.extract.options import check_output_file
+        from listsync.files import check_output_file
 
         check_output_file(
             self.path,
@@ -182,9 +182,11 @@ def run(args: argparse.Namespace) -> int:
     """Run the ingestion and print the summary; exit status 2 on bad arguments, 1 on a failed run."""
     # Imported here so `listsync --help` does not pay for pandas and httpx.
     from listsync.client import ListSyncClient
-    from listsync.extract.options import check_output_file
     from listsync.extract.rejects import Rejects
-    from listsync.signals.ingest import CheckpointStore, EventMapping, ingest_events
+    from listsync.files import check_output_file
+    from listsync.signals.checkpoints import CheckpointStore
+    from listsync.signals.columns import EventMapping
+    from listsync.signals.ingest import ingest_events
 
     try:
         mapping = EventMapping(

@@ -22,15 +22,14 @@ from listsync.commands.common import (
     api_key,
     check_extract_arguments,
     check_option,
-    check_plan_arguments,
     check_service_arguments,
     check_source_file,
     chunk_size_argument,
     column_mapping,
-    plan_sync_arguments,
     read_frames,
     report,
     run_and_report,
+    sync_settings,
 )
 
 __all__ = ["API_KEY_ENV", "WRITE_KINDS", "register", "run"]
@@ -90,15 +89,15 @@ def run(args: argparse.Namespace) -> int:
     # Imported here so `listsync --help` does not pay for pandas and httpx.
     from listsync.client import ListSyncClient
     from listsync.client.writers import PEOPLE_PER_REQUEST
+    from listsync.extract.contact_rules import check_region
     from listsync.extract.mapping import check_people_column_map
-    from listsync.extract.normalize import check_region
     from listsync.sync.people import chunk_sizes, sync_people
 
     sizes = {kind: size for kind, size in args.chunk_size if kind is not None}
     overall = [size for kind, size in args.chunk_size if kind is None]
     try:
         check_extract_arguments(args)
-        check_plan_arguments(args)
+        settings = sync_settings(args)
         check_service_arguments(args)
         key = api_key(args)
         check_option("--map", check_people_column_map, dict(args.column_map))
@@ -123,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
                 delete_scope=args.delete_scope,
                 chunk_size=chunk_size,
                 default_region=args.default_region,
-                **plan_sync_arguments(args),
+                settings=settings,
             ),
             base_url=args.base_url,
         )

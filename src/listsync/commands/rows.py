@@ -22,15 +22,14 @@ from listsync.commands.common import (
     api_key,
     check_extract_arguments,
     check_option,
-    check_plan_arguments,
     check_service_arguments,
     check_source_file,
     chunk_size_argument,
     column_mapping,
-    plan_sync_arguments,
     read_frames,
     report,
     run_and_report,
+    sync_settings,
 )
 
 __all__ = ["API_KEY_ENV", "WRITE_KINDS", "register", "run"]
@@ -115,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     by_kind = {kind: size for kind, size in args.chunk_size if kind is not None}
     try:
         check_extract_arguments(args)
-        check_plan_arguments(args)
+        settings = sync_settings(args)
         check_service_arguments(args)
         key = api_key(args)
         column_map = dict(args.column_map)
@@ -141,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
                 json_columns=args.json_columns,
                 delete_missing=args.delete_missing,
                 chunk_size=sizes,
-                **plan_sync_arguments(args),
+                settings=settings,
             ),
             base_url=args.base_url,
         )

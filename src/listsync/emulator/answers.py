@@ -1,7 +1,8 @@
 """The bodies of List answers as the profile words them.
 
-:class:`~listsync.emulator.lists.ListOperations` answers in the reference form (a people page as
-A13, write results as A18); these functions turn that into the whole response body of the
+The List endpoints (:mod:`~listsync.emulator.people_endpoints`,
+:mod:`~listsync.emulator.rows_endpoints`) answer in the reference form (a people page as A13, write
+results as A18); these functions turn that into the whole response body of the
 profile's :class:`~listsync.emulator.profiles.Dialect`, so each wording knob is applied here once.
 """
 

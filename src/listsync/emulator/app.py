@@ -35,6 +35,8 @@ from listsync.emulator.config import ENDPOINTS, EmulatorConfig, FaultRule
 from listsync.emulator.faults import FaultInjector, drop_connection
 from listsync.emulator.ingestion import SignalIngestion
 from listsync.emulator.lists import ListOperations
+from listsync.emulator.people_endpoints import PeopleEndpoints
+from listsync.emulator.rows_endpoints import RowsEndpoints
 from listsync.emulator.stats import Stats
 from listsync.emulator.store import ApiError, EmulatorState, ListState
 from listsync.emulator.windows import LIMITERS, reset_header
@@ -91,6 +93,8 @@ class Emulator:
         rng = random.Random(config.seed)
         self.signals = SignalIngestion(config, self.state, self.limiter, self.stats, rng)
         self.lists = ListOperations(config, self.state, clock)
+        self.people = PeopleEndpoints(self.lists)
+        self.rows = RowsEndpoints(self.lists)
         self._secret_keys = frozenset(config.secret_keys)
         self._public_keys = frozenset(config.public_keys)
 
@@ -333,13 +337,13 @@ def create_app(
     @route("GET", "/v1/lists/{table_id}/targetable-people")
     async def query_people(request: Request) -> Response:
         params = read_request(request)
-        page = ops.query_people(table(request), params)
+        page = emulator.people.query_people(table(request), params)
         return json_response(200, people_page_body(page, emulator.dialect))
 
     @route("GET", "/v1/lists/{table_id}/rows")
     async def get_rows(request: Request) -> Response:
         params = read_request(request)
-        return ok(ops.get_rows(table(request), params))
+        return ok(emulator.rows.get_rows(table(request), params))
 
     def register_write(
         method: str, path: str, operation: Callable[[ListState, dict[str, Any]], Mapping[str, Any]]
@@ -355,12 +359,12 @@ def create_app(
             return json_response(200, write_body(result, emulator.dialect))
 
     people_path = "/v1/lists/{table_id}/targetable-people"
-    register_write("POST", people_path, ops.add_people)
-    register_write("PATCH", people_path, ops.update_people)
-    register_write("DELETE", people_path, ops.delete_people)
-    register_write("POST", "/v1/lists/{table_id}/rows", ops.add_rows)
-    register_write("PATCH", "/v1/lists/{table_id}/cells", ops.update_cells)
-    register_write("DELETE", "/v1/lists/{table_id}/rows", ops.delete_rows)
+    register_write("POST", people_path, emulator.people.add_people)
+    register_write("PATCH", people_path, emulator.people.update_people)
+    register_write("DELETE", people_path, emulator.people.delete_people)
+    register_write("POST", "/v1/lists/{table_id}/rows", emulator.rows.add_rows)
+    register_write("PATCH", "/v1/lists/{table_id}/cells", emulator.rows.update_cells)
+    register_write("DELETE", "/v1/lists/{table_id}/rows", emulator.rows.delete_rows)
 
     # ---- inspection --------------------------------------------------------------------------
 

@@ -21,10 +21,11 @@ from listsync.lazy import lazy_names
 
 if TYPE_CHECKING:
     from listsync.extract.mapping import ColumnMappingError, PrepareStats
-    from listsync.extract.normalize import NORMALIZATION_VERSION, NormalizationError
+    from listsync.extract.normalize import NORMALIZATION_VERSION
     from listsync.extract.options import ExtractError
     from listsync.extract.rejects import Rejects, TooManyRejectsError
     from listsync.extract.sources import ROW_NUMBER, read_extract
+    from listsync.extract.text_rules import NormalizationError
 
 __all__ = [
     "NORMALIZATION_VERSION",
@@ -40,7 +41,7 @@ __all__ = [
 
 _MODULES = {
     "NORMALIZATION_VERSION": "listsync.extract.normalize",
-    "NormalizationError": "listsync.extract.normalize",
+    "NormalizationError": "listsync.extract.text_rules",
     "ColumnMappingError": "listsync.extract.mapping",
     "PrepareStats": "listsync.extract.mapping",
     "ExtractError": "listsync.extract.options",

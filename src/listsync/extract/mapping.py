@@ -52,14 +52,11 @@ from pydantic import BaseModel
 from listsync.client.errors import InvalidRecordError
 from listsync.client.models import Person
 from listsync.errors import ListSyncError
-from listsync.extract.normalize import (
-    ColumnResult,
-    normalize_column,
-    normalize_text,
-)
+from listsync.extract.normalize import ColumnResult, normalize_column
 from listsync.extract.options import Shard
 from listsync.extract.rejects import Rejects
 from listsync.extract.sources import ROW_NUMBER, ROW_PROBLEMS
+from listsync.extract.text_rules import normalize_text
 
 __all__ = [
     "ACCOUNT_DOMAIN",
@@ -298,7 +295,7 @@ def iter_mapped_rows(
         taken from their index); other DataFrames are numbered by position from 1.
     :param column_map: extract column → field name.
     :param rules: field → rule (see :mod:`listsync.extract.normalize`); fields without a rule are
-        trimmed text (:func:`~listsync.extract.normalize.normalize_text`).
+        trimmed text (:func:`~listsync.extract.text_rules.normalize_text`).
     :param shard: yield only the rows of this shard, counting the others in ``stats.other_shards``
         (and ``stats.read``). A row belongs to the shard of its ``shard_field`` normalised; when
         that field is missing or fails its rule, of its text trimmed and lower-cased, so that

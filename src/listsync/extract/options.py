@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import codecs
 import hashlib
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from datetime import timezone, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -22,7 +20,6 @@ __all__ = [
     "ExtractError",
     "Shard",
     "check_encoding",
-    "check_output_file",
     "parse_shard",
     "resolve_timezone",
 ]
@@ -55,36 +52,6 @@ def resolve_timezone(name: str | tzinfo) -> tzinfo:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
         raise ValueError(f"naive_timezone {name!r} is not an IANA time zone name such as 'UTC'") from exc
-
-
-# --- the files a job writes ----------------------------------------------------------------
-
-
-def check_output_file(path: str | os.PathLike[str], what: str, advice: str) -> None:
-    """Check that a job can write its file (rejects, plan, checkpoint) at the local ``path``,
-    creating the folder as the job would; a URI (object storage) is left to its store.
-
-    Called before anything is read or sent, so that a run does not fail, its work done, for a
-    file it cannot keep.
-
-    :param what: the file, for the message ("the rejects file").
-    :param advice: what to do, naming the option or parameter that gave the path.
-    :raises ValueError: ``cannot write <what> <path> (<reason>); <advice>``.
-    """
-    if "://" in os.fspath(path):
-        return
-    target = os.path.abspath(path)
-    try:
-        if os.path.isdir(target):
-            raise IsADirectoryError(f"{target} is a folder")
-        folder = os.path.dirname(target)
-        os.makedirs(folder, exist_ok=True)
-        if os.path.exists(target) and not os.access(target, os.W_OK):
-            raise PermissionError(f"{target} is read-only")
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as exc:
-        raise ValueError(f"cannot write {what} {os.fspath(path)} ({exc.strerror or exc}); {advice}") from None
 
 
 # --- shards of a List sync ----------------------------------------------------------------

@@ -24,7 +24,8 @@ from types import TracebackType
 from typing import IO, Any
 
 from listsync.errors import ListSyncError
-from listsync.extract.normalize import NormalizationError, to_json_value
+from listsync.extract.text_rules import NormalizationError
+from listsync.extract.value_rules import to_json_value
 
 __all__ = ["Rejects", "TooManyRejectsError", "duplicate_reason"]
 

@@ -45,8 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from listsync.extract.csv_reader import ROW_PROBLEMS, read_csv
-from listsync.extract.normalize import resolve_timezone
-from listsync.extract.options import ExtractError, check_encoding
+from listsync.extract.options import ExtractError, check_encoding, resolve_timezone
 from listsync.progress import Progress
 
 __all__ = [

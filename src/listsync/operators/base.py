@@ -4,30 +4,27 @@
 ``sql_conn_id``, ``rejects_path``, ``dry_run``, ``listsync_conn_id``, ``naive_timezone``) and
 their handling: the extract and the zone are checked when the DAG is parsed, the hook is built on
 first use, and a client is opened for the task's run. :class:`ListSyncPlanOperator` adds what the
-two List writers (people and rows) share: the List, the column map, the plan file, delete safety,
-failure policy and the ``user_id`` to act as. Each operator keeps its own parameters, its
-``template_fields`` and the call into its ``listsync.sync`` entry point.
+two List writers (people and rows) share: the List, the column map, the ``user_id`` to act as,
+and the settings of :class:`~listsync.sync.settings.SyncSettings` (delete safety, failure policy,
+the plan file, the shard, the memory limit, the state...), which it builds for the sync. Each
+operator keeps its own parameters, its ``template_fields`` and the call into its ``listsync.sync``
+entry point.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from listsync.extract.options import check_encoding, parse_shard, resolve_timezone
+from listsync.extract.options import check_encoding, resolve_timezone
 from listsync.operators.extract import check_extract_arguments, checked_storage_path, read_operator_extract
-from listsync.sync.settings import (
-    MAX_MEMORY_AUTO,
-    VERIFY_TIMEOUT,
-    VISIBILITY_WINDOW,
-    check_state_options,
-    parse_max_memory,
-)
+from listsync.sync.settings import MAX_MEMORY_AUTO, VERIFY_TIMEOUT, VISIBILITY_WINDOW, SyncSettings
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -155,7 +152,7 @@ class ListSyncExtractOperator(BaseOperator):
         cannot be written fails it then, naming ``parameter``, before anything is read or sent."""
         if not path:
             return None
-        from listsync.extract.options import check_output_file
+        from listsync.files import check_output_file
 
         what = {"plan_path": "the plan file", "state_path": "the state file"}.get(
             parameter, "the rejects file"
@@ -183,40 +180,36 @@ class ListSyncExtractOperator(BaseOperator):
         wrote at the service out (nothing in a dry run); see :mod:`listsync.operators.lineage`.
         None when the OpenLineage provider is not installed."""
         try:
-            from listsync.operators.lineage import operator_lineage
+            from listsync.operators.lineage import extract_lineage, service_dataset
         except ImportError:  # the module needs the provider, an optional install
             return None
-        return operator_lineage(self, None if self.is_dry_run else self.service_dataset_name())
+        lineage = extract_lineage(source=self.source, sql=self.sql, sql_conn_id=self.sql_conn_id)
+        if not self.is_dry_run:
+            lineage.outputs = [service_dataset(self.hook.get_base_url(), self.service_dataset_name())]
+        return lineage
 
 
 class ListSyncPlanOperator(ListSyncExtractOperator):
     """An operator that makes a List match an extract: it plans, checks deletes, then writes.
 
+    Its parameters ``max_delete_fraction``, ``overwrite_with_null``, ``fail_on_error``,
+    ``max_reject_fraction``, ``shard``, ``max_memory``, ``state_path``, ``fresh_state``,
+    ``verify_timeout`` and ``visibility_window``, with ``dry_run``, ``rejects_path`` and
+    ``plan_path``, are the settings both List syncs share: :class:`~listsync.sync.settings.SyncSettings`
+    says what each does. They are checked when the DAG is parsed, those that may hold a template
+    (the files, ``shard``) once rendered, as the task runs; a task that breaks one of their limits
+    fails without retries (:meth:`failing_the_airflow_way`). What is the operator's own:
+
     :param table_id: the List.
     :param column_map: extract column → what it fills in the List.
-    :param max_delete_fraction: the largest share of the List one run may delete.
-    :param overwrite_with_null: a null in the extract erases the List's value.
-    :param fail_on_error: fail the task at the end when any item could not be written.
-    :param plan_path: where the plan goes, as JSON lines: a local path or an object-storage URI.
     :param user_id: the service user to act as; overrides the connection's ``user_id``.
-    :param max_reject_fraction: fail before writing when a larger share of the rows is rejected.
-    :param shard: ``"i/n"``: sync only shard ``i`` of ``n`` of the accounts (people) or keys (rows),
-        e.g. mapped with ``.expand(shard=[f"{i}/4" for i in range(4)])``; checked when the DAG is
-        parsed unless it holds a template, else as the task runs. None: the whole List.
-    :param max_memory: fail the task, without retries, as soon as the rows read would take more
-        memory than this: bytes or a size such as ``"2GiB"``, checked when the DAG is parsed.
-        ``"auto"`` (default): half the worker's memory (or its container's),
-        worked out on the worker; None, 0 or ``"off"``: no limit. Split a List too big for it with
-        ``shard``.
-    :param state_path: where the sync keeps what it applied, for the next run's three-way diff
-        (:mod:`listsync.sync.state`): a local path or an object-storage URI. None (default): the
-        Airflow asset state store of the task's List asset (an inlet or outlet
-        ``listsync://<host>/<tableId>``, :mod:`listsync.operators.asset_state`); without one, no state.
-    :param fresh_state: do not use the state kept (a new one is kept at the end of the run).
-    :param verify_timeout: seconds the read back waits for writes the List does not show yet
-        (default 60); what is still not shown is ``unconfirmed``, not a failure.
-    :param visibility_window: seconds a write the List has not shown yet is not sent again by a
-        later run (default 3600).
+    :param plan_path: a local path or an object-storage URI, as ``rejects_path``.
+    :param shard: may be mapped, e.g. ``.expand(shard=[f"{i}/4" for i in range(4)])``.
+    :param max_memory: ``"auto"`` (the default) is half the worker's memory (or its container's),
+        worked out on the worker.
+    :param state_path: a local path or an object-storage URI. None (default): the Airflow asset
+        state store of the task's List asset (an inlet or outlet ``listsync://<host>/<tableId>``,
+        :mod:`listsync.operators.asset_state`); without one, no state.
     :param kwargs: the parameters of :class:`ListSyncExtractOperator` and ``BaseOperator``.
     """
 
@@ -240,17 +233,6 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        check_state_options(verify_timeout, visibility_window)
-        self.state_path = state_path
-        self.fresh_state = fresh_state
-        self.verify_timeout = verify_timeout
-        self.visibility_window = visibility_window
-        if shard is not None and "{{" not in shard and "{%" not in shard:
-            parse_shard(shard)
-        if max_memory != MAX_MEMORY_AUTO:  # "auto" is the worker's, worked out as the task runs
-            parse_max_memory(max_memory)
-        self.shard = shard
-        self.max_memory = max_memory
         self.table_id = table_id
         self.column_map = column_map
         self.max_delete_fraction = max_delete_fraction
@@ -259,32 +241,47 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         self.plan_path = plan_path
         self.user_id = user_id
         self.max_reject_fraction = max_reject_fraction
+        self.shard = shard
+        self.max_memory = max_memory
+        self.state_path = state_path
+        self.fresh_state = fresh_state
+        self.verify_timeout = verify_timeout
+        self.visibility_window = visibility_window
+        # Checked now, so that a mistake fails when the DAG is parsed.
+        self._settings()
 
-    def plan_sync_arguments(self, context: Context) -> dict[str, Any]:
-        """The keyword arguments ``sync_people`` and ``upsert_rows`` share, from this operator's
-        parameters: delete, null, failure and reject policies, the dry run, and the rejects and
-        plan files (see :meth:`output_file`), the shard, the memory limit, and the state: where it
-        is kept (``state_path``, else the List asset's state store in ``context``) and how."""
+    def sync_settings(self, context: Context) -> SyncSettings:
+        """The settings of the task's sync, from this operator's parameters as rendered: the
+        rejects and plan files as :meth:`output_file` gives them, the state in ``state_path``,
+        else in the List asset's state store in ``context``."""
         from listsync.operators.asset_state import list_asset_state_store
 
         state = self.output_file(self.state_path, "state_path") or list_asset_state_store(
             self.table_id, [*self.inlets, *self.outlets], context
         )
-        return {
-            "state_path": state,
-            "fresh_state": self.fresh_state,
-            "verify_timeout": self.verify_timeout,
-            "visibility_window": self.visibility_window,
-            "max_delete_fraction": self.max_delete_fraction,
-            "overwrite_with_null": self.overwrite_with_null,
-            "dry_run": self.is_dry_run,
-            "fail_on_error": self.fail_on_error,
-            "rejects_path": self.output_file(self.rejects_path),
-            "plan_path": self.output_file(self.plan_path, "plan_path"),
-            "max_reject_fraction": self.max_reject_fraction,
-            "shard": self.shard,
-            "max_memory": self.max_memory,
-        }
+        return replace(
+            self._settings(),
+            rejects_path=self.output_file(self.rejects_path),
+            plan_path=self.output_file(self.plan_path, "plan_path"),
+            state_path=state,
+        )
+
+    def _settings(self) -> SyncSettings:
+        """The settings of the parameters that name no file; a ``shard`` that still holds a
+        template (the DAG being parsed) is left out."""
+        templated = self.shard is not None and ("{{" in self.shard or "{%" in self.shard)
+        return SyncSettings(
+            max_delete_fraction=self.max_delete_fraction,
+            overwrite_with_null=self.overwrite_with_null,
+            dry_run=self.is_dry_run,
+            fail_on_error=self.fail_on_error,
+            max_reject_fraction=self.max_reject_fraction,
+            shard=None if templated else self.shard,
+            max_memory=self.max_memory,
+            fresh_state=self.fresh_state,
+            verify_timeout=self.verify_timeout,
+            visibility_window=self.visibility_window,
+        )
 
     def service_dataset_name(self) -> str:
         """The List: its ``tableId``."""

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from airflow.providers.openlineage.extractors import OperatorLineage
 from openlineage.client.event_v2 import Dataset
@@ -33,20 +32,12 @@ from openlineage.client.event_v2 import Dataset
 from listsync.assets import service_namespace
 from listsync.operators.extract import check_extract_arguments, storage_path
 
-if TYPE_CHECKING:
-    from listsync.operators.base import ListSyncExtractOperator
-
-__all__ = ["extract_lineage", "file_dataset", "operator_lineage", "sql_lineage"]
+__all__ = ["extract_lineage", "file_dataset", "service_dataset", "sql_lineage"]
 
 
-def operator_lineage(operator: ListSyncExtractOperator, output_name: str | None) -> OperatorLineage:
-    """The lineage of ``operator``'s run: its extract in, ``output_name`` at the service out
-    (none when ``output_name`` is None)."""
-    lineage = extract_lineage(source=operator.source, sql=operator.sql, sql_conn_id=operator.sql_conn_id)
-    if output_name is not None:
-        namespace = service_namespace(operator.hook.get_base_url())
-        lineage.outputs = [Dataset(namespace=namespace, name=output_name)]
-    return lineage
+def service_dataset(base_url: str, name: str) -> Dataset:
+    """What a task wrote at the service at ``base_url``: a List by its ``tableId``, or ``events``."""
+    return Dataset(namespace=service_namespace(base_url), name=name)
 
 
 def extract_lineage(*, source: str | None, sql: str | None, sql_conn_id: str | None) -> OperatorLineage:

@@ -33,6 +33,14 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
     ``updated``, ``deleted``, ``unchanged``, ``failed``; ``planned`` and ``requests`` by kind;
     ``normalization_version``; ``plan_path`` and ``rejects_path``; ``failure_reasons``.
 
+    It also takes the settings both List syncs share (``dry_run``, ``max_delete_fraction``,
+    ``overwrite_with_null``, ``fail_on_error``, ``rejects_path``, ``plan_path``,
+    ``max_reject_fraction``, ``shard``, ``max_memory``, ``state_path``, ``fresh_state``,
+    ``verify_timeout``, ``visibility_window``) as keyword parameters, each documented once, at
+    :class:`~listsync.sync.settings.SyncSettings`; what the operator adds to them (templated
+    files and shard, object-storage paths, the asset state store as the state's default home)
+    at :class:`~listsync.operators.base.ListSyncPlanOperator`.
+
     :param table_id: the List to sync. (templated)
     :param column_map: extract column → person field (``first_name``, ``last_name``, ``email``,
         ``phone_number``, ``network_profile_url``, ``title``, ``personas``, ...) or
@@ -45,40 +53,11 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
         not in the extract).
     :param delete_scope: in mirror mode, ``"accounts_in_source"`` (delete only within accounts the
         extract names) or ``"list"`` (anywhere in the List).
-    :param max_delete_fraction: the largest share of the List's people one run may delete; more
-        fails the task before any write, with the numbers.
-    :param overwrite_with_null: a null in the extract erases the List's value (default: kept).
     :param chunk_size: people per request, one number or per kind
         (``{"add": 500, "patch": 500, "delete": 500}``); at most 500.
-    :param dry_run: compute the plan and write the plan file; send no write.
-    :param fail_on_error: fail the task at the end (after everything else was written) when any
-        person could not be written.
-    :param rejects_path: where rejected rows go, as JSON lines: a local path or an object-storage
-        URI (default: a temporary file, only when some row is rejected). (templated)
-    :param plan_path: where the plan goes, as JSON lines: a local path or an object-storage URI
-        (default: none, or a temporary file in a dry run). (templated)
     :param listsync_conn_id: the connection to the service.
     :param user_id: the service user to act as; overrides the connection's ``user_id``. (templated)
-    :param max_reject_fraction: fail before writing when a larger share of the rows is rejected
-        (default 1.0: rejects are counted, never fatal).
     :param default_region: region of phone numbers written without ``+`` (ISO 3166 code).
-    :param shard: ``"i/n"``: sync only the accounts whose normalised domain hashes to shard ``i``
-        of ``n``, e.g. ``.partial(...).expand(shard=[f"{i}/4" for i in range(4)])``; the summary
-        says the shard and counts its List (see ``combine_summaries``). (templated)
-    :param max_memory: fail the task, without retries and before reading further, once the rows
-        read would take more memory than this: bytes or a size such as ``"2GiB"``; ``"auto"``
-        (default): half the worker's memory; None, 0 or ``"off"``: no limit. The
-        message says how many shards would fit.
-    :param state_path: where the sync keeps what it applied, for the next run's three-way diff: a
-        local path or an object-storage URI. Default: the Airflow asset state store of the task's
-        List asset (an inlet or outlet ``listsync://<host>/<tableId>``); without one, no state.
-        (templated)
-    :param fresh_state: do not use the state kept: diff against the live List alone, then keep a
-        new state.
-    :param verify_timeout: seconds the read back waits for writes the List does not show yet
-        (default 60); what is still not shown is ``unconfirmed``, not a failure.
-    :param visibility_window: seconds a write the List has not shown yet is not sent again by a
-        later run (default 3600).
     :param naive_timezone: the zone (IANA name, default ``"UTC"``) of extract timestamps written
         without an offset; an unknown name fails when the DAG is parsed.
     """
@@ -129,5 +108,5 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
                 delete_scope=self.delete_scope,
                 chunk_size=self.chunk_size,
                 default_region=self.default_region,
-                **self.plan_sync_arguments(context),
+                settings=self.sync_settings(context),
             )

@@ -24,6 +24,14 @@ class UpsertRowsOperator(ListSyncPlanOperator):
     dropped connection) are re-read by key before anything is sent again, so a retry never
     duplicates a row. Returns the JSON summary (to XCom).
 
+    It also takes the settings both List syncs share (``dry_run``, ``max_delete_fraction``,
+    ``overwrite_with_null``, ``fail_on_error``, ``rejects_path``, ``plan_path``,
+    ``max_reject_fraction``, ``shard``, ``max_memory``, ``state_path``, ``fresh_state``,
+    ``verify_timeout``, ``visibility_window``) as keyword parameters, each documented once, at
+    :class:`~listsync.sync.settings.SyncSettings`; what the operator adds to them (templated
+    files and shard, object-storage paths, the asset state store as the state's default home)
+    at :class:`~listsync.operators.base.ListSyncPlanOperator`.
+
     :param table_id: the List's id. (templated)
     :param key_column: the List column id that identifies a row, e.g. ``domain``; one extract
         column must be mapped to it.
@@ -33,41 +41,13 @@ class UpsertRowsOperator(ListSyncPlanOperator):
     :param sql: a query giving the extract, run on ``sql_conn_id``. (templated)
     :param sql_conn_id: an Airflow database connection (postgres, sqlite...) for ``sql``.
     :param delete_missing: delete List rows whose key is not in the extract.
-    :param max_delete_fraction: refuse deletes above this fraction of the List's keyed rows, and
-        any delete when the extract has no valid row.
-    :param overwrite_with_null: a null in the extract clears the List's cell (otherwise the cell
-        is kept).
     :param chunk_size: items per request: one number for every kind, or a mapping with keys
         ``add_rows``, ``update_cells``, ``delete_rows``; by default the service's caps.
-    :param dry_run: plan and write the plan file, send no write.
-    :param fail_on_error: fail the task at the end (after everything else was written) when any
-        row could not be written.
-    :param rejects_path: where rejected extract rows go, as JSON lines: a local path or an
-        object-storage URI (default: a temporary file, only when some row is rejected). (templated)
-    :param plan_path: where the plan goes, as JSON lines: a local path or an object-storage URI
-        (default: none, or a temporary file in a dry run). (templated)
     :param listsync_conn_id: the ``listsync`` connection.
     :param user_id: the ``userId`` to act as, instead of the connection's. (templated)
     :param key_kind: ``"domain"`` (default) normalises keys as domains, ``"text"`` trims them.
     :param json_columns: extract columns whose text holds JSON, parsed before comparing: objects,
         arrays, and numbers from a CSV for a number column (jsonb and numeric columns need no mark).
-    :param max_reject_fraction: fail before writing when more of the extract is rejected.
-    :param shard: ``"i/n"``: upsert only the keys whose normalised text hashes to shard ``i`` of
-        ``n``, e.g. ``.partial(...).expand(shard=[f"{i}/4" for i in range(4)])``. (templated)
-    :param max_memory: fail the task, without retries and before reading further, once the rows
-        read would take more memory than this: bytes or a size such as ``"2GiB"``; ``"auto"``
-        (default): half the worker's memory; None, 0 or ``"off"``: no limit. The
-        message says how many shards would fit.
-    :param state_path: where the sync keeps what it applied, for the next run's three-way diff: a
-        local path or an object-storage URI. Default: the Airflow asset state store of the task's
-        List asset (an inlet or outlet ``listsync://<host>/<tableId>``); without one, no state.
-        (templated)
-    :param fresh_state: do not use the state kept: diff against the live List alone, then keep a
-        new state.
-    :param verify_timeout: seconds the read back waits for writes the List does not show yet
-        (default 60); what is still not shown is ``unconfirmed``, not a failure.
-    :param visibility_window: seconds a write the List has not shown yet is not sent again by a
-        later run (default 3600).
     :param naive_timezone: the zone (IANA name, default ``"UTC"``) of extract timestamps written
         without an offset; an unknown name fails when the DAG is parsed.
     """
@@ -120,5 +100,5 @@ class UpsertRowsOperator(ListSyncPlanOperator):
                 json_columns=self.json_columns,
                 delete_missing=self.delete_missing,
                 chunk_size=self.chunk_size,
-                **self.plan_sync_arguments(context),
+                settings=self.sync_settings(context),
             )

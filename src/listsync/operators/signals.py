@@ -48,9 +48,9 @@ class IngestSignalsOperator(ListSyncExtractOperator):
     Rows are mapped to events (give ``signal`` or ``signal_column``, ``identity_type`` or
     ``identity_type_column``, and ``identity_id_column``), validated (invalid rows go to
     ``rejects_path`` with their reasons as they are met) and sent as the extract is read, in its
-    order, through the client's rate-aware ``stream_events``: every signal at its own limit,
-    signals in parallel, rate-limited events re-sent, unknown signal slugs reported with the
-    service's message. Memory does not grow with the number of events.
+    order, through the rate-aware ``stream_events`` (:mod:`listsync.signals.sender`): every
+    signal at its own limit, signals in parallel, rate-limited events re-sent, unknown signal
+    slugs reported with the service's message. Memory does not grow with the number of events.
 
     After every acknowledged batch a checkpoint goes to the task state store (Airflow 3.3 and
     newer), so a retried task resumes after the last acknowledged batch instead of sending

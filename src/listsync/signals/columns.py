@@ -39,7 +39,7 @@ class EventMapping:
     ``data`` under their column names) or ``data_column`` (a JSON object per row), or neither for
     events without data. ``timestamp_column`` and ``reference_column`` are optional: without a
     timestamp the service stamps the event on arrival; without a reference one is derived
-    (:func:`~listsync.signals.ingest.event_reference`). ``version`` is a schema version number
+    (:func:`~listsync.signals.build.event_reference`). ``version`` is a schema version number
     or ``"latest"``.
 
     :raises ValueError: when a pair is given twice or not at all, naming the parameters.

@@ -1,7 +1,9 @@
 """``send_events``: ingest any number of signal events at the pace the service allows.
 
 :func:`send_events` takes the events at once; :func:`stream_events` reads them as it sends,
-holding at most ``max_queued`` unsent (a backfill of millions of events in bounded memory).
+holding at most ``max_queued`` unsent (a backfill of millions of events in bounded memory). Both
+take the client as :class:`EventEndpoints`, the batch endpoint and the clock and sleep, and
+return an :class:`~listsync.signals.reports.IngestReport`.
 
 How it paces (spec §8): every signal has its own budget per window (Event 100, Metric 1,000,
 State 30 per minute, from ``signal_types``). A single-threaded loop builds each batch from every
@@ -42,14 +44,12 @@ were sent again after a send of unknown fate: possibly stored twice, whichever t
 
 from __future__ import annotations
 
-import bisect
 import logging
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from listsync.client.errors import (
     BadRequestError,
@@ -61,9 +61,8 @@ from listsync.client.models import MAX_EVENTS_PER_BATCH, BatchIngestResult, Sign
 from listsync.client.rate_hints import SIGNAL_TYPE_LIMITS, RateLimitInfo, SignalBudget
 from listsync.client.retry import Attempts
 from listsync.progress import Progress
-
-if TYPE_CHECKING:
-    from listsync.client.client import ListSyncClient
+from listsync.signals.positions import SignalPositions
+from listsync.signals.reports import IngestReport
 
 log = logging.getLogger(__name__)
 
@@ -75,99 +74,20 @@ NO_SIGNAL = "(no signal)"
 """Report key for events that name no signal."""
 
 
-@dataclass
-class SignalReport:
-    """What happened to one signal's events.
+class EventEndpoints(Protocol):
+    """The part of a client the sender uses: the batch endpoint, and the clock and sleep it paces
+    by (a :class:`~listsync.client.client.ListSyncClient` is one; a test may pass a fake)."""
 
-    :ivar acknowledged: events the service acknowledged in this run.
-    :ivar ack_ids: the service's ids of those events, in acknowledgement order.
-    :ivar rejected: reference -> reason, for events that will not be sent (invalid, unknown slug).
-    :ivar rate_limited_resends: events listed in ``rate_limited`` (or refused by a 429) and re-queued.
-    :ivar requests: batch requests that carried this signal's events (HTTP attempts, retries included).
-    :ivar rate_limited_responses: 429 responses met by batches carrying this signal.
-    :ivar seconds_waited: seconds slept while this signal had events waiting.
-    :ivar possibly_duplicated: acknowledged events that were sent again after an unknown outcome.
-    :ivar skipped: events the given checkpoint said were already acknowledged.
-    """
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
 
-    acknowledged: int = 0
-    ack_ids: list[str] = field(default_factory=list)
-    rejected: dict[str, str] = field(default_factory=dict)
-    rate_limited_resends: int = 0
-    requests: int = 0
-    rate_limited_responses: int = 0
-    seconds_waited: float = 0.0
-    possibly_duplicated: int = 0
-    skipped: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable copy."""
-        return {
-            "acknowledged": self.acknowledged,
-            "ack_ids": list(self.ack_ids),
-            "rejected": dict(self.rejected),
-            "rate_limited_resends": self.rate_limited_resends,
-            "requests": self.requests,
-            "rate_limited_responses": self.rate_limited_responses,
-            "seconds_waited": self.seconds_waited,
-            "possibly_duplicated": self.possibly_duplicated,
-            "skipped": self.skipped,
-        }
-
-
-@dataclass
-class IngestReport:
-    """What :func:`send_events` did, per signal slug.
-
-    :ivar requests: batch requests sent (HTTP attempts, retries included).
-    :ivar rate_limited_responses: 429 responses met (each counts once, whatever signals it carried).
-    :ivar seconds_waited: seconds slept waiting for rate-limit windows.
-    :ivar resume_at: epoch seconds when sending may go on, set when ``max_wait`` made the run
-        return early with events unsent; ``None`` when every event was settled.
-    :ivar pending: events left unsent when returning early.
-    :ivar checkpoint: the checkpoint of the acknowledged events (pass it to the next run).
-    """
-
-    signals: dict[str, SignalReport] = field(default_factory=dict)
-    requests: int = 0
-    rate_limited_responses: int = 0
-    seconds_waited: float = 0.0
-    resume_at: float | None = None
-    pending: int = 0
-    checkpoint: dict[str, Any] = field(default_factory=dict)
-
-    def signal(self, slug: str) -> SignalReport:
-        """The report of ``slug`` (created empty on first use)."""
-        return self.signals.setdefault(slug, SignalReport())
-
-    @property
-    def acknowledged(self) -> int:
-        """Events acknowledged in this run, over all signals."""
-        return sum(report.acknowledged for report in self.signals.values())
-
-    @property
-    def rejected(self) -> int:
-        """Events rejected in this run, over all signals."""
-        return sum(len(report.rejected) for report in self.signals.values())
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable summary (for XCom); ``resume_at_iso`` is ``resume_at`` in ISO 8601."""
-        return {
-            "requests": self.requests,
-            "rate_limited_responses": self.rate_limited_responses,
-            "seconds_waited": self.seconds_waited,
-            "acknowledged": self.acknowledged,
-            "rejected": self.rejected,
-            "pending": self.pending,
-            "resume_at": self.resume_at,
-            "resume_at_iso": (
-                datetime.fromtimestamp(self.resume_at, tz=timezone.utc).isoformat()
-                if self.resume_at is not None
-                else None
-            ),
-            "checkpoint": self.checkpoint,
-            "signals": {slug: report.to_dict() for slug, report in self.signals.items()},
-        }
+    def ingest_batch(
+        self,
+        events: Sequence[SignalEvent | Mapping[str, Any]],
+        *,
+        retry_rate_limited: bool = True,
+        attempts: Attempts | None = None,
+    ) -> BatchIngestResult: ...
 
 
 @dataclass
@@ -183,88 +103,10 @@ class _Pending:
         return self.event.reference or ""
 
 
-class _Acked:
-    """One signal's positions: acknowledged and in doubt.
-
-    The acknowledged positions are kept as sorted, disjoint half-open ranges: acknowledgements
-    come nearly in order, so there are few ranges however many events are acknowledged, and an
-    event that is never acknowledged (rejected) costs one gap, not a set entry per later event.
-    """
-
-    def __init__(self, saved: Mapping[str, Any] | None = None) -> None:
-        saved = saved or {}
-        self.ranges: list[list[int]] = []
-        self.add_range(0, int(saved.get("prefix", 0)))
-        for start, end in saved.get("ranges", []):
-            self.add_range(int(start), int(end))
-        self.in_doubt: set[int] = _from_ranges(saved.get("maybe", []))
-        # Acknowledged after a send whose fate was unknown: possibly stored twice.
-        self.twice: set[int] = _from_ranges(saved.get("twice", []))
-
-    def __contains__(self, position: int) -> bool:
-        index = bisect.bisect_right(self.ranges, position, key=_start) - 1
-        return index >= 0 and position < self.ranges[index][1]
-
-    def __bool__(self) -> bool:
-        return bool(self.ranges)
-
-    def add(self, position: int) -> None:
-        """Mark ``position`` acknowledged."""
-        if self.ranges and self.ranges[-1][1] == position:  # the usual case: the next one in order
-            self.ranges[-1][1] += 1
-        else:
-            self.add_range(position, position + 1)
-
-    def add_range(self, start: int, end: int) -> None:
-        """Mark the positions from ``start`` to ``end`` (excluded) acknowledged."""
-        if start >= end:
-            return
-        # The ranges that overlap or touch [start, end) are merged with it into one.
-        first = bisect.bisect_left(self.ranges, start, key=_end)
-        last = bisect.bisect_right(self.ranges, end, key=_start)
-        if first < last:
-            start = min(start, self.ranges[first][0])
-            end = max(end, self.ranges[last - 1][1])
-        self.ranges[first:last] = [[start, end]]
-
-    def to_dict(self) -> dict[str, Any]:
-        prefix = self.ranges[0][1] if self.ranges and self.ranges[0][0] == 0 else 0
-        beyond = self.ranges[1:] if prefix else self.ranges
-        saved: dict[str, Any] = {"prefix": prefix, "ranges": [list(pair) for pair in beyond]}
-        if self.in_doubt:
-            saved["maybe"] = _ranges(self.in_doubt)
-        if self.twice:
-            saved["twice"] = _ranges(self.twice)
-        return saved
-
-
-def _start(pair: list[int]) -> int:
-    return pair[0]
-
-
-def _end(pair: list[int]) -> int:
-    return pair[1]
-
-
-def _ranges(positions: Iterable[int]) -> list[list[int]]:
-    """Half-open ranges covering ``positions``."""
-    ranges: list[list[int]] = []
-    for position in sorted(positions):
-        if ranges and ranges[-1][1] == position:
-            ranges[-1][1] = position + 1
-        else:
-            ranges.append([position, position + 1])
-    return ranges
-
-
-def _from_ranges(ranges: Iterable[Sequence[int]]) -> set[int]:
-    return {position for start, end in ranges for position in range(int(start), int(end))}
-
-
 class _Sender:
     def __init__(
         self,
-        client: ListSyncClient,
+        client: EventEndpoints,
         signal_types: Mapping[str, str],
         batch_size: int,
         checkpoint: Mapping[str, Any] | None,
@@ -284,7 +126,9 @@ class _Sender:
         saved = (checkpoint or {}).get("signals", {}) if checkpoint else {}
         if checkpoint and checkpoint.get("version", CHECKPOINT_VERSION) != CHECKPOINT_VERSION:
             raise ValueError(f"unsupported checkpoint version: {checkpoint.get('version')!r}")
-        self.acked: dict[str, _Acked] = {slug: _Acked(value) for slug, value in saved.items()}
+        self.acked: dict[str, SignalPositions] = {
+            slug: SignalPositions(value) for slug, value in saved.items()
+        }
         # Positions an earlier try may have had applied: counted possibly_duplicated when acknowledged.
         self.doubted = {slug: set(acked.in_doubt) for slug, acked in self.acked.items()}
         self.queues: dict[str, deque[_Pending]] = {}
@@ -384,8 +228,8 @@ class _Sender:
         self.source = None
         return left
 
-    def _acked(self, slug: str) -> _Acked:
-        return self.acked.setdefault(slug, _Acked())
+    def _acked(self, slug: str) -> SignalPositions:
+        return self.acked.setdefault(slug, SignalPositions())
 
     # -- the loop --------------------------------------------------------------------------------
 
@@ -660,7 +504,7 @@ def _reference_of(raw: SignalEvent | Mapping[str, Any]) -> str | None:
 
 
 def send_events(
-    client: ListSyncClient,
+    client: EventEndpoints,
     events: Iterable[SignalEvent | Mapping[str, Any]],
     signal_types: Mapping[str, str] | None = None,
     *,
@@ -691,7 +535,7 @@ def send_events(
 
 
 def stream_events(
-    client: ListSyncClient,
+    client: EventEndpoints,
     events: Iterable[SignalEvent | Mapping[str, Any]],
     signal_types: Mapping[str, str] | None = None,
     *,

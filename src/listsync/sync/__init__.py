@@ -1,13 +1,17 @@
 """The List syncs: diff an extract against a List, write only the changes, read them back and
 remember what was applied. :mod:`~listsync.sync.job` is the skeleton both follow,
 :mod:`~listsync.sync.steps` the steps they share; :mod:`~listsync.sync.people` and
-:mod:`~listsync.sync.rows` are the two syncs::
+:mod:`~listsync.sync.rows` are the two syncs, :class:`~listsync.sync.settings.SyncSettings` the
+settings they share::
 
     from listsync.extract import Rejects, read_extract
-    from listsync.sync import prepare_people
+    from listsync.sync import SyncSettings, prepare_people, sync_people
 
     with Rejects("rejects.jsonl") as rejects:
         prepared = prepare_people(read_extract("people.csv"), column_map, rejects=rejects)
+
+    sync_people(client, table_id, read_extract("people.csv"), column_map,
+                mode="mirror", settings=SyncSettings(dry_run=True, plan_path="plan.jsonl"))
 
 The names below load their module on first use (PEP 562): importing the package, or a light
 submodule such as :mod:`listsync.sync.settings` (the settings an operator checks when its DAG is
@@ -25,8 +29,17 @@ if TYPE_CHECKING:
     from listsync.sync.people.sync import sync_people
     from listsync.sync.rows.prepare import PreparedRows, prepare_rows
     from listsync.sync.rows.upsert import upsert_rows
+    from listsync.sync.settings import SyncSettings
 
-__all__ = ["PreparedPeople", "PreparedRows", "prepare_people", "prepare_rows", "sync_people", "upsert_rows"]
+__all__ = [
+    "PreparedPeople",
+    "PreparedRows",
+    "SyncSettings",
+    "prepare_people",
+    "prepare_rows",
+    "sync_people",
+    "upsert_rows",
+]
 
 _MODULES = {
     "PreparedPeople": "listsync.sync.people.prepare",
@@ -35,6 +48,7 @@ _MODULES = {
     "PreparedRows": "listsync.sync.rows.prepare",
     "prepare_rows": "listsync.sync.rows.prepare",
     "upsert_rows": "listsync.sync.rows.upsert",
+    "SyncSettings": "listsync.sync.settings",
 }
 
 

@@ -27,18 +27,17 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from listsync.extract.mapping import PrepareStats
-from listsync.extract.options import Shard
+from listsync.extract.options import Shard, parse_shard
 from listsync.sync.memory import MemoryGuard, RowCosts, give_back_freed_memory, use_returning_allocator
-from listsync.sync.state import LastApplied, StateEntries, StateScope, StateStore, load_state, save_state
+from listsync.sync.settings import SyncSettings, parse_max_memory
+from listsync.sync.state import LastApplied, StateEntries, StateScope, load_state, save_state, state_store
 from listsync.sync.steps import (
-    OpenableFile,
     SyncFailedError,
     check_delete_safety,
     prepare_with_rejects,
@@ -68,8 +67,6 @@ class _Prepared(Protocol):
 PreparedT = TypeVar("PreparedT", bound=_Prepared)
 PlanT = TypeVar("PlanT")
 OutcomeT = TypeVar("OutcomeT")
-
-Destination = str | os.PathLike[str] | OpenableFile | None
 
 
 @dataclass(frozen=True)
@@ -108,21 +105,7 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
     :param table_id: the List.
     :param frames: the extract's chunks (``read_extract``).
     :param column_map: extract column → what it fills in the List.
-    :param dry_run: plan and write the plan file, send no write.
-    :param fail_on_error: raise :class:`~listsync.sync.steps.SyncFailedError` at the end when the
-        summary counts failures or drift (after everything else was written; never in a dry run).
-    :param rejects_path: where rejected rows go (see :func:`~listsync.sync.steps.prepare_with_rejects`).
-    :param plan_path: where the plan goes; None: no plan file, except in a dry run.
-    :param max_reject_fraction: fail before reading the List when more of the extract is rejected.
-    :param max_delete_fraction: the largest share of the List one run may delete.
-    :param shard: the run's shard; None: the whole List.
-    :param max_memory: fail as soon as the rows read would take more bytes at the peak
-        (:class:`~listsync.sync.memory.MemoryGuard`); None: no limit.
-    :param state_store: where the sync's state is kept between runs (:mod:`listsync.sync.state`);
-        None: nowhere, every run diffs against the live List alone.
-    :param fresh_state: do not use the state kept (it is replaced at the end of the run).
-    :param verify_timeout: how long the read back waits for writes the List does not show yet.
-    :param visibility_window: how long a write the List has not shown is not sent again.
+    :param settings: the settings both List syncs share (:class:`~listsync.sync.settings.SyncSettings`).
     """
 
     #: What the job writes ("people", "rows"): names its temporary files and its messages.
@@ -136,20 +119,14 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
     table_id: str
     frames: Iterable[pd.DataFrame]
     column_map: Mapping[str, str]
-    dry_run: bool
-    fail_on_error: bool
-    rejects_path: Destination
-    plan_path: Destination
-    max_reject_fraction: float
-    max_delete_fraction: float
-    shard: Shard | None
-    max_memory: int | None
-    state_store: StateStore | None = None
-    fresh_state: bool = False
-    verify_timeout: float = 0.0
-    visibility_window: float = 0.0
+    settings: SyncSettings
+    #: The run's shard, ``settings.shard`` parsed (None: the whole List).
+    shard: Shard | None = field(init=False)
     #: The state the plan weighs (set by :meth:`run`; None: no state is kept).
     last_applied: LastApplied | None = None
+
+    def __post_init__(self) -> None:
+        self.shard = parse_shard(self.settings.shard)
 
     @abstractmethod
     def memory_costs(self) -> RowCosts:
@@ -205,23 +182,25 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         :raises MemoryLimitError: the rows read would take more than ``max_memory``.
         :raises StateMismatchError: the state kept was made for another List, shard or mapping.
         """
+        settings = self.settings
         scope = StateScope(
             self.noun, self.table_id, None if self.shard is None else str(self.shard), self.state_mapping()
         )
-        state = load_state(self.state_store, scope, fresh=self.fresh_state)
-        if self.state_store is not None:
-            self.last_applied = LastApplied(state, self.client.clock(), self.visibility_window)
+        store = state_store(settings.state_path)
+        state = load_state(store, scope, fresh=settings.fresh_state)
+        if store is not None:
+            self.last_applied = LastApplied(state, self.client.clock(), settings.visibility_window)
         use_returning_allocator()
         memory = MemoryGuard(
-            self.max_memory,
+            parse_max_memory(settings.max_memory),
             self.memory_costs(),
             what=f"the {self.title.lower()} of {self.table_id}",
             shard=self.shard,
         )
         prepared, rejects_path = prepare_with_rejects(
             functools.partial(self.prepare, memory=memory),
-            self.rejects_path,
-            max_reject_fraction=self.max_reject_fraction,
+            settings.rejects_path,
+            max_reject_fraction=settings.max_reject_fraction,
             prefix=f"listsync-{self.noun}-rejects-",
         )
         give_back_freed_memory()
@@ -237,8 +216,8 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         give_back_freed_memory()
         plan_path = write_requested_plan(
             self.plan_entries(plan),
-            self.plan_path,
-            dry_run=self.dry_run,
+            settings.plan_path,
+            dry_run=settings.dry_run,
             prefix=f"listsync-{self.noun}-plan-",
             logger=self.log,
         )
@@ -246,16 +225,16 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
             planned_deletes=deletes.planned,
             current_total=deletes.current_total,
             source_rows=deletes.source_rows,
-            max_delete_fraction=self.max_delete_fraction,
+            max_delete_fraction=settings.max_delete_fraction,
             noun=self.noun,
         )
-        outcome = self.nothing_applied() if self.dry_run else self.apply(plan)
-        if not self.dry_run:
+        outcome = self.nothing_applied() if settings.dry_run else self.apply(plan)
+        if not settings.dry_run:
             entries, forms = self.state_entries(plan, outcome)
-            save_state(self.state_store, scope, entries, [forms_kept, forms], clock=self.client.clock)
-        where = None if self.state_store is None else self.state_store.where(scope)
+            save_state(store, scope, entries, [forms_kept, forms], clock=self.client.clock)
+        where = None if store is None else store.where(scope)
         summary = self.summary(extract, plan, outcome, JobFiles(plan_path, rejects_path, where))
         self.log.info("%s summary: %s", self.title, json.dumps(summary))
-        if (summary["failed"] or summary["drift"]) and self.fail_on_error and not self.dry_run:
+        if (summary["failed"] or summary["drift"]) and settings.fail_on_error and not settings.dry_run:
             raise SyncFailedError(summary)
         return summary

@@ -4,7 +4,8 @@ An operator checks its settings in its ``__init__``, so that a mistake fails whe
 parsed; the DAG processor must not import pandas, NumPy, PyArrow or phonenumbers for that. This
 module imports none of them, nor any module that does. The modules doing the work take these
 names from here: :mod:`listsync.sync.people` (mode, delete scope, chunk sizes),
-:mod:`listsync.sync.rows` (chunk sizes) and :mod:`listsync.sync.memory` (the memory cap).
+:mod:`listsync.sync.rows` (chunk sizes) and :mod:`listsync.sync.memory` (the memory cap);
+:class:`SyncSettings` holds the settings both syncs share.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 from listsync.client.writers import (
     CELL_UPDATES_PER_REQUEST,
@@ -20,6 +22,11 @@ from listsync.client.writers import (
     ROW_DELETES_PER_REQUEST,
     ROWS_PER_REQUEST,
 )
+from listsync.extract.options import Shard, parse_shard
+
+if TYPE_CHECKING:
+    from listsync.files import OpenableFile
+    from listsync.sync.state import StateStore
 
 __all__ = [
     "ADD_ROWS",
@@ -30,8 +37,11 @@ __all__ = [
     "ROWS_CHUNK_CAPS",
     "SYNC_MODES",
     "UPDATE_CELLS",
+    "VERIFY_TIMEOUT",
+    "VISIBILITY_WINDOW",
     "DeleteScope",
     "SyncMode",
+    "SyncSettings",
     "check_sync_options",
     "default_max_memory",
     "format_bytes",
@@ -115,25 +125,6 @@ DELETE_SCOPES: tuple[str, ...] = ("accounts_in_source", "list")
 PEOPLE_WRITE_KINDS: tuple[str, ...] = ("add", "patch", "delete")
 
 
-#: How long a read back waits, at most, for writes the List does not show yet, in seconds
-#: (``verify_timeout``, ``--verify-timeout``). A service with a queue behind its write API shows a
-#: write seconds after acknowledging it; what is still not shown then is ``unconfirmed``.
-VERIFY_TIMEOUT = 60.0
-#: How long a write the List has not shown is waited for rather than sent again, in seconds
-#: (``visibility_window``, ``--visibility-window``): a later run within it reads before it writes.
-VISIBILITY_WINDOW = 3600.0
-
-
-def check_state_options(verify_timeout: float, visibility_window: float) -> None:
-    """Check the read back's and the state's settings.
-
-    :raises ValueError: a negative or non-numeric ``verify_timeout`` or ``visibility_window``.
-    """
-    for name, value in (("verify_timeout", verify_timeout), ("visibility_window", visibility_window)):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-            raise ValueError(f"{name} must be a number of seconds, 0 or more; got {value!r}")
-
-
 def check_sync_options(mode: str, delete_scope: str) -> None:
     """Check ``mode`` and ``delete_scope`` (callers check early, before reading anything).
 
@@ -206,3 +197,101 @@ def rows_chunk_sizes(chunk_size: int | Mapping[str, int] | None) -> dict[str, in
                 f"chunk_size for {kind} must be between 1 and {ROWS_CHUNK_CAPS[kind]}, got {size}"
             )
     return sizes
+
+
+# --- what the people sync and the rows upsert share ----------------------------------------
+
+#: How long a read back waits, at most, for writes the List does not show yet, in seconds
+#: (``verify_timeout``, ``--verify-timeout``). A service with a queue behind its write API shows a
+#: write seconds after acknowledging it; what is still not shown then is ``unconfirmed``.
+VERIFY_TIMEOUT = 60.0
+#: How long a write the List has not shown is waited for rather than sent again, in seconds
+#: (``visibility_window``, ``--visibility-window``): a later run within it reads before it writes.
+VISIBILITY_WINDOW = 3600.0
+
+
+@dataclass(frozen=True)
+class SyncSettings:
+    """What the people sync and the rows upsert share: their safety limits, failure policy, files,
+    shard, memory limit and state.
+
+    :func:`~listsync.sync.people.sync_people` and :func:`~listsync.sync.rows.upsert_rows` take
+    one as ``settings``; ``SyncTargetablePeopleOperator`` and ``UpsertRowsOperator`` build it from
+    their parameters of the same names, ``listsync sync-people`` and ``listsync upsert-rows`` from
+    their options (``--max-delete-fraction`` ...). A value out of range fails as the settings are
+    made, before anything is read, so an operator's mistake fails when its DAG is parsed.
+
+    :param max_delete_fraction: the largest share of what the List holds (its people, or its keyed
+        rows; the shard's in a sharded run) one run may delete, 0 to 1. More, or any delete when
+        the extract has no valid row, fails before any write, naming the value that would allow
+        it (:func:`~listsync.sync.steps.check_delete_safety`).
+    :param overwrite_with_null: a null in the extract erases the List's value (a person's field,
+        a row's cell); otherwise the List's value is kept.
+    :param dry_run: plan and write the plan file; send no write, keep the state as it was.
+    :param fail_on_error: raise :class:`~listsync.sync.steps.SyncFailedError` at the end when the
+        summary counts failures (items not written, those blocked by duplicates in the List
+        among them) or drift, after everything else was written; never in a dry run.
+    :param rejects_path: where rejected extract rows go, as JSON lines with their reasons: a
+        local path, or an object with ``open()`` such as ``ObjectStoragePath``; None: a temporary
+        file, only when some row was rejected.
+    :param plan_path: where the plan goes, as JSON lines, as ``rejects_path``; None: no plan file,
+        except in a dry run (then a temporary file).
+    :param max_reject_fraction: fail before reading the List when a larger share of the extract's
+        rows is rejected, 0 to 1 (1: rejects are counted, never fatal).
+    :param shard: ``"i/n"`` (or a :class:`~listsync.extract.options.Shard`): sync only the
+        accounts (people, by normalised domain) or the keys (rows) that hash to shard ``i`` of
+        ``n``, in the extract and in the List alike; extract rows of other shards are counted in
+        ``other_shards``, and the List counts and delete safety are the shard's. The ``n`` runs
+        together sync the whole List. None: all of it.
+    :param max_memory: fail, before reading further and with nothing written, as soon as the
+        extract rows and List items read so far would take more memory than this
+        (:mod:`listsync.sync.memory`; the message says how many shards would fit): bytes, or a
+        size such as ``"2GiB"`` (:func:`parse_max_memory`). ``"auto"``: half the memory of the
+        machine or container the sync runs on, worked out there; None, 0 or ``"off"``: no limit.
+    :param state_path: where the sync keeps what it applied, for the next run's three-way diff
+        (:mod:`listsync.sync.state`): a local path, an object with ``open()`` such as
+        ``ObjectStoragePath``, or a :class:`~listsync.sync.state.StateStore`; None: no state,
+        every run diffs against the live List alone (and says so once). A state made for
+        another List, shard or mapping is refused.
+    :param fresh_state: do not use the state kept: diff against the live List alone, then keep
+        a new state.
+    :param verify_timeout: seconds the read back waits for writes the List does not show yet
+        (:data:`VERIFY_TIMEOUT`); what is still not shown is ``unconfirmed``, not a failure.
+    :param visibility_window: seconds a write the List has not shown yet is not sent again by a
+        later run, which reads before it writes (:data:`VISIBILITY_WINDOW`).
+    :raises ValueError: a fraction not between 0 and 1, a ``shard`` that is not ``"i/n"``, a
+        ``max_memory`` that is not a size, or a negative or non-numeric number of seconds; the
+        message begins with the setting's name.
+    """
+
+    max_delete_fraction: float = 0.1
+    overwrite_with_null: bool = False
+    dry_run: bool = False
+    fail_on_error: bool = True
+    rejects_path: str | os.PathLike[str] | OpenableFile | None = None
+    plan_path: str | os.PathLike[str] | OpenableFile | None = None
+    max_reject_fraction: float = 1.0
+    shard: str | Shard | None = None
+    max_memory: int | str | None = MAX_MEMORY_AUTO
+    state_path: str | os.PathLike[str] | OpenableFile | StateStore | None = None
+    fresh_state: bool = False
+    verify_timeout: float = VERIFY_TIMEOUT
+    visibility_window: float = VISIBILITY_WINDOW
+
+    def __post_init__(self) -> None:
+        parse_shard(self.shard)
+        if self.max_memory != MAX_MEMORY_AUTO:  # "auto" is worked out where the sync runs
+            parse_max_memory(self.max_memory)
+        for name, seconds in (
+            ("verify_timeout", self.verify_timeout),
+            ("visibility_window", self.visibility_window),
+        ):
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
+                raise ValueError(f"{name} must be a number of seconds, 0 or more; got {seconds!r}")
+        for name, fraction in (
+            ("max_delete_fraction", self.max_delete_fraction),
+            ("max_reject_fraction", self.max_reject_fraction),
+        ):
+            # "not 0 <= fraction <= 1" also refuses NaN.
+            if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 <= fraction <= 1:
+                raise ValueError(f"{name} must be between 0 and 1, got {fraction!r}")

@@ -42,8 +42,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from listsync.errors import ListSyncError
+from listsync.files import OpenableFile
 from listsync.sync.forms import Forms, merged_forms
-from listsync.sync.steps import OpenableFile
 
 __all__ = [
     "ADD",

@@ -5,9 +5,9 @@ into a plan; before the plan is applied, the same few steps run for every job:
 
 - :func:`prepare_with_rejects` prepares the extract and writes its rejected rows, locally or to
   object storage, before :class:`~listsync.extract.rejects.Rejects` enforces ``max_reject_fraction``;
-- :func:`write_plan_file` writes the plan as JSON lines, one object per planned action, so a dry
-  run can be reviewed and a real run audited (:func:`write_requested_plan` when the caller
-  asked for it or the run is dry);
+- :func:`write_requested_plan` writes the plan as JSON lines, one object per planned action,
+  when the caller asked for it or the run is dry, so a dry run can be reviewed and a real run
+  audited;
 - :func:`check_delete_safety` refuses deletes that look like a broken extract rather than a real
   change (an empty extract, or more deletes than ``max_delete_fraction`` of the List);
 - :class:`ProgressLogger` logs progress while the plan is applied, at least every 10 %;
@@ -22,13 +22,12 @@ import json
 import logging
 import math
 import os
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from listsync.errors import ListSyncError
+from listsync.files import OpenableFile, write_json_lines
 
 if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient
@@ -36,7 +35,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_FAILURE_REASONS",
-    "OpenableFile",
     "ProgressLogger",
     "SyncFailedError",
     "UnsafeDeleteError",
@@ -46,19 +44,12 @@ __all__ = [
     "prepare_with_rejects",
     "read_back_rounds",
     "wait_for_late_writes",
-    "write_plan_file",
     "write_requested_plan",
 ]
 
 #: The summary keeps this many distinct failure reasons (the most frequent), so that an XCom
 #: stays small when thousands of people fail for thousands of slightly different reasons.
 MAX_FAILURE_REASONS = 20
-
-
-class OpenableFile(Protocol):
-    """Anything with ``open(mode)``, such as ``pathlib.Path`` or Airflow's ``ObjectStoragePath``."""
-
-    def open(self, mode: str = ...) -> IO[Any]: ...  # pragma: no cover - protocol
 
 
 class UnsafeDeleteError(ListSyncError, ValueError):
@@ -98,42 +89,6 @@ class SyncFailedError(ListSyncError):
         )
 
 
-def write_plan_file(
-    entries: Iterable[Mapping[str, Any]],
-    path: str | os.PathLike[str] | OpenableFile | None = None,
-    *,
-    prefix: str = "listsync-plan-",
-) -> str:
-    """Write plan entries as JSON lines and return where they went.
-
-    Each entry is one planned action, e.g. ``{"action": "patch", "account_domain": ...,
-    "identity": ..., "changes": {"title": {"before": "CTO", "after": "CEO"}}}``; values must be
-    JSON-serialisable. Keys keep their order, so a plan file diffs well between runs.
-
-    :param entries: the planned actions, in the order they will be applied.
-    :param path: a local path, an object with ``open(mode)`` (e.g. ``ObjectStoragePath``), or
-        None for a new file in the system temporary directory.
-    :param prefix: the file name prefix used when ``path`` is None.
-    :return: the path written, as a string (for the summary).
-    """
-    if path is None:
-        # delete=False: the file is the product; the summary tells the caller where it is.
-        with tempfile.NamedTemporaryFile(
-            "w", prefix=prefix, suffix=".jsonl", delete=False, encoding="utf-8"
-        ) as handle:
-            _write_lines(entries, handle)
-            return handle.name
-    if isinstance(path, str | os.PathLike):
-        local = Path(path)
-        local.parent.mkdir(parents=True, exist_ok=True)
-        with local.open("w", encoding="utf-8") as handle:
-            _write_lines(entries, handle)
-        return str(local)
-    with path.open("w") as handle:
-        _write_lines(entries, handle)
-    return str(path)
-
-
 def write_requested_plan(
     entries: Iterable[Mapping[str, Any]],
     path: str | os.PathLike[str] | OpenableFile | None,
@@ -146,12 +101,12 @@ def write_requested_plan(
     temporary file), log where it went and return that; None when no plan file was asked for.
 
     :param entries: the planned actions, read only when the file is written.
-    :param prefix: the temporary file's name prefix (see :func:`write_plan_file`).
+    :param prefix: the temporary file's name prefix (see :func:`~listsync.files.write_json_lines`).
     :param logger: the job's logger, for the line saying where the plan went.
     """
     if path is None and not dry_run:
         return None
-    written = write_plan_file(entries, path, prefix=prefix)
+    written = write_json_lines(entries, path, prefix=prefix)
     logger.info("Plan written to %s", written)
     return written
 
@@ -198,14 +153,9 @@ def prepare_with_rejects(
         prepared = prepare(rejects)
         written = str(local) if local is not None else None
         if local is None and (rejects_path is not None or rejects.records):
-            written = write_plan_file(rejects.records, rejects_path, prefix=prefix)
+            written = write_json_lines(rejects.records, rejects_path, prefix=prefix)
         rejects.check_fraction(prepared.stats.read, max_reject_fraction)
     return prepared, written
-
-
-def _write_lines(entries: Iterable[Mapping[str, Any]], handle: IO[Any]) -> None:
-    for entry in entries:
-        handle.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
 
 
 def check_delete_safety(

@@ -1,13 +1,14 @@
 """The targetable-people sync: diff an extract against a List, then write only the changes.
 
 The flow, which :func:`sync_people` runs end to end in the order every List sync follows
-(:mod:`listsync.sync.job`), one module a step (:mod:`~listsync.sync.people.plan`,
+(:mod:`listsync.sync.job`), one module a step (:mod:`~listsync.sync.people.diff`, which plans
+by :mod:`~listsync.sync.people.match`'s matching into a :mod:`~listsync.sync.people.plan`;
 :mod:`~listsync.sync.people.apply`, :mod:`~listsync.sync.people.read` and
 :mod:`~listsync.sync.people.verify`, run by :mod:`~listsync.sync.people.sync`)::
 
     people = prepare_people(frames, column_map, rejects)        # normalised, validated, deduplicated
     plan = plan_people_sync(people, client.iter_targetable_people(table_id), mode=...)
-    write_plan_file(plan.entries(), plan_path)                  # what will happen, for review
+    write_json_lines(plan.entries(), plan_path)                 # what will happen, for review
     check_delete_safety(...)                                    # a broken extract never wipes a List
     result = apply_people_plan(plan, client, table_id=...)      # chunked adds, patches, deletes
 
@@ -30,19 +31,11 @@ them apart.
 """
 
 from listsync.sync.people.apply import PeopleApplyResult, apply_people_plan, chunk_sizes
-from listsync.sync.people.plan import (
-    DeleteScope,
-    PeoplePlan,
-    PlannedAdd,
-    PlannedDelete,
-    PlannedPatch,
-    PlannedWrites,
-    SyncMode,
-    check_sync_options,
-    plan_people_sync,
-)
+from listsync.sync.people.diff import plan_people_sync
+from listsync.sync.people.plan import PeoplePlan, PlannedAdd, PlannedDelete, PlannedPatch, PlannedWrites
 from listsync.sync.people.sync import sync_people
 from listsync.sync.people.verify import PeopleVerification, verify_people
+from listsync.sync.settings import DeleteScope, SyncMode, check_sync_options
 
 __all__ = [
     "DeleteScope",

@@ -9,12 +9,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from listsync.client.write_items import AccountKeyed, WriteReport
 from listsync.client.writers import (
     ACCOUNTS_PER_REQUEST,
     PEOPLE_PER_REQUEST,
-    AccountKeyed,
-    WriteReport,
     chunk_by_account,
+    write_people_adds,
+    write_people_deletes,
+    write_people_patches,
 )
 from listsync.sync.people.plan import PeoplePlan, PlannedAdd, PlannedDelete, PlannedPatch, item_key
 from listsync.sync.people.read import NOT_IN_LIST, difference, people_index, read_accounts
@@ -91,7 +93,7 @@ def apply_people_plan(
     Adds go first so that a run cut short leaves extra people rather than missing ones. Each
     kind is grouped by account and cut into requests of at most ``chunk_size`` people and
     ``max_accounts`` accounts; a request the service refuses is taken apart until each refused
-    person fails alone with the service's reason (see :mod:`listsync.client.writers`), and the
+    person fails alone with the service's reason (see :mod:`listsync.client.isolation`), and the
     other chunks are still sent. People of an account row the List does not have fail with the
     service's ``Account not found`` message (A14).
 
@@ -163,9 +165,9 @@ class _PeopleApplier:
         self.progress = progress
         self.result = PeopleApplyResult()
         self._writers: dict[str, Callable[..., WriteReport]] = {
-            "add": client.write_people_adds,
-            "patch": client.write_people_patches,
-            "delete": client.write_people_deletes,
+            "add": write_people_adds,
+            "patch": write_people_patches,
+            "delete": write_people_deletes,
         }
 
     def write(self, kind: str, items: list[AccountKeyed[Any]], *, advance: bool = True) -> WriteReport:
@@ -178,7 +180,7 @@ class _PeopleApplier:
         for chunk in chunk_by_account(triples, max_people=size, max_accounts=self.max_accounts):
             batch = [item for _domain, members in chunk for _key_, item in members]
             report = self._writers[kind](
-                self.table_id, batch, chunk_size=size, max_accounts=self.max_accounts
+                self.client, self.table_id, batch, chunk_size=size, max_accounts=self.max_accounts
             )
             self._record(kind, report)
             whole.merge(report)

@@ -4,7 +4,7 @@ Both sides of a people plan are held this way rather than as an object per perso
 as Arrow strings (a few bytes a value instead of a Python string each), the other fields
 (``connection_paths``, ``personas``, ``target``) as Python values. Identities and the keys a person
 is found by are computed as column operations (:func:`identities`), with the same rules as
-:func:`~listsync.client.models.person_identity` and :func:`~listsync.sync.people.plan.person_keys`.
+:func:`~listsync.client.models.person_identity` and :func:`~listsync.sync.people.match.person_keys`.
 
 A people frame has the columns ``account_domain`` (normalised), ``identity``, and one column per
 person field it carries (:data:`~listsync.extract.mapping.PERSON_FIELDS` order); a missing value is a
@@ -26,8 +26,9 @@ from pydantic import BaseModel, ValidationError
 
 from listsync.client.errors import UnexpectedResponseError
 from listsync.client.models import ListedPerson
+from listsync.extract.contact_rules import normalize_domain, normalize_profile_url
 from listsync.extract.mapping import ACCOUNT_DOMAIN, PERSON_FIELDS
-from listsync.extract.normalize import normalize_column, normalize_domain, normalize_profile_url
+from listsync.extract.normalize import normalize_column
 from listsync.sync.memory import give_back_freed_memory
 
 __all__ = [
@@ -318,7 +319,7 @@ def _normalised(column: pd.Series, rule: Callable[[Any], Any], fallback: pd.Seri
 
 
 def list_domains(domains: pd.Series) -> pd.Series:
-    """List account domains normalised like the extract's (:func:`~listsync.sync.people.plan.list_domain`):
+    """List account domains normalised like the extract's (:func:`~listsync.sync.people.match.list_domain`):
     a domain the rules reject is matched as it is, trimmed and lower-cased; a missing one is ``""``."""
     text = domains.astype(TEXT)
     return _normalised(text, normalize_domain, text.str.strip().str.lower()).fillna("")

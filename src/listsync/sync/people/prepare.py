@@ -26,6 +26,13 @@ import pyarrow as pa
 
 from listsync.client.errors import InvalidRecordError
 from listsync.client.models import Person, person_identity, validate_person
+from listsync.extract.contact_rules import (
+    check_region,
+    normalize_domain,
+    normalize_email,
+    normalize_phone,
+    normalize_profile_url,
+)
 from listsync.extract.mapping import (
     ACCOUNT_DOMAIN,
     PERSON_FIELDS,
@@ -39,20 +46,11 @@ from listsync.extract.mapping import (
     strict_value,
     violation_reasons,
 )
-from listsync.extract.normalize import (
-    NORMALIZATION_VERSION,
-    check_region,
-    normalize_domain,
-    normalize_email,
-    normalize_personas,
-    normalize_phone,
-    normalize_profile_url,
-    parse_bool,
-    parse_connection_paths,
-)
+from listsync.extract.normalize import NORMALIZATION_VERSION
 from listsync.extract.options import Shard
 from listsync.extract.read_ahead import made_ahead
 from listsync.extract.rejects import Rejects
+from listsync.extract.value_rules import normalize_personas, parse_bool, parse_connection_paths
 from listsync.sync.people.frames import (
     IDENTITY,
     OBJECT_FIELDS,

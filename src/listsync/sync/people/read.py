@@ -11,21 +11,13 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from listsync.client.models import person_identity
+from listsync.extract.contact_rules import normalize_domain
 from listsync.extract.mapping import keys_in_shard
-from listsync.extract.normalize import normalize_domain
 from listsync.sync.forms import fold, learn_form
-from listsync.sync.people.plan import (
-    PersonRecord,
-    PlannedAdd,
-    PlannedDelete,
-    PlannedPatch,
-    account_domain_of,
-    canonical,
-    list_domain,
-    normalised_list_fields,
-    person_fields,
-    person_keys,
-)
+from listsync.sync.people.diff import canonical, person_fields
+from listsync.sync.people.frames import PersonRecord
+from listsync.sync.people.match import account_domain_of, list_domain, normalised_list_fields, person_keys
+from listsync.sync.people.plan import PlannedAdd, PlannedDelete, PlannedPatch
 
 if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient

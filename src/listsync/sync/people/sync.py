@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -11,24 +10,18 @@ from typing import TYPE_CHECKING, Any
 from listsync.client.writers import (
     PEOPLE_PER_REQUEST,
 )
-from listsync.extract.options import Shard, parse_shard
 from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob, PlannedExtract
 from listsync.sync.memory import PEOPLE_COSTS, MemoryGuard, RowCosts, give_back_freed_memory
 from listsync.sync.people.apply import PeopleApplyResult, apply_people_plan, chunk_sizes
+from listsync.sync.people.diff import plan_people_sync
 from listsync.sync.people.frames import list_frame
-from listsync.sync.people.plan import DeleteScope, PeoplePlan, SyncMode, check_sync_options, plan_people_sync
+from listsync.sync.people.plan import PeoplePlan
 from listsync.sync.people.prepare import PreparedPeople, prepare_people
 from listsync.sync.people.read import people_in_shard
 from listsync.sync.people.verify import SHOWN, UNCONFIRMED, PeopleVerification, verify_people
-from listsync.sync.settings import (
-    MAX_MEMORY_AUTO,
-    VERIFY_TIMEOUT,
-    VISIBILITY_WINDOW,
-    check_state_options,
-    parse_max_memory,
-)
-from listsync.sync.state import ADD, DELETE, PATCH, UNSEEN, StateEntries, StateStore, state_store
-from listsync.sync.steps import OpenableFile, build_summary
+from listsync.sync.settings import DeleteScope, SyncMode, SyncSettings, check_sync_options
+from listsync.sync.state import ADD, DELETE, PATCH, UNSEEN, StateEntries
+from listsync.sync.steps import build_summary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,28 +41,16 @@ def sync_people(
     *,
     mode: SyncMode = "upsert",
     delete_scope: DeleteScope = "accounts_in_source",
-    max_delete_fraction: float = 0.1,
-    overwrite_with_null: bool = False,
     chunk_size: int | Mapping[str, int] = PEOPLE_PER_REQUEST,
-    dry_run: bool = False,
-    fail_on_error: bool = True,
-    rejects_path: str | os.PathLike[str] | OpenableFile | None = None,
-    plan_path: str | os.PathLike[str] | OpenableFile | None = None,
-    max_reject_fraction: float = 1.0,
     default_region: str = "US",
     page_size: int = 1000,
-    shard: str | Shard | None = None,
-    max_memory: int | str | None = MAX_MEMORY_AUTO,
-    state_path: str | os.PathLike[str] | OpenableFile | StateStore | None = None,
-    fresh_state: bool = False,
-    verify_timeout: float = VERIFY_TIMEOUT,
-    visibility_window: float = VISIBILITY_WINDOW,
+    settings: SyncSettings = SyncSettings(),
 ) -> dict[str, Any]:
     """Make the List's targetable people match an extract; return the JSON summary.
 
     Reads and prepares the extract (rejects with reasons), reads the List's people page by page,
     plans (:func:`plan_people_sync`), writes the plan file, checks delete safety, and applies
-    the plan (:func:`apply_people_plan`) unless ``dry_run``.
+    the plan (:func:`apply_people_plan`) unless ``settings.dry_run``.
 
     :param client: the service client.
     :param table_id: the List.
@@ -77,38 +58,13 @@ def sync_people(
     :param column_map: extract column → person field or ``account_domain``.
     :param mode: ``"upsert"`` (add and patch) or ``"mirror"`` (also delete people not in the extract).
     :param delete_scope: ``"accounts_in_source"`` or ``"list"`` (see :func:`plan_people_sync`).
-    :param max_delete_fraction: the largest share of the List's people one run may delete.
-    :param overwrite_with_null: a null in the extract erases the List's value.
     :param chunk_size: people per request, one number or per kind (see :func:`apply_people_plan`).
-    :param dry_run: plan and write the plan file, send no write.
-    :param fail_on_error: raise :class:`~listsync.sync.steps.SyncFailedError` at the end when any
-        person failed or was blocked by duplicate List people (after everything else was
-        written; never in a dry run).
-    :param rejects_path: where rejected rows go (JSON lines): a local path, or an object with
-        ``open()`` such as ``ObjectStoragePath``; None: a temporary file, only when some row was
-        rejected.
-    :param plan_path: where the plan goes (JSON lines), as ``rejects_path``; None: no plan file,
-        except in a dry run (then a temporary file).
-    :param max_reject_fraction: fail before writing when more of the extract's rows are rejected.
     :param default_region: region of phone numbers written without ``+``.
     :param page_size: people per page when reading the List.
-    :param shard: ``"i/n"``: sync only the accounts whose normalised domain hashes to shard ``i``
-        of ``n`` (:class:`~listsync.sync.settings.Shard`), in the extract and in the List alike;
-        extract rows of other shards are counted in ``other_shards``, and the List counts and
-        delete safety are the shard's. The ``n`` runs together sync the whole List. None: all.
-    :param max_memory: fail, before reading further, as soon as the extract rows and List people
-        read so far would take more memory than this (:mod:`listsync.sync.memory`): bytes, or a
-        size such as ``"2GiB"`` (:func:`~listsync.sync.settings.parse_max_memory`). ``"auto"``:
-        half the memory the machine or container has; None, 0 or ``"off"``: no limit.
-    :param state_path: where the sync keeps what it applied, for the next run's three-way diff
-        (:mod:`listsync.sync.state`): a local path, an object with ``open()`` such as
-        ``ObjectStoragePath``, or a :class:`~listsync.sync.state.StateStore`; None: no state, every
-        run diffs against the live List alone (and says so once).
-    :param fresh_state: do not use the state kept: diff against the live List alone, then keep
-        a new state.
-    :param verify_timeout: seconds the read back waits for writes the List does not show yet;
-        those still not shown are ``unconfirmed``.
-    :param visibility_window: seconds a write the List has not shown is not sent again.
+    :param settings: what the people sync shares with the rows upsert: delete and reject limits,
+        null overwrites, the dry run, the failure policy, the plan and rejects files, the shard
+        (by normalised account domain), the memory limit and the state
+        (:class:`~listsync.sync.settings.SyncSettings`).
     :return: the summary: ``shard``; rows ``read``, ``rejected``, ``duplicates``,
         ``other_shards``; people ``added``,
         ``updated``, ``deleted``, ``unchanged``, ``failed`` (people not written, including the
@@ -126,31 +82,18 @@ def sync_people(
     """
     # Bad settings fail before anything is read.
     check_sync_options(mode, delete_scope)
-    check_state_options(verify_timeout, visibility_window)
     chunk_sizes(chunk_size)
     job = _PeopleSync(
-        state_store=state_store(state_path),
-        fresh_state=fresh_state,
-        verify_timeout=verify_timeout,
-        visibility_window=visibility_window,
-        shard=parse_shard(shard),
-        max_memory=parse_max_memory(max_memory),
         client=client,
         table_id=table_id,
         frames=frames,
         column_map=column_map,
+        settings=settings,
         mode=mode,
         delete_scope=delete_scope,
-        overwrite_with_null=overwrite_with_null,
         chunk_size=chunk_size,
         default_region=default_region,
         page_size=page_size,
-        dry_run=dry_run,
-        fail_on_error=fail_on_error,
-        rejects_path=rejects_path,
-        plan_path=plan_path,
-        max_reject_fraction=max_reject_fraction,
-        max_delete_fraction=max_delete_fraction,
     )
     return job.run()
 
@@ -168,7 +111,6 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
 
     mode: SyncMode
     delete_scope: DeleteScope
-    overwrite_with_null: bool
     chunk_size: int | Mapping[str, int]
     default_region: str
     page_size: int
@@ -198,7 +140,7 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
             fields=set(self.column_map.values()),
             mode=self.mode,
             delete_scope=self.delete_scope,
-            overwrite_with_null=self.overwrite_with_null,
+            overwrite_with_null=self.settings.overwrite_with_null,
             last_applied=self.last_applied,
         )
         log.info(
@@ -236,7 +178,12 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
             plan, client, table_id=table_id, chunk_size=self.chunk_size, page_size=page_size
         )
         verification = verify_people(
-            plan, result, client, table_id=table_id, page_size=page_size, verify_timeout=self.verify_timeout
+            plan,
+            result,
+            client,
+            table_id=table_id,
+            page_size=page_size,
+            verify_timeout=self.settings.verify_timeout,
         )
         return result, verification
 
@@ -307,7 +254,7 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
             shard=None if self.shard is None else str(self.shard),
             mode=self.mode,
             delete_scope=self.delete_scope,
-            dry_run=self.dry_run,
+            dry_run=self.settings.dry_run,
             normalization_version=extract.normalization_version,
             plan_path=files.plan_path,
             rejects_path=files.rejects_path,

@@ -2,7 +2,8 @@
 
 The service has no row upsert, so one is built from its four row operations. :func:`upsert_rows`
 runs the whole flow (the operator and the ``listsync upsert-rows`` command call it), one module a
-step: :mod:`~listsync.sync.rows.read` reads the List, :mod:`~listsync.sync.rows.plan` plans,
+step: :mod:`~listsync.sync.rows.read` reads the List (into :mod:`~listsync.sync.rows.list_rows`),
+:mod:`~listsync.sync.rows.diff` plans (a :mod:`~listsync.sync.rows.plan`),
 :mod:`~listsync.sync.rows.apply` writes, :mod:`~listsync.sync.rows.verify` reads back, and
 :mod:`~listsync.sync.rows.upsert` runs them in the order every List sync follows
 (:mod:`listsync.sync.job`)::
@@ -10,7 +11,7 @@ step: :mod:`~listsync.sync.rows.read` reads the List, :mod:`~listsync.sync.rows.
     prepared = prepare_rows(frames, column_map, key_column, rejects=rejects)  # columns, one row per key
     current, reads = read_list_rows(client, table_id, key_column, ...)       # GET rows, paged, as columns
     plan = plan_rows_upsert(prepared.frame, current, key_column=...)         # a join on the key: no I/O
-    write_plan_file(plan_entries(plan), plan_path)                            # for review
+    write_json_lines(plan_entries(plan), plan_path)                           # for review
     check_delete_safety(...)                        # a broken extract never wipes a List
     outcome = apply_rows_plan(plan, client, table_id)   # POST rows, PATCH cells, DELETE rows
 
@@ -46,17 +47,9 @@ from listsync.sync.rows.apply import (
     chunk_sizes,
 )
 from listsync.sync.rows.cells import cell_values_equal, to_cell_value
-from listsync.sync.rows.plan import (
-    CellChange,
-    CurrentRow,
-    DuplicateKey,
-    ListRows,
-    RowAddition,
-    RowRemoval,
-    RowsPlan,
-    plan_entries,
-    plan_rows_upsert,
-)
+from listsync.sync.rows.diff import plan_rows_upsert
+from listsync.sync.rows.list_rows import CurrentRow, ListRows
+from listsync.sync.rows.plan import CellChange, DuplicateKey, RowAddition, RowRemoval, RowsPlan, plan_entries
 from listsync.sync.rows.read import list_key_normalizer, read_current_rows, read_list_rows
 from listsync.sync.rows.upsert import upsert_rows
 from listsync.sync.rows.verify import RowsVerification, verify_rows

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from listsync.client.models import CellUpdate, RowAdd
-from listsync.client.writers import Keyed
+from listsync.client.write_items import Keyed
+from listsync.client.writers import write_cell_updates, write_row_adds, write_row_deletes
 from listsync.errors import ListSyncError
 from listsync.sync.rows.plan import CellChange, RowAddition, RowRemoval, RowsPlan
 from listsync.sync.settings import ADD_ROWS, DELETE_ROWS, UPDATE_CELLS
@@ -131,7 +132,8 @@ class _Applier:
         for batch in _batches(additions, size):
             pending: list[RowAddition] = list(batch)
             for attempt in range(1, MAX_ADD_ATTEMPTS + 1):
-                report = self.client.write_row_adds(
+                report = write_row_adds(
+                    self.client,
                     self.table_id,
                     [Keyed(row.key, RowAdd(cells=row.cells)) for row in pending],
                     chunk_size=size,
@@ -196,7 +198,7 @@ class _Applier:
         _log.warning(
             "Key %r was added %d times by sends whose answers were lost; keeping one", key, len(row_ids) + 1
         )
-        report = self.client.write_row_deletes(self.table_id, [Keyed(row_id, row_id) for row_id in row_ids])
+        report = write_row_deletes(self.client, self.table_id, [Keyed(row_id, row_id) for row_id in row_ids])
         self.outcome.requests[DELETE_ROWS] += report.requests
         self.outcome.copies_removed += len(report.written)
         self.outcome.failures.extend(
@@ -213,7 +215,7 @@ class _Applier:
                 Keyed(str(start + offset), CellUpdate(rowId=c.row_id, columnId=c.column_id, value=c.after))
                 for offset, c in enumerate(batch)
             ]
-            report = self.client.write_cell_updates(self.table_id, items, chunk_size=size)
+            report = write_cell_updates(self.client, self.table_id, items, chunk_size=size)
             outcome.requests[UPDATE_CELLS] += report.requests
             outcome.isolation_requests += report.isolation_requests
             outcome.cells_updated += len(report.written)
@@ -231,8 +233,8 @@ class _Applier:
         outcome = self.outcome
         for batch in _batches(removals, size):
             by_id = {row.row_id: row for row in batch}
-            report = self.client.write_row_deletes(
-                self.table_id, [Keyed(row.row_id, row.row_id) for row in batch], chunk_size=size
+            report = write_row_deletes(
+                self.client, self.table_id, [Keyed(row.row_id, row.row_id) for row in batch], chunk_size=size
             )
             outcome.requests[DELETE_ROWS] += report.requests
             outcome.isolation_requests += report.isolation_requests

@@ -1,13 +1,17 @@
-"""Cell values: an extract value as the List stores it, and equality as the List means it."""
+"""Cell values: an extract value as the List stores it, and equality as the List means it, a pair
+of values or two columns at a time."""
 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import math
 import numbers
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
+
+import numpy as np
 
 _AS_THEY_ARE = frozenset((str, bool, int, type(None)))
 
@@ -106,6 +110,48 @@ def cell_values_equal(desired: Any, current: Any) -> bool:
     if hasattr(desired, "item"):
         return cell_values_equal(desired.item(), current)
     raise TypeError(f"a {type(desired).__name__} value has no JSON form")
+
+
+# Kinds of value compared by Python's equality alone, once kinds match: None, booleans, numbers
+# (10 == 10.0) and text. Booleans are not numbers here (JSON: true is not 1).
+NONE_KIND = 0
+NUMBER_KIND = 2
+TEXT_KIND = 3
+_SIMPLE_KINDS = {type(None): NONE_KIND, bool: 1, int: NUMBER_KIND, float: NUMBER_KIND, str: TEXT_KIND}
+#: Any other value: compared by :func:`cell_values_equal`.
+OTHER_KIND = 4
+
+
+def value_kinds(values: np.ndarray) -> np.ndarray:
+    """The kind of each of ``values`` (an object array): one of the ``*_KIND`` numbers."""
+    kinds = map(_SIMPLE_KINDS.get, map(type, values), itertools.repeat(OTHER_KIND))
+    return np.fromiter(kinds, dtype=np.int8, count=len(values))
+
+
+def cells_equal(
+    desired: np.ndarray, current: np.ndarray, desired_kinds: np.ndarray | None = None
+) -> np.ndarray:
+    """:func:`cell_values_equal` of each pair, over two object arrays of one length (the kinds of
+    ``desired``, when known, given as ``desired_kinds``).
+
+    Pairs of simple values (None, booleans, numbers, text) compare at once: same kind and
+    Python-equal. Other pairs (objects, arrays, dates, decimals...) that Python finds equal and
+    that print alike are equal; the rest are compared one by one by :func:`cell_values_equal`.
+    """
+    desired_kinds = value_kinds(desired) if desired_kinds is None else desired_kinds
+    current_kinds = value_kinds(current)
+    equal = (desired_kinds == current_kinds) & np.asarray(desired == current, dtype=bool)
+    other = np.flatnonzero((desired_kinds == OTHER_KIND) | (current_kinds == OTHER_KIND))
+    if other.size:
+        wanted, have = desired[other], current[other]
+        same = equal[other] & np.asarray(_reprs(wanted) == _reprs(have), dtype=bool)
+        for index in np.flatnonzero(~same).tolist():
+            same[index] = cell_values_equal(wanted[index], have[index])
+        equal[other] = same
+    return equal
+
+
+_reprs = np.frompyfunc(repr, 1, 1)
 
 
 def _as_utc(value: dt.datetime) -> dt.datetime:

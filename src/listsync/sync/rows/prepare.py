@@ -22,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from listsync.extract.contact_rules import normalize_domain
 from listsync.extract.mapping import (
     PrepareStats,
     Rule,
@@ -31,22 +32,12 @@ from listsync.extract.mapping import (
     strict_value,
     writable,
 )
-from listsync.extract.normalize import (
-    MAX_JSON_DEPTH,
-    NORMALIZATION_VERSION,
-    PYTHON_WHITESPACE,
-    NormalizationError,
-    is_missing,
-    normalize_column,
-    normalize_domain,
-    normalize_text,
-    parse_json,
-    text_problems,
-    to_json_value,
-)
+from listsync.extract.normalize import NORMALIZATION_VERSION, PYTHON_WHITESPACE, normalize_column
 from listsync.extract.options import Shard
 from listsync.extract.read_ahead import made_ahead
 from listsync.extract.rejects import Rejects
+from listsync.extract.text_rules import NormalizationError, is_missing, normalize_text, text_problems
+from listsync.extract.value_rules import MAX_JSON_DEPTH, parse_json, to_json_value
 from listsync.sync.memory import kept_objects_frozen
 
 __all__ = ["PreparedRows", "object_array", "prepare_row_columns", "prepare_rows"]
@@ -237,7 +228,7 @@ def column_cells(series: pd.Series, rule: Rule) -> tuple[np.ndarray, dict[int, s
     """``rule`` on each value of ``series``: the outputs by position (``None`` for missing or
     rejected values) and the reason of each position rejected.
 
-    For :func:`~listsync.extract.normalize.to_json_value`, the rule of most columns, values are
+    For :func:`~listsync.extract.value_rules.to_json_value`, the rule of most columns, values are
     taken by type over the whole column: text is checked with Arrow (kept as it is unless blank,
     which is missing), booleans and integers kept, floats checked with NumPy, dates formatted;
     values of other types take the rule one by one. Other rules go to
@@ -304,7 +295,7 @@ def _float_cells(values: np.ndarray, positions: np.ndarray, errors: dict[int, st
 
 
 def _rule_cells(values: np.ndarray, positions: np.ndarray, errors: dict[int, str]) -> None:
-    """Values of other types: :func:`~listsync.extract.normalize.to_json_value` on each."""
+    """Values of other types: :func:`~listsync.extract.value_rules.to_json_value` on each."""
     for position in positions.tolist():
         value = values[position]
         if is_missing(value):
@@ -320,7 +311,7 @@ def _rule_cells(values: np.ndarray, positions: np.ndarray, errors: dict[int, str
 def _plain_json(value: dict[Any, Any] | list[Any], depth: int) -> bool:
     """Whether ``value`` is made of JSON's own types only, as :func:`to_json_value` would return
     it: text keys, ASCII text (other text is checked by the rule), finite floats, no nesting
-    deeper than :data:`~listsync.extract.normalize.MAX_JSON_DEPTH`."""
+    deeper than :data:`~listsync.extract.value_rules.MAX_JSON_DEPTH`."""
     if depth >= MAX_JSON_DEPTH:
         return False
     if type(value) is dict:

@@ -9,7 +9,7 @@ import pandas as pd
 
 from listsync.client.models import Row, RowsPage
 from listsync.client.paging import iter_offset_pages
-from listsync.sync.rows.plan import CurrentRow, ListColumn, ListRows
+from listsync.sync.rows.list_rows import CurrentRow, ListColumn, ListRows
 from listsync.sync.rows.prepare import object_array
 
 if TYPE_CHECKING:
@@ -83,7 +83,8 @@ def list_key_normalizer(key_kind: str) -> Callable[[Any], str | None]:
 
     A cell the rule refuses keeps its text: it then matches no extract key, which is what it is.
     """
-    from listsync.extract.normalize import NormalizationError, normalize_domain, normalize_text
+    from listsync.extract.contact_rules import normalize_domain
+    from listsync.extract.text_rules import NormalizationError, normalize_text
 
     rule = normalize_domain if key_kind == "domain" else normalize_text
 
@@ -100,7 +101,9 @@ def list_key_normalizer(key_kind: str) -> Callable[[Any], str | None]:
 
 def list_keys(values: list[Any], key_kind: str) -> list[str | None]:
     """:func:`list_key_normalizer` of each value, over a whole column at once."""
-    from listsync.extract.normalize import normalize_column, normalize_domain, normalize_text
+    from listsync.extract.contact_rules import normalize_domain
+    from listsync.extract.normalize import normalize_column
+    from listsync.extract.text_rules import normalize_text
 
     rule = normalize_domain if key_kind == "domain" else normalize_text
     result = normalize_column(pd.Series(object_array(values, len(values)), dtype=object), rule)

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from listsync.extract.mapping import rows_key_column
-from listsync.extract.options import Shard, parse_shard
 from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob, PlannedExtract
 from listsync.sync.memory import MemoryGuard, RowCosts, give_back_freed_memory, rows_costs
 from listsync.sync.rows.apply import (
@@ -21,19 +19,14 @@ from listsync.sync.rows.apply import (
     apply_rows_plan,
     chunk_sizes,
 )
-from listsync.sync.rows.plan import RowsPlan, plan_entries, plan_rows_upsert
+from listsync.sync.rows.diff import plan_rows_upsert
+from listsync.sync.rows.plan import RowsPlan, plan_entries
 from listsync.sync.rows.prepare import PreparedRows, prepare_rows
 from listsync.sync.rows.read import list_key_normalizer, read_list_rows
 from listsync.sync.rows.verify import RowsVerification, verify_rows
-from listsync.sync.settings import (
-    MAX_MEMORY_AUTO,
-    VERIFY_TIMEOUT,
-    VISIBILITY_WINDOW,
-    check_state_options,
-    parse_max_memory,
-)
-from listsync.sync.state import ADD, DELETE, PATCH, UNSEEN, StateEntries, StateStore, state_store
-from listsync.sync.steps import OpenableFile, build_summary
+from listsync.sync.settings import SyncSettings
+from listsync.sync.state import ADD, DELETE, PATCH, UNSEEN, StateEntries
+from listsync.sync.steps import build_summary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,20 +48,8 @@ def upsert_rows(
     key_kind: Literal["domain", "text"] = "domain",
     json_columns: Collection[str] = (),
     delete_missing: bool = False,
-    max_delete_fraction: float = 0.1,
-    overwrite_with_null: bool = False,
     chunk_size: int | Mapping[str, int] | None = None,
-    dry_run: bool = False,
-    fail_on_error: bool = True,
-    rejects_path: str | os.PathLike[str] | OpenableFile | None = None,
-    plan_path: str | os.PathLike[str] | OpenableFile | None = None,
-    max_reject_fraction: float = 1.0,
-    shard: str | Shard | None = None,
-    max_memory: int | str | None = MAX_MEMORY_AUTO,
-    state_path: str | os.PathLike[str] | OpenableFile | StateStore | None = None,
-    fresh_state: bool = False,
-    verify_timeout: float = VERIFY_TIMEOUT,
-    visibility_window: float = VISIBILITY_WINDOW,
+    settings: SyncSettings = SyncSettings(),
 ) -> dict[str, Any]:
     """Make the List's rows match the extract, writing only what differs; return the JSON summary.
 
@@ -82,31 +63,11 @@ def upsert_rows(
     :param key_kind: ``"domain"`` normalises the key as a domain on both sides, ``"text"`` trims it.
     :param json_columns: extract columns whose text holds JSON to parse (jsonb needs no mark).
     :param delete_missing: delete List rows whose key is not in the extract.
-    :param max_delete_fraction: refuse deletes above this fraction of the List's keyed rows.
-    :param overwrite_with_null: let a null in the extract clear the List's cell.
     :param chunk_size: items per request, one number or a mapping by kind (see :func:`chunk_sizes`).
-    :param dry_run: plan, write the plan file and return the summary without writing to the List.
-    :param fail_on_error: raise :class:`~listsync.sync.steps.SyncFailedError` at the end if any
-        row failed (after everything else was written).
-    :param rejects_path: where rejected extract rows go (JSON lines): a local path, or an object
-        with ``open()`` such as ``ObjectStoragePath``; None: a temporary file, only when some row
-        was rejected.
-    :param plan_path: where the plan goes (JSON lines), as ``rejects_path``; None: no plan file,
-        except in a dry run (then a temporary file).
-    :param max_reject_fraction: fail before reading the List when more of the extract is rejected.
-    :param shard: ``"i/n"``: upsert only the keys whose normalised text hashes to shard ``i`` of
-        ``n`` (:class:`~listsync.sync.settings.Shard`), in the extract and in the List alike;
-        extract rows of other shards are counted in ``other_shards``, and the List counts and
-        delete safety are the shard's. The ``n`` runs together upsert the whole List. None: all.
-    :param max_memory: fail, before reading further, as soon as the extract rows and List rows
-        read so far would take more memory than this (:mod:`listsync.sync.memory`): bytes, or a
-        size such as ``"2GiB"`` (:func:`~listsync.sync.settings.parse_max_memory`). ``"auto"``:
-        half the memory the machine or container has; None, 0 or ``"off"``: no limit.
-    :param state_path: where the upsert keeps what it applied, for the next run's three-way diff,
-        as for :func:`~listsync.sync.people.sync_people`; None: no state.
-    :param fresh_state: do not use the state kept (a new one is kept at the end).
-    :param verify_timeout: seconds the read back waits for writes the List does not show yet.
-    :param visibility_window: seconds a write the List has not shown is not sent again.
+    :param settings: what the rows upsert shares with the people sync: delete and reject limits,
+        null overwrites, the dry run, the failure policy, the plan and rejects files, the shard
+        (by normalised key), the memory limit and the state
+        (:class:`~listsync.sync.settings.SyncSettings`).
     :return: the summary: ``shard``; extract rows ``read``, ``rejected``, ``duplicates``,
         ``other_shards``; ``rows_added``,
         ``rows_updated``, ``cells_updated``, ``rows_deleted``, ``unchanged``, ``failed`` (extract
@@ -124,32 +85,19 @@ def upsert_rows(
     :raises MemoryLimitError: the upsert would take more than ``max_memory``; nothing was written.
     """
     sizes = chunk_sizes(chunk_size)  # a bad setting fails before anything is read
-    check_state_options(verify_timeout, visibility_window)
     source_key = rows_key_column(column_map, key_column)
     job = _RowsUpsert(
-        state_store=state_store(state_path),
-        fresh_state=fresh_state,
-        verify_timeout=verify_timeout,
-        visibility_window=visibility_window,
-        shard=parse_shard(shard),
-        max_memory=parse_max_memory(max_memory),
         client=client,
         table_id=table_id,
         frames=frames,
         column_map=column_map,
+        settings=settings,
         key_column=key_column,
         source_key=source_key,
         key_kind=key_kind,
         json_columns=json_columns,
         delete_missing=delete_missing,
-        overwrite_with_null=overwrite_with_null,
         chunk_sizes=sizes,
-        dry_run=dry_run,
-        fail_on_error=fail_on_error,
-        rejects_path=rejects_path,
-        plan_path=plan_path,
-        max_reject_fraction=max_reject_fraction,
-        max_delete_fraction=max_delete_fraction,
     )
     return job.run()
 
@@ -172,7 +120,6 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
     key_kind: Literal["domain", "text"]
     json_columns: Collection[str]
     delete_missing: bool
-    overwrite_with_null: bool
     chunk_sizes: dict[str, int]
     #: GET rows requests the read of the List took (set by :meth:`plan`).
     read_requests: int = field(default=0, init=False)
@@ -208,7 +155,7 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
             current,
             key_column=self.key_column,
             delete_missing=self.delete_missing,
-            overwrite_with_null=self.overwrite_with_null,
+            overwrite_with_null=self.settings.overwrite_with_null,
             last_applied=self.last_applied,
         )
         _log.info(
@@ -242,7 +189,12 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
         outcome = apply_rows_plan(plan, self.client, self.table_id, chunk_size=self.chunk_sizes)
         normalize_key = list_key_normalizer(self.key_kind)
         verification = verify_rows(
-            plan, outcome, self.client, self.table_id, normalize_key, verify_timeout=self.verify_timeout
+            plan,
+            outcome,
+            self.client,
+            self.table_id,
+            normalize_key,
+            verify_timeout=self.settings.verify_timeout,
         )
         return outcome, verification
 
@@ -327,7 +279,7 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
             shard=None if self.shard is None else str(self.shard),
             key_column=self.key_column,
             delete_missing=self.delete_missing,
-            dry_run=self.dry_run,
+            dry_run=self.settings.dry_run,
             normalization_version=extract.normalization_version,
             plan_path=files.plan_path,
             rejects_path=files.rejects_path,

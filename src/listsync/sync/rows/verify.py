@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from listsync.sync.rows.apply import ApplyOutcome
 from listsync.sync.rows.cells import cell_values_equal
-from listsync.sync.rows.plan import CellChange, CurrentRow, RowRemoval, RowsPlan, row_digests
+from listsync.sync.rows.diff import row_digests
+from listsync.sync.rows.list_rows import CurrentRow
+from listsync.sync.rows.plan import CellChange, RowRemoval, RowsPlan
 from listsync.sync.rows.read import ROWS_PAGE_SIZE, current_row, read_current_rows
 from listsync.sync.steps import MAX_FAILURE_REASONS, read_back_rounds
 
@@ -35,7 +37,7 @@ class RowsVerification:
         key (row key; a deleted row's key) → kind (``add``, ``update``, ``delete``).
     :ivar unconfirmed_reasons: what was not shown, one line each (the first few).
     :ivar seen: key → the digest of the row's cells as shown, for rows added or updated whose
-        every write the List shows (:func:`~listsync.sync.rows.plan.row_digests`).
+        every write the List shows (:func:`~listsync.sync.rows.diff.row_digests`).
     """
 
     verified: int = 0

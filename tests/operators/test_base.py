@@ -1,0 +1,124 @@
+"""What the three operators share through ListSyncExtractOperator."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from listsync.operators.people import SyncTargetablePeopleOperator
+from listsync.operators.rows import UpsertRowsOperator
+from listsync.operators.signals import IngestSignalsOperator
+
+from ..support import read_jsonl
+
+SQL_EXTRACT = {"sql": "queries/accounts.sql", "sql_conn_id": "warehouse"}
+
+OPERATORS: dict[str, tuple[type[Any], dict[str, Any]]] = {
+    "people": (
+        SyncTargetablePeopleOperator,
+        {"table_id": "tbl_1", "column_map": {"domain": "account_domain", "email": "email"}},
+    ),
+    "rows": (
+        UpsertRowsOperator,
+        {"table_id": "tbl_1", "key_column": "domain", "column_map": {"domain": "domain"}},
+    ),
+    "signals": (
+        IngestSignalsOperator,
+        {"signal": "visit", "identity_type": "account", "identity_id_column": "id"},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPERATORS))
+def test_a_sql_file_is_rendered_in_every_operator(name: str, tmp_path: Path) -> None:
+    from airflow.sdk import DAG
+
+    (tmp_path / "queries").mkdir()
+    (tmp_path / "queries" / "accounts.sql").write_text("SELECT * FROM accounts WHERE day = '{{ ds }}'")
+    operator_class, options = OPERATORS[name]
+    with DAG(f"sql_file_{name}", schedule=None, template_searchpath=str(tmp_path)):
+        operator = operator_class(task_id="job", **SQL_EXTRACT, **options)
+
+    assert ".sql" in operator.template_ext
+    operator.resolve_template_files()
+    assert operator.sql == "SELECT * FROM accounts WHERE day = '{{ ds }}'"
+    operator.render_template_fields({"ds": "2026-01-02", "params": {}, "logical_date": datetime(2026, 1, 2)})
+    assert operator.sql == "SELECT * FROM accounts WHERE day = '2026-01-02'"
+
+
+@pytest.mark.parametrize("name", sorted(OPERATORS))
+def test_an_unknown_naive_timezone_fails_at_parse_time(name: str) -> None:
+    operator_class, options = OPERATORS[name]
+    with pytest.raises(ValueError, match="'Mars/Olympus' is not an IANA time zone name"):
+        operator_class(task_id="job", source="extract.csv", naive_timezone="Mars/Olympus", **options)
+
+
+@pytest.mark.parametrize("name", sorted(OPERATORS))
+def test_the_naive_timezone_reaches_the_extract_reader(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import listsync.extract.sources
+
+    seen: list[Any] = []
+    real_read_extract = listsync.extract.sources.read_extract
+
+    def read_extract(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs.get("naive_timezone"))
+        return real_read_extract(*args, **kwargs)
+
+    monkeypatch.setattr(listsync.extract.sources, "read_extract", read_extract)
+    path = tmp_path / "extract.csv"
+    path.write_text("domain,email,id\nacme.com,a@acme.com,1\n", encoding="utf-8")
+    operator_class, options = OPERATORS[name]
+    operator = operator_class(task_id="job", source=str(path), naive_timezone="Europe/Paris", **options)
+
+    assert len(pd.concat(operator.read_extract())) == 1
+    assert seen == ["Europe/Paris"]
+
+
+def test_ingestion_reads_text_timestamps_without_an_offset_in_the_naive_timezone(
+    tmp_path: Path, prepared_events: list[Any]
+) -> None:
+    path = tmp_path / "events.csv"
+    path.write_text("id,at\n1,2026-07-01T09:00:00\n", encoding="utf-8")
+    operator = IngestSignalsOperator(
+        task_id="ingest",
+        source=str(path),
+        signal="visit",
+        identity_type="account",
+        identity_id_column="id",
+        timestamp_column="at",
+        naive_timezone="Europe/Paris",
+        dry_run=True,
+    )
+
+    assert operator.execute({})["events"] == 1  # type: ignore[arg-type]
+    assert [event.timestamp for event in prepared_events] == ["2026-07-01T07:00:00.000000Z"]
+
+
+def test_ingestion_writes_its_rejects_to_an_object_storage_uri(tmp_path: Path) -> None:
+    path = tmp_path / "events.csv"
+    path.write_text("id,at\n1,2026-07-01T09:00:00Z\n,2026-07-01T09:00:00Z\n2,yesterday\n", encoding="utf-8")
+    # The rejects writer creates parent folders only for local paths.
+    (tmp_path / "out").mkdir()
+    uri = (tmp_path / "out" / "rejects.jsonl").as_uri()
+    operator = IngestSignalsOperator(
+        task_id="ingest",
+        source=str(path),
+        signal="visit",
+        identity_type="account",
+        identity_id_column="id",
+        timestamp_column="at",
+        rejects_path=uri,
+        dry_run=True,
+    )
+
+    summary = operator.execute({})  # type: ignore[arg-type]
+
+    assert summary["rows_rejected"] == 2 and summary["events"] == 1
+    assert [record["row"] for record in read_jsonl(tmp_path / "out" / "rejects.jsonl")] == [2, 3]
+    assert "rejects.jsonl" in summary["rejects_path"]
