@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 from urllib.parse import quote
 
@@ -23,6 +24,7 @@ import httpx
 
 from listsync.client.arguments import check_api_key, check_base_url, check_table_id
 from listsync.client.errors import OutcomeUnknownError, TransportError, error_from_response
+from listsync.client.in_flight import MAX_IN_FLIGHT, InFlightLimit
 from listsync.client.models import (
     AccountDeletes,
     AccountPatches,
@@ -95,6 +97,7 @@ class ListSyncClient:
         sleep: Callable[[float], None] = time.sleep,
         retry_policy: RetryPolicy | None = None,
         rand: Callable[[], float] | None = None,
+        max_in_flight: int = MAX_IN_FLIGHT,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.user_id = user_id
@@ -111,6 +114,8 @@ class ListSyncClient:
         #: When the last request attempt was sent (the client's clock): a write whose answer was
         #: lost may still land until ``timeout`` after it.
         self.last_sent_at: float | None = None
+        #: Bounds and adapts the List requests at the service at once (:mod:`.in_flight`).
+        self.in_flight = InFlightLimit(max_in_flight, clock=clock, sleep=sleep)
         check_base_url(base_url)
         api_key = check_api_key(api_key)
         self._http = httpx.Client(
@@ -126,6 +131,11 @@ class ListSyncClient:
 
     def __repr__(self) -> str:
         return f"ListSyncClient(base_url={self.base_url!r}, user_id={self.user_id!r})"
+
+    @property
+    def max_in_flight(self) -> int:
+        """The most List requests this client keeps at the service at once."""
+        return self.in_flight.ceiling
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -145,7 +155,9 @@ class ListSyncClient:
         The event is re-sent when its fate is unknown (at-least-once, see :mod:`.retry`).
         """
         body = validate_event(event).to_wire()
-        response = self._request("POST", "/v1/events", json_body=body, repeat=Repeat.AT_LEAST_ONCE)
+        response = self._request(
+            "POST", "/v1/events", json_body=body, repeat=Repeat.AT_LEAST_ONCE, limited=False
+        )
         data = data_of(response)
         if isinstance(data, list) and len(data) == 1:
             # Tolerance: ``data`` as a list holding the one acknowledgement.
@@ -182,6 +194,7 @@ class ListSyncClient:
             repeat=Repeat.AT_LEAST_ONCE,
             retry_rate_limited=retry_rate_limited,
             attempts=record,
+            limited=False,
         )
         body = body_of(response)
         envelope = body if isinstance(body, Mapping) else {"data": body}
@@ -274,7 +287,7 @@ class ListSyncClient:
             )
             return page.people, page.more, page.total
 
-        people = iter_offset_pages(fetch, what=f"people of {table_id}")
+        people = iter_offset_pages(fetch, what=f"people of {table_id}", in_flight=self.max_in_flight)
         if not filters.active():
             yield from people  # nothing to check: the unfiltered read of a whole List stays cheap
             return
@@ -311,7 +324,7 @@ class ListSyncClient:
             paging = parse(PeoplePage, fields, response)  # the paging fields; people checked above
             return people, paging.more, paging.total
 
-        return iter_offset_pages(fetch, what=f"people of {table_id}")
+        return iter_offset_pages(fetch, what=f"people of {table_id}", in_flight=self.max_in_flight)
 
     def _people_page(
         self,
@@ -500,7 +513,7 @@ class ListSyncClient:
             )
             return page.rows, page.more, page.total
 
-        return iter_offset_pages(fetch)
+        return iter_offset_pages(fetch, in_flight=self.max_in_flight)
 
     def list_lists(self) -> list[ListInfo]:
         """GET /v1/lists: the Lists the key can use (also the connection test).
@@ -526,12 +539,20 @@ class ListSyncClient:
         repeat: Repeat = Repeat.READ,
         retry_rate_limited: bool = True,
         attempts: Attempts | None = None,
+        limited: bool = True,
     ) -> httpx.Response:
+        """Send a request, retried as ``repeat`` allows; ``limited``: in a slot of
+        :attr:`in_flight` (every List request; event ingestion is paced per signal instead, so
+        that one signal's 429 holds back no other)."""
         query = {key: value for key, value in (params or {}).items() if value is not None}
         if method == "GET" and self.user_id is not None:
             query.setdefault("userId", self.user_id)
 
         def send() -> httpx.Response:
+            with self.in_flight.slot() if limited else nullcontext():
+                return answer()
+
+        def answer() -> httpx.Response:
             self.last_sent_at = self.clock()
             try:
                 response = self._http.request(method, path, params=query or None, json=json_body)

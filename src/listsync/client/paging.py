@@ -15,7 +15,9 @@ here instead (the client remembers, so it is reported once and no longer sent).
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -31,31 +33,62 @@ ItemT = TypeVar("ItemT")
 PageFetcher = Callable[[int], tuple[list[ItemT], bool | None, int | None]]
 
 
-def iter_offset_pages(fetch: PageFetcher[ItemT], *, what: str = "items") -> Iterator[ItemT]:
+def iter_offset_pages(
+    fetch: PageFetcher[ItemT], *, what: str = "items", in_flight: int = 1
+) -> Iterator[ItemT]:
     """Yield the items of offset-paged results until the service says they end.
 
     Paging stops on a ``False`` "more" flag, on reaching the ``total``, or on an empty page; a
     short page only moves the offset on by what it held. A page identical to the previous one
     means the service ignored ``offset``: that raises :class:`UnexpectedResponseError` rather than
     looping forever. A long read logs the pages and ``what`` it has read so far every ten seconds.
+
+    :param in_flight: pages asked for at once. Past the first page, the pages that follow are
+        asked for ahead, at the offsets the page size just served gives (never past a known
+        ``total``), and used in order; a page that came back shorter makes the pages asked for
+        after it worthless, so they are dropped and asked for again from the offset reached. The
+        end is still only ever the explicit one above: a page asked for past it is dropped.
     """
+    progress = Progress(log, "%d pages, %d %s read so far")
     offset = 0
     pages = 0
     previous: list[ItemT] | None = None
-    progress = Progress(log, "%d pages, %d %s read so far")
-    while True:
-        items, more, total = fetch(offset)
-        pages += 1
-        progress(pages, offset + len(items), what)
-        if items and items == previous:
-            raise UnexpectedResponseError(
-                200, "GET", "", f"the page at offset {offset} repeats the previous one"
-            )
-        yield from items
-        offset += len(items)
-        if not items or more is False or (more is None and total is not None and offset >= total):
-            return
-        previous = items
+    ahead: deque[tuple[int, Future[tuple[list[ItemT], bool | None, int | None]]]] = deque()
+    pool = ThreadPoolExecutor(in_flight, thread_name_prefix="listsync-pages") if in_flight > 1 else None
+    try:
+        while True:
+            if ahead and ahead[0][0] == offset:
+                items, more, total = ahead.popleft()[1].result()
+            else:
+                _drop(ahead)
+                items, more, total = fetch(offset)
+            pages += 1
+            progress(pages, offset + len(items), what)
+            if items and items == previous:
+                raise UnexpectedResponseError(
+                    200, "GET", "", f"the page at offset {offset} repeats the previous one"
+                )
+            yield from items
+            offset += len(items)
+            if not items or more is False or (more is None and total is not None and offset >= total):
+                return
+            previous = items
+            if pool is not None:
+                following = ahead[-1][0] + len(items) if ahead else offset
+                while len(ahead) < in_flight and (total is None or following < total):
+                    ahead.append((following, pool.submit(fetch, following)))
+                    following += len(items)
+    finally:
+        _drop(ahead)
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _drop(ahead: deque[tuple[int, Future[Any]]]) -> None:
+    """Give up the pages asked for ahead: those not started are cancelled, the others ignored."""
+    for _offset, future in ahead:
+        future.cancel()
+    ahead.clear()
 
 
 #: The unnamed filters, by the names used in code and summaries.

@@ -127,6 +127,8 @@ def add_plan_arguments(group: argparse._ArgumentGroup, *, noun: str, overwrite_h
     :param noun: what the job writes, for the help ("people", "rows").
     :param overwrite_help: the help of ``--overwrite-with-null``.
     """
+    from listsync.client.in_flight import MAX_IN_FLIGHT
+
     group.add_argument(
         "--max-delete-fraction",
         type=float,
@@ -141,6 +143,14 @@ def add_plan_arguments(group: argparse._ArgumentGroup, *, noun: str, overwrite_h
         help="fail before writing when a larger share of rows is rejected (default 1.0)",
     )
     group.add_argument("--dry-run", action="store_true", help="plan and write the plan file; send no write")
+    group.add_argument(
+        "--max-in-flight",
+        type=_max_in_flight,
+        default=MAX_IN_FLIGHT,
+        metavar="N",
+        help=f"most requests to the List at once, 1 to 64; halved while the service pushes back "
+        f"(default {MAX_IN_FLIGHT})",
+    )
     group.add_argument(
         "--no-fail-on-error",
         dest="fail_on_error",
@@ -226,6 +236,15 @@ def add_service_arguments(
     if user_id:
         service.add_argument("--user-id", help="the service user to act as (userId)")
     return service
+
+
+def _max_in_flight(text: str) -> int:
+    from listsync.client.in_flight import check_max_in_flight
+
+    try:
+        return check_max_in_flight(int(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 64, got {text!r}") from exc
 
 
 def _positive_seconds(text: str) -> float:

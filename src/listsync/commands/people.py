@@ -110,7 +110,9 @@ def run(args: argparse.Namespace) -> int:
         report("sync-people", exc)
         return EXIT_USAGE
     frames = read_frames(args)
-    with ListSyncClient(args.base_url, key, args.user_id, timeout=args.timeout) as client:
+    with ListSyncClient(
+        args.base_url, key, args.user_id, timeout=args.timeout, max_in_flight=args.max_in_flight
+    ) as client:
         return run_and_report(
             "sync-people",
             lambda: sync_people(

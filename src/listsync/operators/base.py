@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from listsync.client.in_flight import MAX_IN_FLIGHT, check_max_in_flight
 from listsync.extract.options import check_encoding, resolve_timezone
 from listsync.operators.extract import check_extract_arguments, checked_storage_path, read_operator_extract
 from listsync.sync.settings import MAX_MEMORY_AUTO, VERIFY_TIMEOUT, VISIBILITY_WINDOW, SyncSettings
@@ -210,6 +211,9 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
     :param state_path: a local path or an object-storage URI. None (default): the Airflow asset
         state store of the task's List asset (an inlet or outlet ``listsync://<host>/<tableId>``,
         :mod:`listsync.operators.asset_state`); without one, no state.
+    :param max_in_flight: the most requests to the List at once (pages read, write chunks, read
+        backs), from 1 to 64; the client halves it while the service pushes back (429, 5xx, no
+        answer) and grows it back (:mod:`listsync.client.in_flight`). Default 4.
     :param kwargs: the parameters of :class:`ListSyncExtractOperator` and ``BaseOperator``.
     """
 
@@ -230,9 +234,11 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         fresh_state: bool = False,
         verify_timeout: float = VERIFY_TIMEOUT,
         visibility_window: float = VISIBILITY_WINDOW,
+        max_in_flight: int = MAX_IN_FLIGHT,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.max_in_flight = check_max_in_flight(max_in_flight)
         self.table_id = table_id
         self.column_map = column_map
         self.max_delete_fraction = max_delete_fraction
@@ -249,6 +255,13 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         self.visibility_window = visibility_window
         # Checked now, so that a mistake fails when the DAG is parsed.
         self._settings()
+
+    def get_client(self) -> ListSyncClient:
+        """The client of the connection (see the base class), keeping up to ``max_in_flight``
+        requests to the List at once."""
+        client = super().get_client()
+        client.in_flight.resize(self.max_in_flight)
+        return client
 
     def sync_settings(self, context: Context) -> SyncSettings:
         """The settings of the task's sync, from this operator's parameters as rendered: the

@@ -117,7 +117,8 @@ def test_too_big_a_list_fails_while_read_before_the_next_page(
             settings=SyncSettings(max_memory=limit(2, 12)),
         )
 
-    assert emulator.stats.requests[GET_PEOPLE] == 3  # the third page held the 13th person
+    # The third page held the 13th person; the pages asked for ahead of it are all that followed.
+    assert 3 < emulator.stats.requests[GET_PEOPLE] <= 3 + seeded.max_in_flight
     assert write_requests() == {"add": 0, "patch": 0, "delete": 0}
 
 

@@ -66,6 +66,7 @@ def test_reads_by_key_compares_values_and_rereads_a_row_add_answered_by_a_5xx() 
         "usr_1",
         transport=httpx.MockTransport(handler),
         sleep=lambda s: None,
+        max_in_flight=1,  # one request at a time: the sequence asserted is the job's own
     )
     with client:
         summary = upsert_rows(

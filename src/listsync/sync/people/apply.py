@@ -18,6 +18,7 @@ from listsync.client.writers import (
     write_people_deletes,
     write_people_patches,
 )
+from listsync.sync.fan_out import fan_out
 from listsync.sync.people.plan import PeoplePlan, PlannedAdd, PlannedDelete, PlannedPatch, item_key
 from listsync.sync.people.read import NOT_IN_LIST, difference, people_index, read_accounts
 from listsync.sync.settings import PEOPLE_WRITE_KINDS as WRITE_KINDS
@@ -175,13 +176,22 @@ class _PeopleApplier:
         whole = WriteReport()
         triples = [(item.key, item.account_domain, item) for item in items]
         size = self.sizes[kind]
+        writer = self._writers[kind]
         # One writer call per request-sized chunk, cut the way the writer itself cuts, so the
-        # request count stays minimal and progress can be logged between requests.
-        for chunk in chunk_by_account(triples, max_people=size, max_accounts=self.max_accounts):
-            batch = [item for _domain, members in chunk for _key_, item in members]
-            report = self._writers[kind](
+        # request count stays minimal and progress can be logged between requests; the chunks of
+        # one kind touch different people, so several are in flight at once.
+        batches = [
+            [item for _domain, members in chunk for _key_, item in members]
+            for chunk in chunk_by_account(triples, max_people=size, max_accounts=self.max_accounts)
+        ]
+        reports = fan_out(
+            lambda batch: writer(
                 self.client, self.table_id, batch, chunk_size=size, max_accounts=self.max_accounts
-            )
+            ),
+            batches,
+            at_once=self.client.max_in_flight,
+        )
+        for batch, report in zip(batches, reports, strict=True):
             self._record(kind, report)
             whole.merge(report)
             if advance:

@@ -13,6 +13,7 @@ import pandas as pd
 from listsync.client.models import person_identity
 from listsync.extract.contact_rules import normalize_domain
 from listsync.extract.mapping import keys_in_shard
+from listsync.sync.fan_out import fan_out
 from listsync.sync.forms import fold, learn_form
 from listsync.sync.people.diff import canonical, person_fields
 from listsync.sync.people.frames import PersonRecord
@@ -66,13 +67,19 @@ def read_accounts(
     """The people of ``domains``, and how they were read (``"service"`` or ``"client"`` filter):
     by the service's account filter when there are fewer domains than pages of the whole List,
     else as the whole List is paged (JSON objects, yielded as they come)."""
+    if not domains:
+        return [], "service"
     if len(domains) <= max(1, -(-list_people // page_size)):
-        people: list[Any] = []
-        for domain in domains:
-            if "account_domain" in client.filters_applied_here:
-                break
-            people += client.iter_targetable_people(table_id, page_size=page_size, account_domain=domain)
-        else:
+
+        def of_account(domain: str) -> list[Any]:
+            return list(client.iter_targetable_people(table_id, page_size=page_size, account_domain=domain))
+
+        # The first account alone shows whether the service honours the filter; the others then
+        # go several at once.
+        people = of_account(domains[0])
+        if "account_domain" not in client.filters_applied_here:
+            for found in fan_out(of_account, domains[1:], at_once=client.max_in_flight):
+                people += found
             return people, "client" if "account_domain" in client.filters_applied_here else "service"
     wanted = set(domains)
     everyone = client.iter_targetable_people_records(table_id, page_size=page_size)

@@ -3,15 +3,17 @@ re-read before they are sent again."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from listsync.client.models import CellUpdate, RowAdd
-from listsync.client.write_items import Keyed
+from listsync.client.write_items import Keyed, WriteReport
 from listsync.client.writers import write_cell_updates, write_row_adds, write_row_deletes
 from listsync.errors import ListSyncError
+from listsync.sync.fan_out import fan_out
 from listsync.sync.rows.plan import CellChange, RowAddition, RowRemoval, RowsPlan
 from listsync.sync.settings import ADD_ROWS, DELETE_ROWS, UPDATE_CELLS
 from listsync.sync.settings import rows_chunk_sizes as chunk_sizes
@@ -126,22 +128,25 @@ class _Applier:
         self.key_column = key_column
         self.progress = progress
         self.outcome = ApplyOutcome()
+        #: Write requests at once, one kind at a time (:func:`~listsync.sync.fan_out.fan_out`).
+        self.at_once = client.max_in_flight
 
     def add_rows(self, additions: Sequence[RowAddition], size: int) -> None:
         outcome = self.outcome
-        for batch in _batches(additions, size):
+        batches = list(_batches(additions, size))
+        # First sends several at once; the rare resends after a lost answer go one by one.
+        firsts = fan_out(
+            functools.partial(self._send_adds, size=size), batches, at_once=self.client.max_in_flight
+        )
+        for batch, first in zip(batches, firsts, strict=True):
             pending: list[RowAddition] = list(batch)
+            report = first
             for attempt in range(1, MAX_ADD_ATTEMPTS + 1):
-                report = write_row_adds(
-                    self.client,
-                    self.table_id,
-                    [Keyed(row.key, RowAdd(cells=row.cells)) for row in pending],
-                    chunk_size=size,
-                )
+                if attempt > 1:
+                    report = self._send_adds(pending, size=size)
+                    outcome.resent_rows += len(pending)
                 outcome.requests[ADD_ROWS] += report.requests
                 outcome.isolation_requests += report.isolation_requests
-                if attempt > 1:
-                    outcome.resent_rows += len(pending)
                 outcome.rows_added.extend(report.written)
                 outcome.row_ids.update(report.row_ids)
                 outcome.failures.extend(("add", key, reason) for key, reason in report.failed.items())
@@ -161,6 +166,14 @@ class _Applier:
                         for row in pending
                     )
             self.progress.advance(len(batch), failed=len(outcome.failures))
+
+    def _send_adds(self, rows: Sequence[RowAddition], *, size: int) -> WriteReport:
+        return write_row_adds(
+            self.client,
+            self.table_id,
+            [Keyed(row.key, RowAdd(cells=row.cells)) for row in rows],
+            chunk_size=size,
+        )
 
     def _absent_after_reread(
         self, sent: Sequence[RowAddition], unknown: Mapping[str, str]
@@ -208,14 +221,20 @@ class _Applier:
 
     def update_cells(self, changes: Sequence[CellChange], size: int) -> None:
         outcome = self.outcome
-        for start in range(0, len(changes), size):
-            batch = changes[start : start + size]
+        starts = range(0, len(changes), size)
+
+        def send(start: int) -> WriteReport:
             # Writer keys are positions in ``changes``: a row key alone would not name the cell.
             items = [
                 Keyed(str(start + offset), CellUpdate(rowId=c.row_id, columnId=c.column_id, value=c.after))
-                for offset, c in enumerate(batch)
+                for offset, c in enumerate(changes[start : start + size])
             ]
-            report = write_cell_updates(self.client, self.table_id, items, chunk_size=size)
+            return write_cell_updates(self.client, self.table_id, items, chunk_size=size)
+
+        for start, report in zip(
+            starts, fan_out(send, starts, at_once=self.client.max_in_flight), strict=True
+        ):
+            batch = changes[start : start + size]
             outcome.requests[UPDATE_CELLS] += report.requests
             outcome.isolation_requests += report.isolation_requests
             outcome.cells_updated += len(report.written)
@@ -231,11 +250,17 @@ class _Applier:
 
     def delete_rows(self, removals: Sequence[RowRemoval], size: int) -> None:
         outcome = self.outcome
-        for batch in _batches(removals, size):
-            by_id = {row.row_id: row for row in batch}
-            report = write_row_deletes(
+        batches = list(_batches(removals, size))
+
+        def send(batch: Sequence[RowRemoval]) -> WriteReport:
+            return write_row_deletes(
                 self.client, self.table_id, [Keyed(row.row_id, row.row_id) for row in batch], chunk_size=size
             )
+
+        for batch, report in zip(
+            batches, fan_out(send, batches, at_once=self.client.max_in_flight), strict=True
+        ):
+            by_id = {row.row_id: row for row in batch}
             outcome.requests[DELETE_ROWS] += report.requests
             outcome.isolation_requests += report.isolation_requests
             outcome.rows_deleted += len(report.written)

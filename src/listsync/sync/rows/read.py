@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -33,12 +34,16 @@ class _KeyedRows:
         self.key_column = key_column
         self.page_size = page_size
         self.requests = 0
+        self._counting = threading.Lock()  # pages are asked for from several threads at once
 
     def __iter__(self) -> Iterator[Any]:
-        return iter_offset_pages(self._fetch, what=f"rows of {self.table_id}")
+        return iter_offset_pages(
+            self._fetch, what=f"rows of {self.table_id}", in_flight=self.client.max_in_flight
+        )
 
     def _fetch(self, offset: int) -> tuple[list[Any], bool | None, int | None]:
-        self.requests += 1
+        with self._counting:
+            self.requests += 1
         rows, page = self._page(
             column_id=self.key_column, operator="is_not_empty", limit=self.page_size, offset=offset
         )
