@@ -21,7 +21,9 @@ request (``--probabilities``, 0.1 and 0.3 by default) from the generator seeded 
   11th write request of the faulty run (a rule with ``times: 1`` armed just before it is sent), so
   that one run meets lost answers and then a failure it may not ride out.
 
-Jobs, each through a ``ListSyncClient`` with a 0.5 s timeout and real sleeps:
+Jobs, each through a ``ListSyncClient`` with a 0.5 s timeout, real sleeps and ``--max-in-flight``
+requests at once (default 4, the client's: List pages asked for ahead, write chunks of one kind
+sent together):
 
 - **people**: ``sync_people`` in mirror mode, 2,000 people over 100 accounts whose rows are added
   first (``add_rows``); 400 of them (20%) have no e-mail and no profile URL, 200 known by phone and
@@ -60,6 +62,7 @@ import logging
 import os
 import platform
 import random
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -74,6 +77,7 @@ from backfill import MAPPING, PAYLOADS
 from child_emulator import SERVE_FLAG, ChildEmulator, serve_until_stdin_closes
 
 from listsync.client import ListSyncClient, ListSyncError
+from listsync.client.in_flight import MAX_IN_FLIGHT
 from listsync.emulator.app import endpoint_name
 from listsync.extract.rejects import Rejects
 from listsync.signals.checkpoints import CheckpointStore
@@ -85,6 +89,8 @@ from listsync.sync.settings import SyncSettings
 RESULTS = Path(__file__).with_name("RESULTS.md")
 API_KEY = "sk_bench_chaos"
 SEED_VARIABLE = "LISTSYNC_CHAOS_SEED"
+#: The List jobs' ``max_in_flight`` (``--max-in-flight``).
+IN_FLIGHT_VARIABLE = "LISTSYNC_CHAOS_IN_FLIGHT"
 PEOPLE_TABLE = "tbl_chaos_people"
 ROWS_TABLE = "tbl_chaos_rows"
 TIMEOUT = 0.5
@@ -219,6 +225,7 @@ class Counting(httpx.HTTPTransport):
 
     def __init__(self) -> None:
         super().__init__()
+        self.counting = threading.Lock()  # the client sends several requests at once
         self.writes = 0
         self.faulted = 0
         self.longest_wait = 0.0  # the client's longest sleep
@@ -228,15 +235,19 @@ class Counting(httpx.HTTPTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         write = request.method != "GET"
-        self.writes += write
-        if write and self.before_write is not None and self.writes == self.before_write[0]:
+        with self.counting:
+            self.writes += write
+            number = self.writes
+        if write and self.before_write is not None and number == self.before_write[0]:
             self.before_write[1](endpoint_name(request.method, request.url.path) or "")
         try:
             response = super().handle_request(request)
         except httpx.TransportError:
-            self.faulted += write
+            with self.counting:
+                self.faulted += write
             raise
-        self.faulted += write and not 200 <= response.status_code < 300
+        with self.counting:
+            self.faulted += write and not 200 <= response.status_code < 300
         return response
 
 
@@ -392,7 +403,13 @@ def make_client(url: str, seed: int) -> tuple[ListSyncClient, Counting]:
         time.sleep(seconds)
 
     client = ListSyncClient(
-        url, API_KEY, transport=transport, timeout=TIMEOUT, sleep=sleep, rand=random.Random(seed).random
+        url,
+        API_KEY,
+        transport=transport,
+        timeout=TIMEOUT,
+        sleep=sleep,
+        rand=random.Random(seed).random,
+        max_in_flight=int(os.environ.get(IN_FLIGHT_VARIABLE, MAX_IN_FLIGHT)),
     )
     return client, transport
 
@@ -705,6 +722,12 @@ def main() -> None:
         "--faults", default=",".join(FAULTS), help=f"faults, comma-separated: {', '.join(FAULTS)}"
     )
     parser.add_argument("--seed", type=int, default=7, help="seed of the emulator's fault decisions")
+    parser.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=MAX_IN_FLIGHT,
+        help=f"the List jobs' requests at once (default {MAX_IN_FLIGHT}, the client's)",
+    )
     parser.add_argument("--max-runs", type=int, default=5, help="runs per cell, the faulty one included")
     parser.add_argument("--record", action="store_true", help="append the tables to benchmarks/RESULTS.md")
     parser.add_argument(SERVE_FLAG, action="store_true", help=argparse.SUPPRESS)
@@ -725,6 +748,7 @@ def main() -> None:
     logging.getLogger("listsync").setLevel(logging.CRITICAL)
 
     os.environ[SEED_VARIABLE] = str(args.seed)
+    os.environ[IN_FLIGHT_VARIABLE] = str(args.max_in_flight)
     started = time.perf_counter()
     results: dict[str, list[Cell]] = {}
     with ChildEmulator(__file__) as url:
@@ -755,7 +779,8 @@ def main() -> None:
         f"process, reset before each cell; load average at the end {os.getloadavg()[0]:.1f}. "
         f"`benchmarks/chaos.py --jobs {','.join(jobs)} --probabilities {args.probabilities} "
         + (f'--faults "{args.faults}" ' if faults != list(FAULTS) else "")
-        + f"--seed {args.seed} --max-runs {args.max_runs}`: {len(all_cells)} cells in {seconds:.0f} s. "
+        + f"--seed {args.seed} --max-runs {args.max_runs} --max-in-flight {args.max_in_flight}`: "
+        f"{len(all_cells)} cells in {seconds:.0f} s. "
         f"Client timeout {TIMEOUT:g} s, real sleeps. Each fault is one rule on each write endpoint "
         f"of the job, firing with probability p from the seeded generator: error 500 and 503 apart "
         f"(writes are retried on 503, not on 500); latency {LATENCY:g} s, past the timeout (the "

@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 
 #: Sends of one people add in all, the first included, while its outcome stays unknown.
 MAX_ADD_ATTEMPTS = 3
+#: Planned adds made objects and sent at a time.
+ADDS_AT_ONCE = 50_000
 
 
 @dataclass
@@ -123,7 +125,10 @@ def apply_people_plan(
         progress=progress or ProgressLogger(plan.size, what=f"people sync of {table_id}", logger=log),
         reread=lambda domains: read_accounts(client, table_id, domains, page_size, plan.current_people)[0],
     )
-    applier.write("add", [_add_item(a) for a in plan.adds])
+    # Adds are made objects a slice at a time (a fill night plans one for every person); the plan
+    # holds them account by account, so a slice splits at most one account's people in two.
+    for start in range(0, len(plan.adds), ADDS_AT_ONCE):
+        applier.write("add", [_add_item(a) for a in plan.adds[start : start + ADDS_AT_ONCE]])
     applier.settle_adds(plan.adds)
     # Copies go before patches: a patch by a shared identity would reach any one of them.
     applier.remove_copies(plan.repairs)
@@ -261,7 +266,8 @@ class _PeopleApplier:
         result = self.result
         if not any(kind == "add" for kind, _ in result.unknown.values()):
             return
-        by_key = {item_key(add): add for add in adds}
+        unknown = {key for key, (kind, _) in result.unknown.items() if kind == "add"}
+        by_key = {key: add for add in adds if (key := item_key(add)) in unknown}
         for _attempt in range(1, MAX_ADD_ATTEMPTS):
             pending = [
                 by_key[key] for key, (kind, _) in result.unknown.items() if kind == "add" and key in by_key
