@@ -52,11 +52,11 @@ def test_other_values_are_refused_naming_the_forms_allowed(value: object) -> Non
         parse_max_memory(value)  # type: ignore[arg-type]
 
 
-def test_the_default_is_at_most_half_the_machine_memory() -> None:
+def test_the_default_is_at_most_three_quarters_of_the_machine_memory() -> None:
     import os
 
     machine = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    assert 0 < default_max_memory() <= machine // 2
+    assert 0 < default_max_memory() <= machine * 3 // 4
 
 
 @pytest.mark.parametrize(

@@ -206,8 +206,8 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
     :param user_id: the service user to act as; overrides the connection's ``user_id``.
     :param plan_path: a local path or an object-storage URI, as ``rejects_path``.
     :param shard: may be mapped, e.g. ``.expand(shard=[f"{i}/4" for i in range(4)])``.
-    :param max_memory: ``"auto"`` (the default) is half the worker's memory (or its container's),
-        worked out on the worker.
+    :param max_memory: ``"auto"`` (the default) is three quarters of the worker's memory (or its
+        container's), worked out on the worker.
     :param state_path: a local path or an object-storage URI. None (default): the Airflow asset
         state store of the task's List asset (an inlet or outlet ``listsync://<host>/<tableId>``,
         :mod:`listsync.operators.asset_state`); without one, no state.

@@ -147,6 +147,10 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         """The plan as plan-file entries, in the order they will be applied."""
 
     @abstractmethod
+    def write_count(self, plan: PlanT) -> int:
+        """The writes the plan holds (items added, changed or deleted), for the memory guard."""
+
+    @abstractmethod
     def delete_counts(self, prepared: PreparedT, plan: PlanT) -> DeleteCounts:
         """What the plan deletes, against what the List holds and the extract gave."""
 
@@ -205,6 +209,8 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         )
         give_back_freed_memory()
         plan = self.plan(prepared, memory)
+        if not settings.dry_run:  # the writes are made objects and sent only in a real run
+            memory.count_planned(self.write_count(plan))
         # The plan's ledger holds what the next state needs of the last one: only its forms are kept.
         forms_kept = {} if self.last_applied is None else self.last_applied.forms
         self.last_applied = None

@@ -1,26 +1,43 @@
 """The memory guard of the List syncs: fail early, with what to do, rather than run out of memory.
 
 A List sync holds every prepared extract row and every List person or row it reads as columns,
-and the rows its planned writes need, so its peak grows with both. :class:`MemoryGuard` counts the
-rows as they are read (extract chunks as they are prepared, List pages as they come) and
-estimates the peak from per-row costs measured on this code: the growth of peak RSS between runs
-at 100,000, 200,000 and 400,000 rows, each side on its own and planned in full (adds for every
-extract row, deletes for every List item: the worst case, in which every row becomes a write),
-rounded up by about 10%. A run that changes little stays well below: the people benchmark of
-benchmarks/RESULTS.md (20% of the people written) peaks at about 600 MiB at 1,000,000 people,
-where the costs say 3.1 GiB. As soon as
-the estimate passes ``max_memory`` the guard raises :class:`MemoryLimitError`, before the next
-chunk or page is read. A sharded run counts only its shard's rows: sharding is the way to fit a
-big List on small workers.
+and then the writes it planned, made objects a slice at a time as they are sent, with what the
+read back and the next state need of each. :class:`MemoryGuard` counts the rows as they are read
+(extract chunks as they are prepared, List pages as they come) and, once the plan is made and
+before anything is sent, its writes; it estimates the peak from per-item costs measured on this
+code and raises :class:`MemoryLimitError` as soon as the estimate passes ``max_memory``, before the
+next chunk or page is read or the first write is sent. A sharded run counts only its shard's
+items: sharding is the way to fit a big List on small workers.
 
-===========================  ===============================  ============================
-per row                      measured (bytes)                 counted (bytes)
-===========================  ===============================  ============================
-people sync, extract row     1,230 (6 columns)                1,350
-people sync, List person     1,580                            1,750
-rows upsert, extract row     503 (3 columns), 797 (10)        420 + 50 per mapped column
-rows upsert, List row        388 (3 columns), 598 (10)        330 + 35 per mapped column
-===========================  ===============================  ============================
+The estimate is the larger of two peaks: reading and planning (every extract row and List item
+as columns) and sending (every planned write made an object in its turn, with what the read back
+and the next state keep of each; the extract is let go by then). The costs keep it within a few
+percent of the measured peak on fill, change and quiet nights of CRM-like people
+(benchmarks/people_job.py; benchmarks/RESULTS.md), well inside the 1.5 times the guard is held
+to. That bound is what ``max_memory="auto"`` rests on: it allows three quarters of the worker's
+memory, so a run whose real peak is below half of it is never refused.
+
+====================================  =================================  =========================
+people sync, measured peak            estimate (costs below)             ratio
+====================================  =================================  =========================
+100,000: fill 314, change 235,        326, 229, 230 MiB                  1.04, 0.97, 0.98
+quiet 234 MiB
+1,000,000: fill 1,620, change 623,    1,643, 666, 678 MiB                1.01, 1.07, 1.09
+quiet 623 MiB
+====================================  =================================  =========================
+
+===========================  ======================================================  ===========
+per item                     measured                                                counted
+===========================  ======================================================  ===========
+people sync, extract row     (623 - 180 MiB) / 2.09 million rows read on a quiet     250 bytes
+people sync, List person     night of 1,000,000: about 222 bytes either
+people sync, planned write   (1,620 - 180 MiB) / 990,054 adds on a fill night:       1,550 bytes
+                             about 1,525 bytes
+rows upsert, extract row     503 (3 columns), 797 (10)                               420 + 50 a column
+rows upsert, List row        388 (3 columns), 598 (10)                               330 + 35 a column
+rows upsert, planned write   not measured apart: counted as the prepared row it      as a row
+                             copies
+===========================  ======================================================  ===========
 
 The rows figures are of the columnar upsert (prepared rows in one frame, the List's cells held
 compactly as read), measured on the data of benchmarks/rows_upsert.py between 100,000 and
@@ -68,21 +85,23 @@ class MemoryLimitError(ListSyncError, ValueError):
 
 @dataclass(frozen=True)
 class RowCosts:
-    """What one row takes at a sync's peak, in bytes: an extract row (of the run's shard) and
-    one List person or row (``list_noun`` names them in messages)."""
+    """What one item takes at a sync's peak, in bytes: an extract row (of the run's shard), one
+    List person or row (``list_noun`` names them in messages) and one planned write."""
 
     extract: int
     listed: int
+    written: int
     list_noun: str
 
 
 #: The people sync's costs.
-PEOPLE_COSTS = RowCosts(extract=1_350, listed=1_750, list_noun="List people")
+PEOPLE_COSTS = RowCosts(extract=250, listed=250, written=1_550, list_noun="List people")
 
 
 def rows_costs(columns: int) -> RowCosts:
     """The rows upsert's costs with ``columns`` mapped columns (the key included)."""
-    return RowCosts(extract=420 + 50 * columns, listed=330 + 35 * columns, list_noun="List rows")
+    extract = 420 + 50 * columns
+    return RowCosts(extract=extract, listed=330 + 35 * columns, written=extract, list_noun="List rows")
 
 
 class MemoryGuard:
@@ -102,10 +121,16 @@ class MemoryGuard:
         self.shard = shard
         self.extract_rows = 0
         self.list_rows = 0
+        self.planned_writes = 0
 
     def estimate(self) -> int:
-        """The peak the rows counted so far need, in bytes."""
-        return BASE_MEMORY + self.extract_rows * self.costs.extract + self.list_rows * self.costs.listed
+        """The peak the items counted so far need, in bytes: that of reading and planning (the
+        extract and the List as columns) or that of sending (the writes made objects, with what
+        the read back and the next state keep of each), whichever is higher; the extract is let
+        go before the first write."""
+        costs = self.costs
+        reading = self.extract_rows * costs.extract + self.list_rows * costs.listed
+        return BASE_MEMORY + max(reading, self.planned_writes * costs.written)
 
     def count_extract(self, rows: int) -> None:
         """Count ``rows`` extract rows of the run's shard, read and about to be prepared.
@@ -113,6 +138,14 @@ class MemoryGuard:
         :raises MemoryLimitError: the estimate passes the limit.
         """
         self.extract_rows += rows
+        self._check()
+
+    def count_planned(self, writes: int) -> None:
+        """Count the ``writes`` a plan holds, before the first is sent.
+
+        :raises MemoryLimitError: the estimate passes the limit.
+        """
+        self.planned_writes += writes
         self._check()
 
     def count_list(self, items: Iterable[T]) -> Iterator[T]:
@@ -134,7 +167,11 @@ class MemoryGuard:
         if self.limit is None or self.estimate() <= self.limit:
             return
         rows = f"{self.extract_rows:,} extract rows and {self.list_rows:,} {self.costs.list_noun}"
-        need = f"{self.what} would need about {format_bytes(self.estimate())} for {rows} so far"
+        if self.planned_writes:
+            rows = f"{rows} read, and {self.planned_writes:,} planned writes"
+        else:
+            rows = f"{rows} so far"
+        need = f"{self.what} would need about {format_bytes(self.estimate())} for {rows}"
         limit = f"max_memory={format_bytes(self.limit)}"
         if self.limit <= BASE_MEMORY:
             raise MemoryLimitError(

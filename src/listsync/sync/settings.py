@@ -71,8 +71,10 @@ _MEMORY_OFF = ("off", "none", "0")
 
 
 def default_max_memory() -> int:
-    """Half the memory this process may use (its cgroup's limit in a container, else the
-    machine's): the other half stays for the task runner, the worker and other tasks."""
+    """Three quarters of the memory this process may use (its cgroup's limit in a container,
+    else the machine's). The guard's estimate is at most 1.5 times a sync's measured peak
+    (:mod:`listsync.sync.memory`), so a sync whose peak is below half that memory is never
+    refused, and the quarter left stays for the task runner and the worker."""
     available = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
         try:
@@ -82,7 +84,7 @@ def default_max_memory() -> int:
             continue
         if text.isdigit():
             available = min(available, int(text))
-    return available // 2
+    return available * 3 // 4
 
 
 def parse_max_memory(max_memory: int | str | None) -> int | None:
@@ -244,10 +246,11 @@ class SyncSettings:
         ``other_shards``, and the List counts and delete safety are the shard's. The ``n`` runs
         together sync the whole List. None: all of it.
     :param max_memory: fail, before reading further and with nothing written, as soon as the
-        extract rows and List items read so far would take more memory than this
-        (:mod:`listsync.sync.memory`; the message says how many shards would fit): bytes, or a
-        size such as ``"2GiB"`` (:func:`parse_max_memory`). ``"auto"``: half the memory of the
-        machine or container the sync runs on, worked out there; None, 0 or ``"off"``: no limit.
+        extract rows and List items read so far, or the writes planned, would take more memory
+        than this (:mod:`listsync.sync.memory`; the message says how many shards would fit):
+        bytes, or a size such as ``"2GiB"`` (:func:`parse_max_memory`). ``"auto"``: three
+        quarters of the memory of the machine or container the sync runs on, worked out there
+        (a sync that needs less than half of it always passes); None, 0 or ``"off"``: no limit.
     :param state_path: where the sync keeps what it applied, for the next run's three-way diff
         (:mod:`listsync.sync.state`): a local path, an object with ``open()`` such as
         ``ObjectStoragePath``, or a :class:`~listsync.sync.state.StateStore`; None: no state,

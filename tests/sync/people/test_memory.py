@@ -33,9 +33,12 @@ LIST_PEOPLE = 30
 GET_PEOPLE = "GET /v1/lists/{tableId}/targetable-people"
 
 
-def limit(extract_rows: int, list_people: int) -> int:
-    """A max_memory that holds exactly this many extract rows and List people."""
-    return BASE_MEMORY + extract_rows * PEOPLE_COSTS.extract + list_people * PEOPLE_COSTS.listed
+def limit(extract_rows: int, list_people: int, writes: int = 0) -> int:
+    """A max_memory that holds exactly this many extract rows and List people, and planned writes."""
+    costs = PEOPLE_COSTS
+    return BASE_MEMORY + max(
+        extract_rows * costs.extract + list_people * costs.listed, writes * costs.written
+    )
 
 
 def chunk(first: int, rows: int) -> pd.DataFrame:
@@ -75,11 +78,28 @@ def test_a_sync_under_the_limit_runs(
         [chunk(0, 4)],
         COLUMN_MAP,
         page_size=5,
-        settings=SyncSettings(max_memory=limit(4, LIST_PEOPLE)),
+        settings=SyncSettings(max_memory=limit(4, LIST_PEOPLE, writes=4)),
     )
 
     assert (summary["added"], summary["list_people"]) == (4, LIST_PEOPLE)
     assert write_requests()["add"] == 1
+
+
+def test_too_many_planned_writes_fail_before_the_first_is_sent_and_a_dry_run_passes(
+    seeded: ListSyncClient, write_requests: Callable[[], dict[str, int]]
+) -> None:
+    # 20 adds take more than reading 20 rows and the 30 List people: sending is the peak.
+    too_small = limit(20, LIST_PEOPLE, writes=19)
+    assert too_small > limit(20, LIST_PEOPLE)
+    refusal = "for 20 extract rows and 30 List people read, and 20 planned writes"
+    with pytest.raises(MemoryLimitError, match=refusal):
+        sync_people(seeded, TABLE, [chunk(0, 20)], COLUMN_MAP, settings=SyncSettings(max_memory=too_small))
+    assert write_requests() == {"add": 0, "patch": 0, "delete": 0}
+
+    dry = sync_people(
+        seeded, TABLE, [chunk(0, 20)], COLUMN_MAP, settings=SyncSettings(max_memory=too_small, dry_run=True)
+    )
+    assert dry["planned"]["add"] == 20
 
 
 def test_too_big_an_extract_fails_while_prepared_before_the_next_chunk(

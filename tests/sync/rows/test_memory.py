@@ -24,10 +24,11 @@ COLUMN_MAP = {"Domain": "domain", "Name": "name", "Owner": "owner"}
 GET_ROWS = "GET /v1/lists/{tableId}/rows"
 
 
-def limit(extract_rows: int, list_rows: int) -> int:
-    """A max_memory that holds exactly this many extract and List rows of COLUMN_MAP's columns."""
+def limit(extract_rows: int, list_rows: int, writes: int = 0) -> int:
+    """A max_memory that holds exactly this many extract and List rows of COLUMN_MAP's columns,
+    and planned writes."""
     costs = rows_costs(len(COLUMN_MAP))
-    return BASE_MEMORY + extract_rows * costs.extract + list_rows * costs.listed
+    return BASE_MEMORY + extract_rows * costs.extract + list_rows * costs.listed + writes * costs.written
 
 
 def extract(rows: int) -> pd.DataFrame:
@@ -71,7 +72,7 @@ def test_an_upsert_under_the_limit_runs(seeded: LiveEmulator) -> None:
             [extract(3)],
             key_column="domain",
             column_map=COLUMN_MAP,
-            settings=SyncSettings(max_memory=limit(3, 20)),
+            settings=SyncSettings(max_memory=limit(3, 20, writes=3)),
         )
 
     assert (summary["rows_added"], summary["list_rows"]) == (3, 20)

@@ -168,6 +168,9 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
     def plan_entries(self, plan: PeoplePlan) -> Iterator[dict[str, Any]]:
         return plan.entries()
 
+    def write_count(self, plan: PeoplePlan) -> int:
+        return plan.size
+
     def delete_counts(self, prepared: PreparedPeople, plan: PeoplePlan) -> DeleteCounts:
         # Removing extra copies leaves one of each: it is no sign of a broken extract.
         return DeleteCounts(len(plan.deletes), plan.current_people, plan.source_people)

@@ -182,6 +182,9 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
     def plan_entries(self, plan: RowsPlan) -> Iterator[dict[str, Any]]:
         return plan_entries(plan)
 
+    def write_count(self, plan: RowsPlan) -> int:
+        return len(plan.additions) + len(plan.changes) + len(plan.removals)
+
     def delete_counts(self, prepared: PreparedRows, plan: RowsPlan) -> DeleteCounts:
         return DeleteCounts(len(plan.removals), plan.list_rows, prepared.stats.passed)
 
