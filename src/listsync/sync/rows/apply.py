@@ -128,8 +128,6 @@ class _Applier:
         self.key_column = key_column
         self.progress = progress
         self.outcome = ApplyOutcome()
-        #: Write requests at once, one kind at a time (:func:`~listsync.sync.fan_out.fan_out`).
-        self.at_once = client.max_in_flight
 
     def add_rows(self, additions: Sequence[RowAddition], size: int) -> None:
         outcome = self.outcome
