@@ -175,20 +175,19 @@ def test_pages_asked_for_ahead_give_the_same_items_in_order(end: str, in_flight:
 
 
 def test_a_page_shorter_than_the_one_before_drops_the_pages_asked_for_after_it() -> None:
-    caps = iter([5, 5, 3] + [5] * 100)
     served: list[int] = []
 
     def fetch(offset: int) -> tuple[list[int], bool | None, int | None]:
         served.append(offset)
-        items = list(range(offset, min(offset + next(caps), 40)))
-        return items, None, 40
+        cap = 3 if offset == 5 else 5  # the service serves less at one offset
+        return list(range(offset, min(offset + cap, 40))), None, 40
 
     assert list(iter_offset_pages(fetch, in_flight=1)) == list(range(40))
+    assert 10 not in served
     served.clear()
-    caps = iter([5, 3] + [5] * 100)
 
     assert list(iter_offset_pages(fetch, in_flight=4)) == list(range(40))
-    assert 8 in served  # asked again from where the short page left off
+    assert {10, 8} <= set(served)  # 10 was asked for ahead, dropped, and 8 asked for instead
 
 
 def test_fan_out_keeps_order_and_bounds_what_runs_at_once() -> None:
