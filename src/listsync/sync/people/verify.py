@@ -4,7 +4,8 @@ meant: waiting for writes the List does not show yet, and learning the forms it 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,10 @@ if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient
 
 log = logging.getLogger(__name__)
+
+#: Writes read back at a time: their accounts' people are held for one slice only (a fill night
+#: of 1,000,000 people otherwise holds every person it added at once, about 1.1 GB).
+READ_BACK_AT_ONCE = 250_000
 
 #: ``PeopleVerification.outcome`` of a write: not settled (failed, or drift), shown, not shown yet.
 NOT_SETTLED, SHOWN, UNCONFIRMED = 0, 1, 2
@@ -83,7 +88,8 @@ def verify_people(
     settled here: found applied, it is counted as written; not found, it moves to
     ``result.failed``. Only the touched accounts are read: by the service's account filter when
     there are fewer of them than pages of the whole List, otherwise (or when the service ignores
-    the filter) by one read of the whole List.
+    the filter) by one read of the whole List for each :data:`READ_BACK_AT_ONCE` writes, a slice
+    of their accounts at a time.
     """
     settled = result.written.keys() | result.unknown.keys()
     verification = PeopleVerification(
@@ -93,48 +99,99 @@ def verify_people(
     if not pending.any():
         return verification
     wait_for_late_writes(client, result.settle_after if result.unknown else None)
-    shown: dict[int, dict[str, Any]] = {}
-    learned: list[dict[str, tuple[str, ...]]] = []
-    problems: dict[int, str] = {}
+    reading = _ReadBack(plan, result, verification, pending, client, table_id, page_size)
     for _round in read_back_rounds(client, verify_timeout, lambda: bool(pending.any()), "people writes"):
+        slices = -(-int(pending.sum()) // READ_BACK_AT_ONCE)
+        for part in range(slices):
+            reading.read_slice(_in_slice(part, slices))
+    _not_shown(plan, result, verification, pending, problems=reading.problems, verify_timeout=verify_timeout)
+    verification.forms = merged_forms(*reading.learned)
+    return verification
+
+
+@dataclass
+class _ReadBack:
+    """One read back of a plan's writes, a slice of their accounts at a time; records what each
+    write shows in ``verification``, settles the unknown ones in ``result``, and clears the
+    writes shown from ``pending``."""
+
+    plan: PeoplePlan
+    result: PeopleApplyResult
+    verification: PeopleVerification
+    pending: np.ndarray
+    client: ListSyncClient
+    table_id: str
+    page_size: int
+    #: Position → what a write not shown yet still lacks.
+    problems: dict[int, str] = field(default_factory=dict)
+    #: The forms each write shown in the service's own form taught.
+    learned: list[dict[str, tuple[str, ...]]] = field(default_factory=list)
+
+    def read_slice(self, in_part: Callable[[str], bool]) -> None:
+        """Read the accounts ``in_part`` of the pending writes and check those writes; the people
+        found are held for this slice only."""
+        plan, verification = self.plan, self.verification
         wanted: dict[str, set[str]] = {}
-        for _position, (_, item) in _pending(plan, pending):
-            wanted.setdefault(item.account_domain, set()).update(looked_up_keys(item))
-        listed, filter_used = read_accounts(client, table_id, sorted(wanted), page_size, plan.current_people)
+        for _position, (_, item) in _pending(plan, self.pending):
+            if in_part(item.account_domain):
+                wanted.setdefault(item.account_domain, set()).update(looked_up_keys(item))
+        listed, filter_used = read_accounts(
+            self.client, self.table_id, sorted(wanted), self.page_size, plan.current_people
+        )
         verification.filter = verification.filter or filter_used
         index = people_index(listed, wanted)  # only the people the items look for are kept
-        for position, (kind, item) in _pending(plan, pending):
-            back = read_back(item, index.get(item.account_domain, {}))
-            if back.status == "not_yet":
-                problems[position] = back.problem or ""
-                continue
-            pending[position] = False
-            problems.pop(position, None)
-            key = item_key(item)
-            if key in result.unknown:
-                _written_kind, reason = result.unknown.pop(key)
-                if back.status == "drift":
-                    result.failed[key] = f"outcome unknown ({reason}), and the List does not show it applied"
-                    continue
-                result.count(kind, 1)
-            elif back.status == "drift":
-                verification.drift.append(f"{kind} of {key}: {back.problem}")
-                continue
-            verification.verified += 1
-            verification.outcome[position] = SHOWN
-            if back.found is not None:
-                shown[position] = back.found
-            if back.forms:
-                verification.service_forms += 1
-                learned.append(back.forms)
-    _not_shown(plan, result, verification, pending, problems=problems, verify_timeout=verify_timeout)
-    verification.forms = merged_forms(*learned)
-    if plan.ledger is not None and shown:
-        fields = plan.ledger.fields
-        positions = np.fromiter(shown, dtype=np.int64, count=len(shown))
-        frame = records_frame(((None, found) for found in shown.values()), fields)
-        verification.seen[positions] = value_digests(frame, fields)
-    return verification
+        del wanted
+        shown: dict[int, dict[str, Any]] = {}
+        for position, (kind, item) in _pending(plan, self.pending):
+            if in_part(item.account_domain):
+                found = self._check(position, kind, item, index.get(item.account_domain, {}))
+                if found is not None:
+                    shown[position] = found
+        del index
+        if plan.ledger is not None and shown:
+            fields = plan.ledger.fields
+            positions = np.fromiter(shown, dtype=np.int64, count=len(shown))
+            frame = records_frame(((None, found) for found in shown.values()), fields)
+            verification.seen[positions] = value_digests(frame, fields)
+
+    def _check(
+        self,
+        position: int,
+        kind: str,
+        item: PlannedAdd | PlannedPatch | PlannedDelete,
+        people: dict[str, list[dict[str, Any]]],
+    ) -> dict[str, Any] | None:
+        """Record what the List shows of one write; return the person found when it is shown."""
+        result, verification = self.result, self.verification
+        back = read_back(item, people)
+        if back.status == "not_yet":
+            self.problems[position] = back.problem or ""
+            return None
+        self.pending[position] = False
+        self.problems.pop(position, None)
+        key = item_key(item)
+        if key in result.unknown:
+            _written_kind, reason = result.unknown.pop(key)
+            if back.status == "drift":
+                result.failed[key] = f"outcome unknown ({reason}), and the List does not show it applied"
+                return None
+            result.count(kind, 1)
+        elif back.status == "drift":
+            verification.drift.append(f"{kind} of {key}: {back.problem}")
+            return None
+        verification.verified += 1
+        verification.outcome[position] = SHOWN
+        if back.forms:
+            verification.service_forms += 1
+            self.learned.append(back.forms)
+        return back.found
+
+
+def _in_slice(part: int, slices: int) -> Callable[[str], bool]:
+    """Whether an account domain is in slice ``part`` of ``slices`` (every domain, for one slice)."""
+    if slices <= 1:
+        return lambda _domain: True
+    return lambda domain: zlib.crc32(domain.encode("utf-8", "surrogatepass")) % slices == part
 
 
 def _not_shown(
