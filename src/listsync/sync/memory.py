@@ -10,40 +10,31 @@ next chunk or page is read or the first write is sent. A sharded run counts only
 items: sharding is the way to fit a big List on small workers.
 
 The estimate is the larger of two peaks: reading and planning (every extract row and List item
-as columns) and sending (every planned write made an object in its turn, with what the read back
-and the next state keep of each; the extract is let go by then). The costs keep it within a few
-percent of the measured peak on fill, change and quiet nights of CRM-like people
-(benchmarks/people_job.py; benchmarks/RESULTS.md), well inside the 1.5 times the guard is held
-to. That bound is what ``max_memory="auto"`` rests on: it allows three quarters of the worker's
-memory, so a run whose real peak is below half of it is never refused.
+as columns) and sending (every planned write, made an object in its turn, with what the next
+state keeps of each, and the people found by the read back of one slice of the writes; the
+extract is let go by then). The costs keep it within a few percent of the measured peak on fill,
+change and quiet nights of CRM-like people (benchmarks/people_job.py; benchmarks/RESULTS.md),
+well inside the 1.5 times the guard is held to. That bound is what ``max_memory="auto"`` rests
+on: it allows three quarters of the worker's memory, so a run whose real peak is below half of
+it is never refused.
 
-====================================  =================================  =========================
-people sync, measured peak            estimate (costs below)             ratio
-====================================  =================================  =========================
-100,000: fill 314, change 235,        326, 229, 230 MiB                  1.04, 0.97, 0.98
-quiet 234 MiB
-1,000,000: fill 1,620, change 623,    1,643, 666, 678 MiB                1.01, 1.07, 1.09
-quiet 623 MiB
-3,000,000: fill 4,624, change 1,421,  4,570, 1,639, 1,678 MiB            0.99, 1.15, 1.17
-quiet 1,434 MiB
-====================================  =================================  =========================
-
-===========================  ======================================================  ===========
-per item                     measured                                                counted
-===========================  ======================================================  ===========
-people sync, extract row     (623 - 180 MiB) / 2.09 million rows read on a quiet     250 bytes
+===========================  =======================================================  ===========
+per item                     measured                                                 counted
+===========================  =======================================================  ===========
+people sync, extract row     (623 - 180 MiB) / 2.09 million rows read on a quiet      250 bytes
 people sync, List person     night of 1,000,000: about 222 bytes either
-people sync, planned write   (1,620 - 180 MiB) / 990,054 adds on a fill night:       1,550 bytes
-                             about 1,525 bytes
-rows upsert, extract row     503 (3 columns), 797 (10)                               420 + 50 a column
-rows upsert, List row        388 (3 columns), 598 (10)                               330 + 35 a column
-rows upsert, planned write   not measured apart: counted as the prepared row it      as a row
+people sync, planned write   fill nights, 99,042 and 990,054 adds, peaks of 314 and   350 bytes
+                             761 MiB: 344 bytes a write, and 1,075 bytes a write
+people sync, read back       of the slice read back (:data:`READ_BACK_AT_ONCE`)       1,100 bytes
+rows upsert, extract row     503 (3 columns), 797 (10)                                420 + 50 a column
+rows upsert, List row        388 (3 columns), 598 (10)                                330 + 35 a column
+rows upsert, planned write   not measured apart: counted as the prepared row it       as a row
                              copies
-===========================  ======================================================  ===========
+===========================  =======================================================  ===========
 
 The rows figures are of the columnar upsert (prepared rows in one frame, the List's cells held
 compactly as read), measured on the data of benchmarks/rows_upsert.py between 100,000 and
-200,000 rows.
+200,000 rows. Each run of benchmarks/people_job.py prints the guard's estimate beside the peak.
 """
 
 from __future__ import annotations
@@ -66,6 +57,7 @@ from listsync.sync.settings import format_bytes
 __all__ = [
     "BASE_MEMORY",
     "PEOPLE_COSTS",
+    "READ_BACK_AT_ONCE",
     "MemoryGuard",
     "MemoryLimitError",
     "RowCosts",
@@ -76,6 +68,11 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+#: People writes read back at a time (:func:`~listsync.sync.people.verify.verify_people`): their
+#: accounts' people are held for one slice only (a fill night of 1,000,000 people otherwise held
+#: every person it added at once: 1,620 MiB at its peak, against 761 MiB by slices).
+READ_BACK_AT_ONCE = 250_000
 
 #: What a sync process holds before its first row (interpreter, pandas, the client): 180 MiB.
 BASE_MEMORY = 180 * 1024**2
@@ -88,16 +85,28 @@ class MemoryLimitError(ListSyncError, ValueError):
 @dataclass(frozen=True)
 class RowCosts:
     """What one item takes at a sync's peak, in bytes: an extract row (of the run's shard), one
-    List person or row (``list_noun`` names them in messages) and one planned write."""
+    List person or row (``list_noun`` names them in messages), one planned write, and what the
+    read back holds of a write while its slice is read."""
 
     extract: int
     listed: int
     written: int
     list_noun: str
+    #: What reading back one write holds besides, for ``read_back_slice`` writes at most at a time
+    #: (None: all of them at once).
+    read_back: int = 0
+    read_back_slice: int | None = None
 
 
 #: The people sync's costs.
-PEOPLE_COSTS = RowCosts(extract=250, listed=250, written=1_550, list_noun="List people")
+PEOPLE_COSTS = RowCosts(
+    extract=250,
+    listed=250,
+    written=350,
+    list_noun="List people",
+    read_back=1_100,
+    read_back_slice=READ_BACK_AT_ONCE,
+)
 
 
 def rows_costs(columns: int) -> RowCosts:
@@ -130,9 +139,10 @@ class MemoryGuard:
         extract and the List as columns) or that of sending (the writes made objects, with what
         the read back and the next state keep of each), whichever is higher; the extract is let
         go before the first write."""
-        costs = self.costs
+        costs, writes = self.costs, self.planned_writes
         reading = self.extract_rows * costs.extract + self.list_rows * costs.listed
-        return BASE_MEMORY + max(reading, self.planned_writes * costs.written)
+        read_back = min(writes, costs.read_back_slice or writes) * costs.read_back
+        return BASE_MEMORY + max(reading, writes * costs.written + read_back)
 
     def count_extract(self, rows: int) -> None:
         """Count ``rows`` extract rows of the run's shard, read and about to be prepared.

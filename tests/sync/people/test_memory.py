@@ -36,9 +36,8 @@ GET_PEOPLE = "GET /v1/lists/{tableId}/targetable-people"
 def limit(extract_rows: int, list_people: int, writes: int = 0) -> int:
     """A max_memory that holds exactly this many extract rows and List people, and planned writes."""
     costs = PEOPLE_COSTS
-    return BASE_MEMORY + max(
-        extract_rows * costs.extract + list_people * costs.listed, writes * costs.written
-    )
+    reading = extract_rows * costs.extract + list_people * costs.listed
+    return BASE_MEMORY + max(reading, writes * (costs.written + costs.read_back))
 
 
 def chunk(first: int, rows: int) -> pd.DataFrame:

@@ -28,7 +28,8 @@ def limit(extract_rows: int, list_rows: int, writes: int = 0) -> int:
     """A max_memory that holds exactly this many extract and List rows of COLUMN_MAP's columns,
     and planned writes."""
     costs = rows_costs(len(COLUMN_MAP))
-    return BASE_MEMORY + extract_rows * costs.extract + list_rows * costs.listed + writes * costs.written
+    reading = extract_rows * costs.extract + list_rows * costs.listed
+    return BASE_MEMORY + max(reading, writes * costs.written)
 
 
 def extract(rows: int) -> pd.DataFrame:

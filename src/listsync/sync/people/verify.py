@@ -13,6 +13,7 @@ import numpy as np
 
 from listsync.sync.digests import value_digests
 from listsync.sync.forms import merged_forms
+from listsync.sync.memory import READ_BACK_AT_ONCE
 from listsync.sync.people.apply import PeopleApplyResult
 from listsync.sync.people.frames import records_frame
 from listsync.sync.people.plan import (
@@ -29,10 +30,6 @@ if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient
 
 log = logging.getLogger(__name__)
-
-#: Writes read back at a time: their accounts' people are held for one slice only (a fill night
-#: of 1,000,000 people otherwise holds every person it added at once, about 1.1 GB).
-READ_BACK_AT_ONCE = 250_000
 
 #: ``PeopleVerification.outcome`` of a write: not settled (failed, or drift), shown, not shown yet.
 NOT_SETTLED, SHOWN, UNCONFIRMED = 0, 1, 2
