@@ -4,8 +4,7 @@ meant: waiting for writes the List does not show yet, and learning the forms it 
 from __future__ import annotations
 
 import logging
-import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +20,7 @@ from listsync.sync.people.plan import (
     PlannedAdd,
     PlannedDelete,
     PlannedPatch,
+    PlannedWrites,
     item_key,
 )
 from listsync.sync.people.read import looked_up_keys, people_index, read_accounts, read_back
@@ -98,9 +98,10 @@ def verify_people(
     wait_for_late_writes(client, result.settle_after if result.unknown else None)
     reading = _ReadBack(plan, result, verification, pending, client, table_id, page_size)
     for _round in read_back_rounds(client, verify_timeout, lambda: bool(pending.any()), "people writes"):
-        slices = -(-int(pending.sum()) // READ_BACK_AT_ONCE)
-        for part in range(slices):
-            reading.read_slice(_in_slice(part, slices))
+        positions = np.flatnonzero(pending)
+        for first in range(0, len(positions), READ_BACK_AT_ONCE):
+            part = positions[first : first + READ_BACK_AT_ONCE]
+            reading.read_slice(int(part[0]), int(part[-1]) + 1)
     _not_shown(plan, result, verification, pending, problems=reading.problems, verify_timeout=verify_timeout)
     verification.forms = merged_forms(*reading.learned)
     return verification
@@ -124,14 +125,14 @@ class _ReadBack:
     #: The forms each write shown in the service's own form taught.
     learned: list[dict[str, tuple[str, ...]]] = field(default_factory=list)
 
-    def read_slice(self, in_part: Callable[[str], bool]) -> None:
-        """Read the accounts ``in_part`` of the pending writes and check those writes; the people
-        found are held for this slice only."""
+    def read_slice(self, start: int, stop: int) -> None:
+        """Read the accounts of the pending writes from position ``start`` to ``stop`` and check
+        those writes; the people found are held for this slice only. (The plan holds its writes
+        account by account, so a slice covers whole accounts but at its ends.)"""
         plan, verification = self.plan, self.verification
         wanted: dict[str, set[str]] = {}
-        for _position, (_, item) in _pending(plan, self.pending):
-            if in_part(item.account_domain):
-                wanted.setdefault(item.account_domain, set()).update(looked_up_keys(item))
+        for _position, (_, item) in _pending(plan, self.pending, start, stop):
+            wanted.setdefault(item.account_domain, set()).update(looked_up_keys(item))
         listed, filter_used = read_accounts(
             self.client, self.table_id, sorted(wanted), self.page_size, plan.current_people
         )
@@ -139,11 +140,10 @@ class _ReadBack:
         index = people_index(listed, wanted)  # only the people the items look for are kept
         del wanted
         shown: dict[int, dict[str, Any]] = {}
-        for position, (kind, item) in _pending(plan, self.pending):
-            if in_part(item.account_domain):
-                found = self._check(position, kind, item, index.get(item.account_domain, {}))
-                if found is not None:
-                    shown[position] = found
+        for position, (kind, item) in _pending(plan, self.pending, start, stop):
+            found = self._check(position, kind, item, index.get(item.account_domain, {}))
+            if found is not None:
+                shown[position] = found
         del index
         if plan.ledger is not None and shown:
             fields = plan.ledger.fields
@@ -184,13 +184,6 @@ class _ReadBack:
         return back.found
 
 
-def _in_slice(part: int, slices: int) -> Callable[[str], bool]:
-    """Whether an account domain is in slice ``part`` of ``slices`` (every domain, for one slice)."""
-    if slices <= 1:
-        return lambda _domain: True
-    return lambda domain: zlib.crc32(domain.encode("utf-8", "surrogatepass")) % slices == part
-
-
 def _not_shown(
     plan: PeoplePlan,
     result: PeopleApplyResult,
@@ -224,10 +217,26 @@ def _not_shown(
 
 
 def _pending(
-    plan: PeoplePlan, pending: np.ndarray
+    plan: PeoplePlan, pending: np.ndarray, start: int = 0, stop: int | None = None
 ) -> Iterator[tuple[int, tuple[str, PlannedAdd | PlannedPatch | PlannedDelete]]]:
-    # Made again for each pass rather than held: a large plan's writes are many objects.
-    return ((position, write) for position, write in enumerate(planned_writes(plan)) if pending[position])
+    """The pending writes from position ``start`` to ``stop``, made objects a batch at a time for
+    each pass rather than held: a large plan's writes are many objects."""
+    stop = len(pending) if stop is None else stop
+    kinds: tuple[tuple[str, Sequence[PlannedAdd | PlannedPatch | PlannedDelete]], ...] = (
+        ("add", plan.adds),
+        ("patch", plan.patches),
+        ("delete", plan.repairs),
+        ("delete", plan.deletes),
+    )
+    offset = 0
+    for kind, writes in kinds:
+        low, high = max(start - offset, 0), min(stop - offset, len(writes))
+        for batch in range(low, high, PlannedWrites.BATCH):
+            made = writes[batch : min(batch + PlannedWrites.BATCH, high)]
+            for position, item in enumerate(made, start=offset + batch):
+                if pending[position]:
+                    yield position, (kind, item)
+        offset += len(writes)
 
 
 def planned_writes(plan: PeoplePlan) -> Iterator[tuple[str, PlannedAdd | PlannedPatch | PlannedDelete]]:
