@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from listsync.sync.fan_out import fan_out
 from listsync.sync.rows.apply import ApplyOutcome
 from listsync.sync.rows.cells import cell_values_equal
 from listsync.sync.rows.diff import row_digests
@@ -286,13 +287,15 @@ def _cells_in(rows: Sequence[CurrentRow], column: str, start: int, stop: int) ->
 def _rows_by_id(
     client: ListSyncClient, table_id: str, row_ids: Sequence[str]
 ) -> tuple[dict[str, CurrentRow], int]:
-    """The rows of ``row_ids`` that exist, by id, and the GET requests it took.
+    """The rows of ``row_ids`` that exist, by id, and the GET requests it took; the reads of
+    :data:`ROW_IDS_PER_READ` ids go several at once (the client's ``max_in_flight``).
 
     Ids not answered are asked again (a service may cap the answer) until an answer brings none.
     """
-    found: dict[str, CurrentRow] = {}
-    requests = 0
-    for start in range(0, len(row_ids), ROW_IDS_PER_READ):
+
+    def read(start: int) -> tuple[dict[str, CurrentRow], int]:
+        found: dict[str, CurrentRow] = {}
+        requests = 0
         pending = list(row_ids[start : start + ROW_IDS_PER_READ])
         while pending:
             requests += 1
@@ -301,6 +304,14 @@ def _rows_by_id(
             if not answered:
                 break
             pending = [row_id for row_id in pending if row_id not in found]
+        return found, requests
+
+    found: dict[str, CurrentRow] = {}
+    requests = 0
+    starts = range(0, len(row_ids), ROW_IDS_PER_READ)
+    for part, asked in fan_out(read, starts, at_once=client.max_in_flight):
+        found.update(part)
+        requests += asked
     return found, requests
 
 
