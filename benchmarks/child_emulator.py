@@ -3,17 +3,24 @@
 The child runs the same script with ``--serve-emulator``: it builds its List state in memory,
 prints the base URL and serves until its standard input closes. Serving from another process
 keeps the emulator's work off the measured process's GIL.
+
+Also what the whole-job benchmarks (``people_job.py``, ``rows_upsert.py --job``) share: the
+emulator's request count and latency fault, and the figures of one night's job, run in a process
+of its own (:func:`night_figures`).
 """
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
-from collections.abc import Mapping
-from types import TracebackType
+import time
+from collections.abc import Callable, Mapping
+from types import ModuleType, TracebackType
 from typing import Any
 
 import httpx
+from rss import peak_rss_mib
 
 SERVE_FLAG = "--serve-emulator"
 
@@ -57,3 +64,87 @@ def requests_by_kind(url: str, endpoints: Mapping[str, str]) -> dict[str, int]:
     """Requests the emulator at ``url`` received, per kind (kind -> endpoint name of its stats)."""
     stats = httpx.get(f"{url}/_emulator/stats").json()["endpoints"]
     return {kind: stats.get(endpoint, {}).get("requests", 0) for kind, endpoint in endpoints.items()}
+
+
+def all_requests(url: str) -> int:
+    """Every ``/v1`` request the emulator at ``url`` received so far."""
+    stats = httpx.get(f"{url}/_emulator/stats").json()["endpoints"]
+    return sum(int(endpoint["requests"]) for endpoint in stats.values())
+
+
+def add_latency(url: str, seconds: float) -> None:
+    """Make the emulator at ``url`` add ``seconds`` to every ``/v1`` request (none for 0)."""
+    if seconds > 0:
+        rules = [{"endpoint": "*", "kind": "latency", "latency_seconds": seconds}]
+        httpx.post(f"{url}/_emulator/faults", json={"rules": rules}).raise_for_status()
+
+
+# -- one night's job, in a process of its own ---------------------------------------------------
+
+
+def record_memory_guards() -> list[Any]:
+    """The memory guards the job makes from now on, kept to read their estimate of the peak."""
+    from listsync.sync import job
+    from listsync.sync.memory import MemoryGuard
+
+    made: list[MemoryGuard] = []
+
+    class Recorded(MemoryGuard):
+        def __init__(self, *args: Any, **options: Any) -> None:
+            super().__init__(*args, **options)
+            made.append(self)
+
+    job.MemoryGuard = Recorded  # type: ignore[misc]
+    return made
+
+
+def timing_steps(
+    module: ModuleType, names: Mapping[str, str], seconds: dict[str, float], peaks: dict[str, float]
+) -> None:
+    """Time the steps a job calls (``names``: function name in ``module`` -> step), and take the
+    process's peak RSS at the end of each (the step that raises it is where it is)."""
+
+    def timed(function: Callable[..., Any], step: str) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                seconds[step] = seconds.get(step, 0.0) + time.perf_counter() - started
+                peaks[step] = peak_rss_mib()
+
+        return wrapper
+
+    for name, step in names.items():
+        function = getattr(module, name, None)
+        if function is not None:
+            setattr(module, name, timed(function, step))
+
+
+def night_figures(
+    job: Callable[[], dict[str, Any]], module: ModuleType, names: Mapping[str, str]
+) -> dict[str, Any]:
+    """In a night's process: run ``job`` (the whole job, client made to summary returned) once,
+    its steps timed (:func:`timing_steps`); its figures: ``seconds``, peak RSS (``rss``), seconds
+    and peak by step, the warnings ``listsync`` logged, the memory guard's ``estimate`` (MiB) and
+    the ``summary``."""
+    warnings: list[str] = []
+
+    class Warnings(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            warnings.append(record.getMessage()[:300])
+
+    logging.getLogger("listsync").addHandler(Warnings(logging.WARNING))
+    guards = record_memory_guards()
+    steps: dict[str, float] = {}
+    peaks: dict[str, float] = {}
+    timing_steps(module, names, steps, peaks)
+    started = time.perf_counter()
+    summary = job()
+    seconds = time.perf_counter() - started
+    steps["other"] = seconds - sum(steps.values())
+    peaks["other"] = peak_rss_mib()
+    figures: dict[str, Any] = {"seconds": seconds, "rss": peaks["other"], "steps": steps, "peaks": peaks}
+    figures["warnings"] = warnings
+    figures["estimate"] = guards[-1].estimate() / 2**20
+    return {**figures, "summary": summary}

@@ -61,10 +61,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-from child_emulator import SERVE_FLAG, ChildEmulator, serve_until_stdin_closes
+from child_emulator import (
+    SERVE_FLAG,
+    ChildEmulator,
+    add_latency,
+    all_requests,
+    night_figures,
+    serve_until_stdin_closes,
+)
 from people_sync import API_KEY, COLUMN_MAP, TABLE
-from rss import peak_rss_mib
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 SEED = 20261128
@@ -351,18 +356,6 @@ def serve_emulator(domains_path: Path) -> None:
     serve_until_stdin_closes(app)
 
 
-def all_requests(url: str) -> int:
-    """Every ``/v1`` request the emulator at ``url`` received so far."""
-    stats = httpx.get(f"{url}/_emulator/stats").json()["endpoints"]
-    return sum(int(endpoint["requests"]) for endpoint in stats.values())
-
-
-def add_latency(url: str, seconds: float) -> None:
-    if seconds > 0:
-        rules = [{"endpoint": "*", "kind": "latency", "latency_seconds": seconds}]
-        httpx.post(f"{url}/_emulator/faults", json={"rules": rules}).raise_for_status()
-
-
 # -- one night, in a child process --------------------------------------------------------------
 
 STEPS = {
@@ -374,88 +367,39 @@ STEPS = {
 }
 
 
-def timing_steps(seconds: dict[str, float], peaks: dict[str, float]) -> None:
-    """Time the steps the people sync calls (the names ``listsync.sync.people.sync`` uses), and
-    take the process's peak RSS at the end of each (the step that raises it is where it is)."""
-    from listsync.sync.people import sync as module
-
-    def timed(function: Callable[..., Any], step: str) -> Callable[..., Any]:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
-            try:
-                return function(*args, **kwargs)
-            finally:
-                seconds[step] = seconds.get(step, 0.0) + time.perf_counter() - started
-                peaks[step] = peak_rss_mib()
-
-        return wrapper
-
-    for name, step in STEPS.items():
-        function = getattr(module, name, None)
-        if function is not None:
-            setattr(module, name, timed(function, step))
-
-
 def night(url: str, extract: Path, state: str, plan: str, in_flight: int) -> None:
-    """Child process: one whole ``sync_people`` of ``extract``; print its figures as JSON."""
-    import logging
-
+    """Child process: one whole ``sync_people`` of ``extract``; print its figures as JSON. The
+    steps timed are the functions the people sync calls (the names ``listsync.sync.people.sync``
+    uses)."""
     from listsync.client import ListSyncClient
     from listsync.extract.sources import read_extract
     from listsync.sync import SyncSettings
+    from listsync.sync.people import sync as module
     from listsync.sync.people import sync_people
 
-    warnings: list[str] = []
+    def job() -> dict[str, Any]:
+        with ListSyncClient(url, API_KEY, timeout=120.0, max_in_flight=in_flight) as client:
+            return sync_people(
+                client,
+                TABLE,
+                read_extract(extract),
+                COLUMN_MAP,
+                mode="mirror",
+                delete_scope="accounts_in_source",
+                settings=SyncSettings(
+                    max_delete_fraction=0.2, plan_path=plan, fail_on_error=False, state_path=state
+                ),
+            )
 
-    class Warnings(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            warnings.append(record.getMessage()[:300])
-
-    logging.getLogger("listsync").addHandler(Warnings(logging.WARNING))
-    guards = record_memory_guards()
-    steps: dict[str, float] = {}
-    peaks: dict[str, float] = {}
-    timing_steps(steps, peaks)
-    started = time.perf_counter()
-    with ListSyncClient(url, API_KEY, timeout=120.0, max_in_flight=in_flight) as client:
-        summary = sync_people(
-            client,
-            TABLE,
-            read_extract(extract),
-            COLUMN_MAP,
-            mode="mirror",
-            delete_scope="accounts_in_source",
-            settings=SyncSettings(
-                max_delete_fraction=0.2, plan_path=plan, fail_on_error=False, state_path=state
-            ),
-        )
-    seconds = time.perf_counter() - started
-    steps["other"] = seconds - sum(steps.values())
-    peaks["other"] = peak_rss_mib()
-    figures = {"seconds": seconds, "rss": peaks["other"], "steps": steps, "peaks": peaks}
-    figures["warnings"] = warnings
-    figures["estimate"] = guards[-1].estimate() / 2**20
-    print(json.dumps({**figures, "summary": summary}))
+    print(json.dumps(night_figures(job, module, STEPS)))
 
 
-def record_memory_guards() -> list[Any]:
-    """The memory guards the job makes from now on, kept to read their estimate of the peak."""
-    from listsync.sync import job
-    from listsync.sync.memory import MemoryGuard
-
-    made: list[MemoryGuard] = []
-
-    class Recorded(MemoryGuard):
-        def __init__(self, *args: Any, **options: Any) -> None:
-            super().__init__(*args, **options)
-            made.append(self)
-
-    job.MemoryGuard = Recorded  # type: ignore[misc]
-    return made
-
-
-def run_night(url: str, extract: Path, folder: Path, in_flight: int) -> dict[str, Any]:
-    command = [sys.executable, __file__, "--night", str(extract), "--url", url]
+def run_night(
+    url: str, extract: Path, folder: Path, in_flight: int, script: str = __file__
+) -> dict[str, Any]:
+    """One night: ``script --night extract`` in a process of its own (its state and plan file in
+    ``folder``); its figures, with every ``/v1`` request the emulator received meanwhile."""
+    command = [sys.executable, script, "--night", str(extract), "--url", url]
     command += ["--state", str(folder / "state"), "--plan", str(folder / "plan.jsonl")]
     command += ["--night-in-flight", str(in_flight)]
     before = all_requests(url)
@@ -489,6 +433,33 @@ class Night:
         return seconds
 
 
+def run_nights(
+    script: str,
+    emulator_args: tuple[str, ...],
+    extracts: list[Path],
+    latencies: list[float],
+    in_flights: list[int],
+    folder: Path,
+    show: Callable[[Night], str],
+) -> list[Night]:
+    """Every (latency, in-flight) of the matrix: a fresh emulator (``script`` serving with
+    ``emulator_args``), the latency added to its every request, then one night per extract, each
+    in a process of its own (``script --night``), their sync state kept across them; each night
+    printed as ``show`` makes it as soon as it is done."""
+    nights = []
+    for latency in latencies:
+        for in_flight in in_flights:
+            run = folder / f"run-{latency}-{in_flight}"
+            run.mkdir()
+            with ChildEmulator(script, *emulator_args) as url:
+                add_latency(url, latency)
+                for number, extract in enumerate(extracts, start=1):
+                    figures = run_night(url, extract, run, in_flight, script)
+                    nights.append(Night(latency, in_flight, number, figures))
+                    print(show(nights[-1]), flush=True)
+    return nights
+
+
 def run_matrix(
     crm: Crm, latencies: list[float], in_flights: list[int], folder: Path
 ) -> tuple[list[Night], list[int]]:
@@ -498,17 +469,15 @@ def run_matrix(
     write_extract(crm.first_night, extracts[0])
     write_extract(crm.second_night, extracts[1])
     minimum = minimum_writes(crm)
-    nights = []
-    for latency in latencies:
-        for in_flight in in_flights:
-            run = folder / f"run-{latency}-{in_flight}"
-            run.mkdir()
-            with ChildEmulator(__file__, "--domains", str(domains)) as url:
-                add_latency(url, latency)
-                for number, extract in enumerate((extracts[0], extracts[1], extracts[1]), start=1):
-                    figures = run_night(url, extract, run, in_flight)
-                    nights.append(Night(latency, in_flight, number, figures))
-                    print(row(nights[-1], minimum), flush=True)
+    nights = run_nights(
+        __file__,
+        ("--domains", str(domains)),
+        [extracts[0], extracts[1], extracts[1]],
+        latencies,
+        in_flights,
+        folder,
+        lambda night: row(night, minimum),
+    )
     return nights, minimum
 
 
@@ -534,8 +503,10 @@ def row(night: Night, minimum: list[int]) -> str:
     )
 
 
-def report(crm: Crm, nights: list[Night], minimum: list[int], latency: float, people: int) -> list[str]:
-    """The lines after the table: ratios, aims, and what looks wrong."""
+def latency_ratios(nights: list[Night], latency: float) -> list[str]:
+    """Per in-flight value, each night's wall time at ``latency`` over the same night's at 0 s
+    (aim: nights 1 and 2 <= 2x when more than one request is in flight); and how much faster
+    than one request at a time each in-flight value ran nights 1 and 2 at ``latency``."""
     lines = []
     by = {(n.latency, n.in_flight, n.night): n for n in nights}
     for in_flight in sorted({n.in_flight for n in nights}):
@@ -561,6 +532,12 @@ def report(crm: Crm, nights: list[Night], minimum: list[int], latency: float, pe
                     f"night {number} at {latency * 1000:g} ms: in-flight 1 {base.seconds:.1f} s, in-flight "
                     f"{in_flight} {mine.seconds:.1f} s ({base.seconds / mine.seconds:.1f}x faster)"
                 )
+    return lines
+
+
+def report(crm: Crm, nights: list[Night], minimum: list[int], latency: float, people: int) -> list[str]:
+    """The lines after the table: ratios, aims, and what looks wrong."""
+    lines = latency_ratios(nights, latency)
     if people >= 1_000_000:
         for n in nights:
             if n.latency == latency and n.night == 2:
