@@ -570,6 +570,13 @@ def job_report(accounts: Accounts, nights: list[Night], latency: float) -> list[
                 f"write requests {s['requests']} against a minimum of {minimum[n.night - 1]} "
                 f"(planned {s.get('planned')})"
             )
+        share = n.figures["estimate"] / n.figures["rss"]
+        if share < 0.8:  # the guard would let through a run that needs more than its limit
+            peaks = ", ".join(f"{step} {mib:,.0f}" for step, mib in n.figures["peaks"].items())
+            odd.append(
+                f"the memory guard's estimate is {share:.2f} of the peak RSS; the peak (MiB) at the end "
+                f"of each step: {peaks}"
+            )
         if odd:
             reasons = s.get("failure_reasons", {})
             lines.append(
