@@ -367,15 +367,16 @@ STEPS = {
 }
 
 
-def night(url: str, extract: Path, state: str, plan: str, in_flight: int) -> None:
-    """Child process: one whole ``sync_people`` of ``extract``; print its figures as JSON. The
-    steps timed are the functions the people sync calls (the names ``listsync.sync.people.sync``
-    uses)."""
+def night(url: str, extract: Path, state: str, plan: str, in_flight: int, dry_run_memory: str | None) -> None:
+    """Child process: one whole ``sync_people`` of ``extract`` (a dry run with ``max_memory`` at
+    ``dry_run_memory`` when given); print its figures as JSON. The steps timed are the functions
+    the people sync calls (the names ``listsync.sync.people.sync`` uses)."""
     from listsync.client import ListSyncClient
     from listsync.extract.sources import read_extract
     from listsync.sync import SyncSettings
     from listsync.sync.people import sync as module
     from listsync.sync.people import sync_people
+    from listsync.sync.settings import MAX_MEMORY_AUTO
 
     def job() -> dict[str, Any]:
         with ListSyncClient(url, API_KEY, timeout=120.0, max_in_flight=in_flight) as client:
@@ -387,7 +388,12 @@ def night(url: str, extract: Path, state: str, plan: str, in_flight: int) -> Non
                 mode="mirror",
                 delete_scope="accounts_in_source",
                 settings=SyncSettings(
-                    max_delete_fraction=0.2, plan_path=plan, fail_on_error=False, state_path=state
+                    max_delete_fraction=0.2,
+                    plan_path=plan,
+                    fail_on_error=False,
+                    state_path=state,
+                    dry_run=dry_run_memory is not None,
+                    max_memory=dry_run_memory or MAX_MEMORY_AUTO,
                 ),
             )
 
@@ -395,13 +401,21 @@ def night(url: str, extract: Path, state: str, plan: str, in_flight: int) -> Non
 
 
 def run_night(
-    url: str, extract: Path, folder: Path, in_flight: int, script: str = __file__
+    url: str,
+    extract: Path,
+    folder: Path,
+    in_flight: int,
+    script: str = __file__,
+    dry_run_memory: str | None = None,
 ) -> dict[str, Any]:
     """One night: ``script --night extract`` in a process of its own (its state and plan file in
-    ``folder``); its figures, with every ``/v1`` request the emulator received meanwhile."""
+    ``folder``; a dry run with that ``max_memory`` when ``dry_run_memory`` is given); its figures,
+    with every ``/v1`` request the emulator received meanwhile."""
     command = [sys.executable, script, "--night", str(extract), "--url", url]
     command += ["--state", str(folder / "state"), "--plan", str(folder / "plan.jsonl")]
     command += ["--night-in-flight", str(in_flight)]
+    if dry_run_memory is not None:
+        command += ["--night-dry-run", dry_run_memory]
     before = all_requests(url)
     done = subprocess.run(command, check=False, capture_output=True, text=True)
     if done.returncode != 0:
@@ -421,6 +435,8 @@ class Night:
     in_flight: int
     night: int
     figures: dict[str, Any]
+    #: The ``max_memory`` of a dry run of the night, or ``None`` for the night itself.
+    dry_run: str | None = None
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -441,11 +457,13 @@ def run_nights(
     in_flights: list[int],
     folder: Path,
     show: Callable[[Night], str],
+    dry_run: tuple[int, str] | None = None,
 ) -> list[Night]:
     """Every (latency, in-flight) of the matrix: a fresh emulator (``script`` serving with
     ``emulator_args``), the latency added to its every request, then one night per extract, each
     in a process of its own (``script --night``), their sync state kept across them; each night
-    printed as ``show`` makes it as soon as it is done."""
+    printed as ``show`` makes it as soon as it is done. ``dry_run`` (night number, ``max_memory``):
+    that night is first run as a dry run with that memory limit."""
     nights = []
     for latency in latencies:
         for in_flight in in_flights:
@@ -454,6 +472,10 @@ def run_nights(
             with ChildEmulator(script, *emulator_args) as url:
                 add_latency(url, latency)
                 for number, extract in enumerate(extracts, start=1):
+                    if dry_run is not None and dry_run[0] == number:
+                        figures = run_night(url, extract, run, in_flight, script, dry_run[1])
+                        nights.append(Night(latency, in_flight, number, figures, dry_run[1]))
+                        print(show(nights[-1]), flush=True)
                     figures = run_night(url, extract, run, in_flight, script)
                     nights.append(Night(latency, in_flight, number, figures))
                     print(show(nights[-1]), flush=True)
@@ -461,7 +483,7 @@ def run_nights(
 
 
 def run_matrix(
-    crm: Crm, latencies: list[float], in_flights: list[int], folder: Path
+    crm: Crm, latencies: list[float], in_flights: list[int], folder: Path, dry_run_memory: str | None
 ) -> tuple[list[Night], list[int]]:
     domains = folder / "domains.txt"
     domains.write_text("\n".join(crm.domains), encoding="utf-8")
@@ -477,6 +499,7 @@ def run_matrix(
         in_flights,
         folder,
         lambda night: row(night, minimum),
+        (2, dry_run_memory) if dry_run_memory else None,
     )
     return nights, minimum
 
@@ -492,8 +515,9 @@ RULE = "|" + "---|" * (HEADER.count(" | ") + 1)
 def row(night: Night, minimum: list[int]) -> str:
     s, steps = night.summary, night.figures["steps"]
     timed = ", ".join(f"{name} {value:.1f}" for name, value in steps.items())
+    label = f"{night.night} dry run, max_memory {night.dry_run}" if night.dry_run else f"{night.night}"
     return (
-        f"| {night.latency * 1000:g} ms | {night.in_flight} | {night.night} | {night.seconds:.1f} "
+        f"| {night.latency * 1000:g} ms | {night.in_flight} | {label} | {night.seconds:.1f} "
         f"| {night.figures['rss']:,.0f} | {night.figures['estimate']:,.0f} "
         f"({night.figures['estimate'] / night.figures['rss']:.2f}) "
         f"| {s['requests']['total']:,} ({minimum[night.night - 1]:,}) "
@@ -508,7 +532,7 @@ def latency_ratios(nights: list[Night], latency: float) -> list[str]:
     (aim: nights 1 and 2 <= 2x when more than one request is in flight); and how much faster
     than one request at a time each in-flight value ran nights 1 and 2 at ``latency``."""
     lines = []
-    by = {(n.latency, n.in_flight, n.night): n for n in nights}
+    by = {(n.latency, n.in_flight, n.night): n for n in nights if not n.dry_run}
     for in_flight in sorted({n.in_flight for n in nights}):
         ratios = []
         for number in (1, 2, 3):
@@ -540,7 +564,7 @@ def report(crm: Crm, nights: list[Night], minimum: list[int], latency: float, pe
     lines = latency_ratios(nights, latency)
     if people >= 1_000_000:
         for n in nights:
-            if n.latency == latency and n.night == 2:
+            if n.latency == latency and n.night == 2 and not n.dry_run:
                 lines.append(
                     f"aim at 1,000,000: night 2 at {latency * 1000:g} ms, in-flight {n.in_flight}, <= 180 s: "
                     f"{'met' if n.seconds <= 180 else 'NOT met'} ({n.seconds:.1f} s)"
@@ -631,6 +655,11 @@ def main() -> None:
     parser.add_argument(
         "--in-flight", default="1,4", help="the client's max_in_flight values, comma-separated (default 1,4)"
     )
+    parser.add_argument(
+        "--dry-run-memory",
+        metavar="SIZE",
+        help="run night 2 first as a dry run with max_memory SIZE (e.g. 2GiB): the guard must let it through",
+    )
     parser.add_argument("--append-results", action="store_true", help="append a section to RESULTS.md")
     parser.add_argument(SERVE_FLAG, action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--domains", type=Path, help=argparse.SUPPRESS)
@@ -639,12 +668,13 @@ def main() -> None:
     parser.add_argument("--state", help=argparse.SUPPRESS)
     parser.add_argument("--plan", help=argparse.SUPPRESS)
     parser.add_argument("--night-in-flight", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--night-dry-run", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_emulator:
         serve_emulator(args.domains)
         return
     if args.night:
-        night(args.url, args.night, args.state, args.plan, args.night_in_flight)
+        night(args.url, args.night, args.state, args.plan, args.night_in_flight, args.night_dry_run)
         return
     command = shlex.join([".venv/bin/python", "benchmarks/people_job.py", *sys.argv[1:]])
     in_flights = [int(value) for value in args.in_flight.split(",")]
@@ -655,7 +685,7 @@ def main() -> None:
     print(HEADER)
     print(RULE)
     with tempfile.TemporaryDirectory() as folder:
-        nights, minimum = run_matrix(crm, latencies, in_flights, Path(folder))
+        nights, minimum = run_matrix(crm, latencies, in_flights, Path(folder), args.dry_run_memory)
     lines = report(crm, nights, minimum, args.latency, args.people)
     for line in lines:
         print(line)
