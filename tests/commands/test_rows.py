@@ -83,6 +83,16 @@ def test_dry_run_prints_the_plan_counts_and_writes_nothing(
     assert rows_emulator.rows(TABLE) == []
 
 
+def test_update_only_updates_the_rows_held_and_adds_none(
+    rows_emulator: LiveEmulator, accounts: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows_emulator.seed(TABLE, {"domain": "acme.com", "arr": 5})
+    assert upsert_rows(rows_emulator, accounts, "--mode", "update_only") == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["rows_updated"], summary["rows_added"], summary["rows_not_added"]) == (1, 0, 1)
+    assert rows_emulator.rows(TABLE) == [{"domain": "acme.com", "arr": 100, "metadata": {"tier": 1}}]
+
+
 def test_unsafe_deletes_exit_1_without_writing(
     rows_emulator: LiveEmulator, accounts: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -97,6 +107,7 @@ def test_unsafe_deletes_exit_1_without_writing(
     [
         (("--chunk-size", "add_rows=501"), "chunk_size for add_rows must be between 1 and 500"),
         (("--sql", "select 1"), "give --source FILE, or --sql QUERY with --sql-url URL"),
+        (("--mode", "update_only", "--delete-missing"), "mode 'update_only' never does"),
     ],
 )
 def test_bad_arguments_exit_2(

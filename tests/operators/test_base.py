@@ -122,3 +122,57 @@ def test_ingestion_writes_its_rejects_to_an_object_storage_uri(tmp_path: Path) -
     assert summary["rows_rejected"] == 2 and summary["events"] == 1
     assert [record["row"] for record in read_jsonl(tmp_path / "out" / "rejects.jsonl")] == [2, 3]
     assert "rejects.jsonl" in summary["rejects_path"]
+
+
+@pytest.mark.parametrize("name", ["people", "rows"])
+def test_trigger_params_set_the_mode_the_dry_run_and_the_delete_fraction(name: str) -> None:
+    operator_class, options = OPERATORS[name]
+    templated = {"mode": "{{ params.mode }}", "max_delete_fraction": "{{ params.fraction }}"}
+    if name == "people":
+        templated["delete_scope"] = "{{ params.scope }}"
+    operator = operator_class(
+        task_id="job", source="extract.csv", dry_run="{{ params.dry_run }}", **templated, **options
+    )
+    params = {"mode": "update_only", "dry_run": True, "fraction": 0.25, "scope": "list"}
+
+    operator.render_template_fields({"params": params, "ds": "2026-01-02"})
+
+    settings = operator.sync_settings({"params": params})
+    assert (settings.dry_run, settings.max_delete_fraction, operator.mode) == (True, 0.25, "update_only")
+    assert name == "rows" or operator.delete_scope == "list"
+
+
+@pytest.mark.parametrize(
+    ("parameter", "value", "message"),
+    [
+        ("dry_run", "perhaps", "dry_run must be true or false; got 'perhaps'"),
+        ("max_delete_fraction", "a tenth", "max_delete_fraction must be a number; got 'a tenth'"),
+        ("max_delete_fraction", "1.5", "max_delete_fraction"),
+    ],
+)
+def test_a_rendered_setting_that_makes_no_sense_fails_the_task_clearly(
+    parameter: str, value: str, message: str
+) -> None:
+    operator_class, options = OPERATORS["people"]
+    operator = operator_class(
+        task_id="job", source="extract.csv", **{parameter: "{{ params.value }}"}, **options
+    )
+    operator.render_template_fields({"params": {"value": value}})
+
+    with pytest.raises(ValueError, match=message):
+        operator.sync_settings({"params": {}})
+
+
+@pytest.mark.parametrize("name", ["people", "rows"])
+def test_an_unknown_mode_fails_when_the_dag_is_parsed(name: str) -> None:
+    operator_class, options = OPERATORS[name]
+    with pytest.raises(ValueError, match="mode must be one of"):
+        operator_class(task_id="job", source="extract.csv", mode="replace", **options)
+
+
+def test_rows_deletes_go_with_the_upsert_mode_alone() -> None:
+    operator_class, options = OPERATORS["rows"]
+    with pytest.raises(ValueError, match="delete_missing deletes rows, which mode 'insert_only' never does"):
+        operator_class(
+            task_id="job", source="extract.csv", mode="insert_only", delete_missing=True, **options
+        )

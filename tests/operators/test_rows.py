@@ -91,6 +91,9 @@ def test_templated_fields_are_the_documented_ones() -> None:
         "state_path",
         "user_id",
         "shard",
+        "mode",
+        "max_delete_fraction",
+        "is_dry_run",
     }
     assert all(hasattr(operator, name) for name in operator.template_fields)
 

@@ -32,10 +32,12 @@ from listsync.commands.common import (
     sync_settings,
 )
 
-__all__ = ["API_KEY_ENV", "WRITE_KINDS", "register", "run"]
+__all__ = ["API_KEY_ENV", "MODES", "WRITE_KINDS", "register", "run"]
 
-# The request kinds of a people sync (listsync.sync.people), spelt here so --help stays cheap.
+# The request kinds and modes of a people sync (listsync.sync.people), spelt here so --help
+# stays cheap.
 WRITE_KINDS = ("add", "patch", "delete")
+MODES = ("upsert", "mirror", "update_only", "insert_only")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -62,7 +64,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
 
     sync = parser.add_argument_group("sync")
-    sync.add_argument("--mode", choices=("upsert", "mirror"), default="upsert", help="default upsert")
+    sync.add_argument(
+        "--mode",
+        choices=MODES,
+        default="upsert",
+        help=(
+            "upsert (default: add and patch), mirror (also delete people not in the extract), "
+            "update_only (patch, add no one), insert_only (add, patch no one)"
+        ),
+    )
     sync.add_argument(
         "--delete-scope",
         choices=("accounts_in_source", "list"),

@@ -32,10 +32,12 @@ from listsync.commands.common import (
     sync_settings,
 )
 
-__all__ = ["API_KEY_ENV", "WRITE_KINDS", "register", "run"]
+__all__ = ["API_KEY_ENV", "MODES", "WRITE_KINDS", "register", "run"]
 
-# The request kinds of a rows upsert (listsync.sync.rows), spelt here so --help stays cheap.
+# The request kinds and modes of a rows upsert (listsync.sync.rows), spelt here so --help stays
+# cheap.
 WRITE_KINDS = ("add_rows", "update_cells", "delete_rows")
+MODES = ("upsert", "update_only", "insert_only")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -82,7 +84,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     upsert = parser.add_argument_group("upsert")
     upsert.add_argument(
-        "--delete-missing", action="store_true", help="delete List rows whose key is not in the extract"
+        "--mode",
+        choices=MODES,
+        default="upsert",
+        help="upsert (default: add and update), update_only (add no row), insert_only (update no row)",
+    )
+    upsert.add_argument(
+        "--delete-missing",
+        action="store_true",
+        help="delete List rows whose key is not in the extract (with --mode upsert)",
     )
     upsert.add_argument(
         "--chunk-size",
@@ -109,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
     from listsync.client import ListSyncClient
     from listsync.extract.mapping import check_rows_column_map, rows_key_column
     from listsync.sync.rows import chunk_sizes, upsert_rows
+    from listsync.sync.settings import check_rows_mode
 
     overall = [size for kind, size in args.chunk_size if kind is None]
     by_kind = {kind: size for kind, size in args.chunk_size if kind is not None}
@@ -120,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
         column_map = dict(args.column_map)
         source_key = check_option("--map", rows_key_column, column_map, args.key_column)
         check_option("--map", check_rows_column_map, column_map, source_key, args.json_columns)
+        check_rows_mode(args.mode, args.delete_missing)
         check_source_file(args)
         sizes = chunk_sizes(overall[-1] if overall else None)
         sizes = chunk_sizes({**sizes, **by_kind})
@@ -142,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
                 json_columns=args.json_columns,
                 delete_missing=args.delete_missing,
                 chunk_size=sizes,
+                mode=args.mode,
                 settings=settings,
             ),
             base_url=args.base_url,

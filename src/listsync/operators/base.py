@@ -35,7 +35,47 @@ if TYPE_CHECKING:
     from listsync.client import ListSyncClient
     from listsync.hooks.listsync import ListSyncHook
 
-__all__ = ["ListSyncExtractOperator", "ListSyncPlanOperator"]
+__all__ = [
+    "ListSyncExtractOperator",
+    "ListSyncPlanOperator",
+    "holds_template",
+    "rendered_bool",
+    "rendered_float",
+]
+
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0", "")
+
+
+def holds_template(value: object) -> bool:
+    """Whether ``value`` is text still holding a Jinja template: the DAG is being parsed, and the
+    value is checked once rendered, as the task runs."""
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+def rendered_bool(value: object, parameter: str) -> bool:
+    """A templated flag as rendered: a bool, or its text (``"True"``, ``"false"``, ``"1"``...),
+    which is what a template such as ``"{{ params.dry_run }}"`` renders to.
+
+    :raises ValueError: any other value, naming ``parameter``.
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ValueError(f"{parameter} must be true or false; got {value!r}")
+
+
+def rendered_float(value: object, parameter: str) -> float:
+    """A templated number as rendered: a number, or its text.
+
+    :raises ValueError: anything else, naming ``parameter``.
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        raise ValueError(f"{parameter} must be a number; got {value!r}") from None
 
 
 class ListSyncExtractOperator(BaseOperator):
@@ -45,7 +85,8 @@ class ListSyncExtractOperator(BaseOperator):
     :param sql: a query giving the extract, run on ``sql_conn_id``.
     :param sql_conn_id: the Airflow database connection ``sql`` runs on.
     :param rejects_path: where rejected rows go, as JSON lines: a local path or an object-storage URI.
-    :param dry_run: do everything but send writes.
+    :param dry_run: do everything but send writes. The List operators template it (as the
+        attribute ``is_dry_run``), so a trigger's params can set it: ``"{{ params.dry_run }}"``.
     :param listsync_conn_id: the ``listsync`` connection.
     :param naive_timezone: the zone (IANA name) of extract timestamps written without an offset.
     :param encoding: the text encoding of a CSV or JSON lines ``source`` (default UTF-8, where a
@@ -67,7 +108,7 @@ class ListSyncExtractOperator(BaseOperator):
         sql: str | None = None,
         sql_conn_id: str | None = None,
         rejects_path: str | None = None,
-        dry_run: bool = False,
+        dry_run: bool | str = False,
         listsync_conn_id: str = "listsync_default",
         naive_timezone: str = "UTC",
         encoding: str = "utf-8",
@@ -88,6 +129,11 @@ class ListSyncExtractOperator(BaseOperator):
         # Not self.dry_run: BaseOperator.dry_run() is a method Airflow calls.
         self.is_dry_run = dry_run
         self.listsync_conn_id = listsync_conn_id
+
+    @property
+    def runs_dry(self) -> bool:
+        """``dry_run`` as rendered (:func:`rendered_bool`)."""
+        return rendered_bool(self.is_dry_run, "dry_run")
 
     @cached_property
     def hook(self) -> ListSyncHook:
@@ -185,7 +231,7 @@ class ListSyncExtractOperator(BaseOperator):
         except ImportError:  # the module needs the provider, an optional install
             return None
         lineage = extract_lineage(source=self.source, sql=self.sql, sql_conn_id=self.sql_conn_id)
-        if not self.is_dry_run:
+        if not self.runs_dry:
             lineage.outputs = [service_dataset(self.hook.get_base_url(), self.service_dataset_name())]
         return lineage
 
@@ -198,8 +244,11 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
     ``verify_timeout`` and ``visibility_window``, with ``dry_run``, ``rejects_path`` and
     ``plan_path``, are the settings both List syncs share: :class:`~listsync.sync.settings.SyncSettings`
     says what each does. They are checked when the DAG is parsed, those that may hold a template
-    (the files, ``shard``) once rendered, as the task runs; a task that breaks one of their limits
-    fails without retries (:meth:`failing_the_airflow_way`). What is the operator's own:
+    (the files, ``shard``, ``dry_run``, ``max_delete_fraction``) once rendered, as the task runs; a
+    task that breaks one of their limits fails without retries (:meth:`failing_the_airflow_way`).
+    ``dry_run`` and ``max_delete_fraction`` may be templates rendering to text (``"True"``,
+    ``"0.25"``), so that a run triggered with params can set them (a reviewed clean-up allowed a
+    larger delete for one night). What is the operator's own:
 
     :param table_id: the List.
     :param column_map: extract column → what it fills in the List.
@@ -222,7 +271,7 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         *,
         table_id: str,
         column_map: Mapping[str, str],
-        max_delete_fraction: float = 0.1,
+        max_delete_fraction: float | str = 0.1,
         overwrite_with_null: bool = False,
         fail_on_error: bool = True,
         plan_path: str | None = None,
@@ -280,16 +329,20 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         )
 
     def _settings(self) -> SyncSettings:
-        """The settings of the parameters that name no file; a ``shard`` that still holds a
-        template (the DAG being parsed) is left out."""
-        templated = self.shard is not None and ("{{" in self.shard or "{%" in self.shard)
+        """The settings of the parameters that name no file, as rendered; one that still holds a
+        template (the DAG being parsed) takes its default meanwhile."""
+        defaults = SyncSettings()
         return SyncSettings(
-            max_delete_fraction=self.max_delete_fraction,
+            max_delete_fraction=(
+                defaults.max_delete_fraction
+                if holds_template(self.max_delete_fraction)
+                else rendered_float(self.max_delete_fraction, "max_delete_fraction")
+            ),
             overwrite_with_null=self.overwrite_with_null,
-            dry_run=self.is_dry_run,
+            dry_run=not holds_template(self.is_dry_run) and self.runs_dry,
             fail_on_error=self.fail_on_error,
             max_reject_fraction=self.max_reject_fraction,
-            shard=None if templated else self.shard,
+            shard=None if holds_template(self.shard) else self.shard,
             max_memory=self.max_memory,
             fresh_state=self.fresh_state,
             verify_timeout=self.verify_timeout,

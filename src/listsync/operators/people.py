@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from listsync.client.writers import PEOPLE_PER_REQUEST
-from listsync.operators.base import ListSyncPlanOperator
+from listsync.operators.base import ListSyncPlanOperator, holds_template
 from listsync.sync.settings import DeleteScope, SyncMode, check_sync_options, people_chunk_sizes
 
 if TYPE_CHECKING:
@@ -49,10 +49,13 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
         lines). Give this or ``sql``. (templated)
     :param sql: a query giving the extract, run on ``sql_conn_id``. (templated)
     :param sql_conn_id: the Airflow database connection ``sql`` runs on.
-    :param mode: ``"upsert"`` (add and patch, never delete) or ``"mirror"`` (also delete people
-        not in the extract).
+    :param mode: ``"upsert"`` (add and patch, never delete), ``"mirror"`` (also delete people
+        not in the extract), ``"update_only"`` (patch the people the List holds, add no one) or
+        ``"insert_only"`` (add the people the List lacks, patch no one). (templated)
     :param delete_scope: in mirror mode, ``"accounts_in_source"`` (delete only within accounts the
-        extract names) or ``"list"`` (anywhere in the List).
+        extract names) or ``"list"`` (anywhere in the List). (templated)
+    :param max_delete_fraction: (templated) see :class:`~listsync.sync.settings.SyncSettings`.
+    :param dry_run: (templated, as ``is_dry_run``) see :class:`~listsync.sync.settings.SyncSettings`.
     :param chunk_size: people per request, one number or per kind
         (``{"add": 500, "patch": 500, "delete": 500}``); at most 500.
     :param listsync_conn_id: the connection to the service.
@@ -72,6 +75,10 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
         "state_path",
         "user_id",
         "shard",
+        "mode",
+        "delete_scope",
+        "max_delete_fraction",
+        "is_dry_run",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql", "column_map": "json"}
     ui_color = "#d7ecfa"
@@ -86,8 +93,9 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        # Checked at parse time, like the extract in the base class.
-        check_sync_options(mode, delete_scope)
+        # Checked at parse time, like the extract in the base class; templates once rendered.
+        if not holds_template(mode) and not holds_template(delete_scope):
+            check_sync_options(mode, delete_scope)
         people_chunk_sizes(chunk_size)
         self.mode = mode
         self.delete_scope = delete_scope

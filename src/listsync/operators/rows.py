@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from listsync.operators.base import ListSyncPlanOperator
-from listsync.sync.settings import rows_chunk_sizes
+from listsync.operators.base import ListSyncPlanOperator, holds_template
+from listsync.sync.settings import RowsMode, check_rows_mode, rows_chunk_sizes
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -40,7 +40,12 @@ class UpsertRowsOperator(ListSyncPlanOperator):
     :param source: the extract file: a local path or an object-storage URI. (templated)
     :param sql: a query giving the extract, run on ``sql_conn_id``. (templated)
     :param sql_conn_id: an Airflow database connection (postgres, sqlite...) for ``sql``.
-    :param delete_missing: delete List rows whose key is not in the extract.
+    :param delete_missing: delete List rows whose key is not in the extract (with ``mode="upsert"``).
+    :param mode: ``"upsert"`` (default: add and update), ``"update_only"`` (update the rows the
+        List holds, add none: an hourly score refresh that must not create accounts) or
+        ``"insert_only"`` (add the rows the List lacks, update none). (templated)
+    :param max_delete_fraction: (templated) see :class:`~listsync.sync.settings.SyncSettings`.
+    :param dry_run: (templated, as ``is_dry_run``) see :class:`~listsync.sync.settings.SyncSettings`.
     :param chunk_size: items per request: one number for every kind, or a mapping with keys
         ``add_rows``, ``update_cells``, ``delete_rows``; by default the service's caps.
     :param listsync_conn_id: the ``listsync`` connection.
@@ -62,6 +67,9 @@ class UpsertRowsOperator(ListSyncPlanOperator):
         "state_path",
         "user_id",
         "shard",
+        "mode",
+        "max_delete_fraction",
+        "is_dry_run",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql", "column_map": "json"}
     ui_color = "#d6eaf8"
@@ -74,11 +82,15 @@ class UpsertRowsOperator(ListSyncPlanOperator):
         chunk_size: int | Mapping[str, int] | None = None,
         key_kind: Literal["domain", "text"] = "domain",
         json_columns: Collection[str] = (),
+        mode: RowsMode = "upsert",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        # Checked at parse time, like the extract in the base class.
+        # Checked at parse time, like the extract in the base class; a template once rendered.
         rows_chunk_sizes(chunk_size)
+        if not holds_template(mode):
+            check_rows_mode(mode, delete_missing)
+        self.mode = mode
         self.key_column = key_column
         self.delete_missing = delete_missing
         self.chunk_size = chunk_size
@@ -100,5 +112,6 @@ class UpsertRowsOperator(ListSyncPlanOperator):
                 json_columns=self.json_columns,
                 delete_missing=self.delete_missing,
                 chunk_size=self.chunk_size,
+                mode=self.mode,
                 settings=self.sync_settings(context),
             )

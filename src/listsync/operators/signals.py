@@ -216,7 +216,7 @@ class IngestSignalsOperator(ListSyncExtractOperator):
         from listsync.signals.ingest import ingest_events
         from listsync.triggers.rate_limit import RateLimitWindowTrigger
 
-        client = None if self.is_dry_run else self.get_client()
+        client = None if self.runs_dry else self.get_client()
         frames = self.read_extract()
         # A local file takes the rejects as they come; one in object storage is written at the end.
         target = self.output_file(self.rejects_path)
@@ -241,7 +241,7 @@ class IngestSignalsOperator(ListSyncExtractOperator):
                 batch_size=self.batch_size,
                 checkpoints=checkpoints,
                 max_wait=self.defer_after_seconds if self.deferrable else None,
-                dry_run=self.is_dry_run,
+                dry_run=self.runs_dry,
                 naive_timezone=self.naive_timezone,
                 rejects_file=rejects_file,
                 deferred_seconds=deferred_seconds,

@@ -35,19 +35,24 @@ __all__ = [
     "MAX_MEMORY_AUTO",
     "PEOPLE_WRITE_KINDS",
     "ROWS_CHUNK_CAPS",
+    "ROWS_MODES",
     "SYNC_MODES",
     "UPDATE_CELLS",
     "VERIFY_TIMEOUT",
     "VISIBILITY_WINDOW",
     "DeleteScope",
+    "RowsMode",
     "SyncMode",
     "SyncSettings",
+    "adds_allowed",
+    "check_rows_mode",
     "check_sync_options",
     "default_max_memory",
     "format_bytes",
     "parse_max_memory",
     "people_chunk_sizes",
     "rows_chunk_sizes",
+    "updates_allowed",
 ]
 
 
@@ -118,10 +123,27 @@ def format_bytes(size: float) -> str:
 
 # --- the people sync -----------------------------------------------------------------------
 
-SyncMode = Literal["upsert", "mirror"]
+#: ``upsert`` adds and updates; ``mirror`` also deletes what the extract lacks; ``update_only``
+#: updates what the List holds and adds nothing (an hourly score refresh must not create
+#: accounts); ``insert_only`` adds what the List lacks and changes nothing it holds.
+SyncMode = Literal["upsert", "mirror", "update_only", "insert_only"]
 DeleteScope = Literal["accounts_in_source", "list"]
-SYNC_MODES: tuple[str, ...] = ("upsert", "mirror")
+SYNC_MODES: tuple[str, ...] = ("upsert", "mirror", "update_only", "insert_only")
 DELETE_SCOPES: tuple[str, ...] = ("accounts_in_source", "list")
+#: The rows upsert's modes: its deletes are ``delete_missing``, allowed with ``upsert`` alone.
+RowsMode = Literal["upsert", "update_only", "insert_only"]
+ROWS_MODES: tuple[str, ...] = ("upsert", "update_only", "insert_only")
+
+
+def adds_allowed(mode: str) -> bool:
+    """Whether a sync in ``mode`` adds what the List lacks."""
+    return mode != "update_only"
+
+
+def updates_allowed(mode: str) -> bool:
+    """Whether a sync in ``mode`` updates what the List holds."""
+    return mode != "insert_only"
+
 
 #: The people write kinds, as keys of ``chunk_size`` mappings and counted in summaries.
 PEOPLE_WRITE_KINDS: tuple[str, ...] = ("add", "patch", "delete")
@@ -136,6 +158,17 @@ def check_sync_options(mode: str, delete_scope: str) -> None:
         raise ValueError(f"mode must be one of {', '.join(SYNC_MODES)}; got {mode!r}")
     if delete_scope not in DELETE_SCOPES:
         raise ValueError(f"delete_scope must be one of {', '.join(DELETE_SCOPES)}; got {delete_scope!r}")
+
+
+def check_rows_mode(mode: str, delete_missing: bool) -> None:
+    """Check the rows upsert's ``mode`` and ``delete_missing`` together.
+
+    :raises ValueError: an unknown mode, or deletes asked of a mode that only adds or only updates.
+    """
+    if mode not in ROWS_MODES:
+        raise ValueError(f"mode must be one of {', '.join(ROWS_MODES)}; got {mode!r}")
+    if delete_missing and mode != "upsert":
+        raise ValueError(f"delete_missing deletes rows, which mode {mode!r} never does; use mode='upsert'")
 
 
 def people_chunk_sizes(chunk_size: int | Mapping[str, int]) -> dict[str, int]:

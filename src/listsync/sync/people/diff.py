@@ -44,7 +44,7 @@ from listsync.sync.people.plan import (
     PlannedPatch,
     PlannedWrites,
 )
-from listsync.sync.settings import DeleteScope, SyncMode, check_sync_options
+from listsync.sync.settings import DeleteScope, SyncMode, adds_allowed, check_sync_options, updates_allowed
 from listsync.sync.state import DELETE, Digests, LastApplied
 
 
@@ -73,7 +73,10 @@ def plan_people_sync(
     :param fields: the person fields the extract carries (the targets of its column map); a
         field listed here but absent from a person is a null in the extract. None: the fields
         each person holds.
-    :param mode: ``"upsert"`` adds and patches; ``"mirror"`` also deletes.
+    :param mode: ``"upsert"`` adds and patches; ``"mirror"`` also deletes; ``"update_only"``
+        patches and adds no one (the people it would add are counted in ``not_added``);
+        ``"insert_only"`` adds and patches no one (the people it would patch are counted in
+        ``not_updated``).
     :param delete_scope: in mirror mode, delete only within the extract's accounts
         (``"accounts_in_source"``) or anywhere in the List (``"list"``).
     :param overwrite_with_null: a null in the extract erases the List's value.
@@ -89,9 +92,7 @@ def plan_people_sync(
     check_sync_options(mode, delete_scope)
     wanted = _source_people(source, fields)
     listed = current if isinstance(current, ListPeople) else list_frame(current)
-    return _Planner(
-        wanted, listed, mode == "mirror", delete_scope, overwrite_with_null, last_applied=last_applied
-    ).plan()
+    return _Planner(wanted, listed, mode, delete_scope, overwrite_with_null, last_applied=last_applied).plan()
 
 
 def _source_people(
@@ -129,13 +130,14 @@ class _Planner:
         self,
         wanted: ExtractPeople,
         listed: ListPeople,
-        mirror: bool,
+        mode: SyncMode,
         delete_scope: DeleteScope,
         overwrite: bool,
         *,
         last_applied: LastApplied | None = None,
     ) -> None:
-        self.wanted, self.listed, self.mirror, self.overwrite = wanted, listed, mirror, overwrite
+        self.wanted, self.listed, self.overwrite = wanted, listed, overwrite
+        self.mirror, self.mode = mode == "mirror", mode
         self.source, self.list = wanted.frame, listed.frame
         self.last_applied = last_applied
         self.forms: Forms = {} if last_applied is None else last_applied.forms
@@ -174,6 +176,8 @@ class _Planner:
         # (numbered in order of first appearance).
         grouped = np.argsort(numbered([source[ACCOUNT_DOMAIN]]), kind="stable")
         added = grouped[~found[grouped]]
+        if not adds_allowed(self.mode):
+            self.result.not_added, added = len(added), added[:0]
         if self.last_applied is not None and self.ledger is not None:
             added = added[self.last_applied.adds(self._source_keys(added), self.ledger)]
             self.ledger.add_keys = self._source_keys(added)
@@ -251,6 +255,13 @@ class _Planner:
                 differs, ledger, digests
             )
         self.result.unchanged += int((~differs & ~held).sum())
+        if not updates_allowed(self.mode):
+            self.result.not_updated, differs = int(differs.sum()), np.zeros_like(differs)
+            if self.ledger is not None:
+                self.ledger.patch_keys, self.ledger.patch_sent = (
+                    self.ledger.patch_keys[:0],
+                    self.ledger.patch_sent[:0],
+                )
         offsets = np.flatnonzero(differs)
         names = list(changed)
         wanted = _rows(self.source, positions[offsets], [ACCOUNT_DOMAIN, *names])

@@ -128,6 +128,9 @@ class PeoplePlan:
     :ivar repairs: in mirror mode, the extra copies of people the List holds more than once under
         one identity (a lost add of someone known only by phone or name leaves such copies): one
         copy of each is kept, these are deleted.
+    :ivar not_added: with ``mode="update_only"``, extract people the List lacks, left out.
+    :ivar not_updated: with ``mode="insert_only"``, List people whose fields differ from the
+        extract's, left as they are.
     """
 
     adds: Sequence[PlannedAdd] = field(default_factory=PlannedWrites)
@@ -141,6 +144,8 @@ class PeoplePlan:
     list_duplicates: int = 0
     conflicts: int = 0
     conflict_reasons: list[str] = field(default_factory=list)
+    not_added: int = 0
+    not_updated: int = 0
     ledger: PeopleLedger | None = None
 
     @property

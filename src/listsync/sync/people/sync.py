@@ -56,7 +56,8 @@ def sync_people(
     :param table_id: the List.
     :param frames: the extract's chunks (``read_extract``).
     :param column_map: extract column → person field or ``account_domain``.
-    :param mode: ``"upsert"`` (add and patch) or ``"mirror"`` (also delete people not in the extract).
+    :param mode: ``"upsert"`` (add and patch), ``"mirror"`` (also delete people not in the
+        extract), ``"update_only"`` (patch, add no one) or ``"insert_only"`` (add, patch no one).
     :param delete_scope: ``"accounts_in_source"`` or ``"list"`` (see :func:`plan_people_sync`).
     :param chunk_size: people per request, one number or per kind (see :func:`apply_people_plan`).
     :param default_region: region of phone numbers written without ``+``.
@@ -69,7 +70,9 @@ def sync_people(
         ``other_shards``; people ``added``,
         ``updated``, ``deleted``, ``unchanged``, ``failed`` (people not written, including the
         ``conflicts``: extract people whose identity several List people share), ``conflicts``,
-        ``not_found``; ``service_forms`` (writes the List shows in a form of its own),
+        ``not_found``; ``not_added`` (``update_only``: extract people the List lacks, left out),
+        ``not_updated`` (``insert_only``: List people that differ, left as they are);
+        ``service_forms`` (writes the List shows in a form of its own),
         ``unconfirmed`` (acknowledged writes not shown within ``verify_timeout``), ``awaiting``
         (writes of an earlier run still not shown, not sent again), ``edited_in_list`` (people
         edited in the List by hand since the last run, repaired); ``state`` (where it is kept);
@@ -235,6 +238,8 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
                 "failed": plan.conflicts + len(result.failed),
                 "conflicts": plan.conflicts,
                 "not_found": result.not_found,
+                "not_added": plan.not_added,
+                "not_updated": plan.not_updated,
                 "list_people": plan.current_people,
                 "list_duplicates": plan.list_duplicates,
                 "list_unidentified": plan.list_unidentified,

@@ -17,6 +17,7 @@ from listsync.sync.rows.cells import NONE_KIND, NUMBER_KIND, OTHER_KIND, to_cell
 from listsync.sync.rows.list_rows import CurrentRow, ListColumn, ListRows
 from listsync.sync.rows.plan import CellChange, DuplicateKey, RowAddition, RowRemoval, RowsLedger, RowsPlan
 from listsync.sync.rows.prepare import object_array
+from listsync.sync.settings import RowsMode, adds_allowed, check_rows_mode, updates_allowed
 from listsync.sync.state import DELETE, LastApplied
 
 
@@ -29,6 +30,7 @@ def plan_rows_upsert(
     overwrite_with_null: bool = False,
     normalize_key: Callable[[Any], str | None] | None = None,
     last_applied: LastApplied | None = None,
+    mode: RowsMode = "upsert",
 ) -> RowsPlan:
     """Diff the prepared extract rows against the List's current rows.
 
@@ -54,17 +56,22 @@ def plan_rows_upsert(
         ones last sent and whose List cells are the ones seen after is unchanged; writes the List
         has not shown yet, younger than the visibility window, are not planned again. The plan
         then carries a :class:`RowsLedger`. None: a live diff alone.
-    :raises ValueError: a desired row without a key, or two desired rows with the same key.
+    :param mode: ``"upsert"`` adds and updates; ``"update_only"`` adds no row (those it would add
+        are counted in ``not_added``); ``"insert_only"`` updates no cell (the rows it would update
+        are counted in ``not_updated``). ``delete_missing`` goes with ``"upsert"`` alone.
+    :raises ValueError: a desired row without a key, two desired rows with the same key, an
+        unknown mode, or ``delete_missing`` with a mode other than ``"upsert"``.
 
     The diff is a join on the key and a comparison per column over whole columns; Python
     objects are made only for what is planned (adds, cell updates, removals, duplicate keys).
     """
+    check_rows_mode(mode, delete_missing)
     partial = not isinstance(desired, pd.DataFrame)
     frame = desired if isinstance(desired, pd.DataFrame) else _rows_frame(desired, key_column)
     if not isinstance(current, ListRows):
         current = ListRows.from_rows(current, key_column, frame.columns, normalize_key or _default_key)
     return _RowsDiff(frame, current, key_column, overwrite_with_null, partial).plan(
-        delete_missing, last_applied
+        delete_missing, last_applied, mode
     )
 
 
@@ -148,7 +155,7 @@ class _RowsDiff:
             )
         return keys
 
-    def plan(self, delete_missing: bool, last_applied: LastApplied | None = None) -> RowsPlan:
+    def plan(self, delete_missing: bool, last_applied: LastApplied | None, mode: RowsMode) -> RowsPlan:
         plan = RowsPlan(key_column=self.key_column, list_rows=len(self.current))
         self.last_applied = last_applied
         if last_applied is not None:
@@ -161,6 +168,8 @@ class _RowsDiff:
         held = np.zeros(len(found), dtype=np.int64)
         held[found >= 0] = self.list_counts[found[found >= 0]]
         added = np.flatnonzero(held == 0)
+        if not adds_allowed(mode):
+            plan.not_added, added = len(added), added[:0]
         if last_applied is not None and self.ledger is not None:
             added = added[last_applied.adds(self.key_hashes[added], self.ledger)]
             self.ledger.add_keys, self.ledger.add_sent = self.key_hashes[added], self.sent[added]
@@ -178,6 +187,10 @@ class _RowsDiff:
             plan.unchanged = len(matched) - len({change.key for change in plan.changes})
         else:
             plan.changes, plan.unchanged = self._three_way(matched, listed)
+        if not updates_allowed(mode):
+            plan.not_updated, plan.changes = plan.changed_rows, []
+            if self.last_applied is not None:
+                self.ledger.updates = {}
 
         missing = np.ones(len(self.list_keys), dtype=bool)
         missing[found[found >= 0]] = False

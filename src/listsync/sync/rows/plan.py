@@ -57,7 +57,9 @@ class RowsPlan:
     """What an upsert would do, and the counts its summary needs.
 
     ``unchanged`` counts extract rows whose cells all match; ``list_rows`` counts the rows read
-    from the List (the denominator of the delete safety check).
+    from the List (the denominator of the delete safety check); ``not_added`` the rows a
+    ``update_only`` upsert left out, ``not_updated`` the rows an ``insert_only`` one left as they
+    are.
     """
 
     key_column: str
@@ -67,6 +69,8 @@ class RowsPlan:
     removals: list[RowRemoval] = field(default_factory=list)
     duplicate_keys: list[DuplicateKey] = field(default_factory=list)
     unchanged: int = 0
+    not_added: int = 0
+    not_updated: int = 0
     ledger: RowsLedger | None = None
 
     @property

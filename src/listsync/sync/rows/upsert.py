@@ -24,7 +24,7 @@ from listsync.sync.rows.plan import RowsPlan, plan_entries
 from listsync.sync.rows.prepare import PreparedRows, prepare_rows
 from listsync.sync.rows.read import list_key_normalizer, read_list_rows
 from listsync.sync.rows.verify import RowsVerification, verify_rows
-from listsync.sync.settings import SyncSettings
+from listsync.sync.settings import RowsMode, SyncSettings, check_rows_mode
 from listsync.sync.state import ADD, DELETE, PATCH, UNSEEN, StateEntries
 from listsync.sync.steps import build_summary
 
@@ -49,6 +49,7 @@ def upsert_rows(
     json_columns: Collection[str] = (),
     delete_missing: bool = False,
     chunk_size: int | Mapping[str, int] | None = None,
+    mode: RowsMode = "upsert",
     settings: SyncSettings = SyncSettings(),
 ) -> dict[str, Any]:
     """Make the List's rows match the extract, writing only what differs; return the JSON summary.
@@ -64,13 +65,18 @@ def upsert_rows(
     :param json_columns: extract columns whose text holds JSON to parse (jsonb needs no mark).
     :param delete_missing: delete List rows whose key is not in the extract.
     :param chunk_size: items per request, one number or a mapping by kind (see :func:`chunk_sizes`).
+    :param mode: ``"upsert"`` (add and update), ``"update_only"`` (update the rows the List holds,
+        add none) or ``"insert_only"`` (add the rows the List lacks, update none);
+        ``delete_missing`` goes with ``"upsert"`` alone.
     :param settings: what the rows upsert shares with the people sync: delete and reject limits,
         null overwrites, the dry run, the failure policy, the plan and rejects files, the shard
         (by normalised key), the memory limit and the state
         (:class:`~listsync.sync.settings.SyncSettings`).
     :return: the summary: ``shard``; extract rows ``read``, ``rejected``, ``duplicates``,
         ``other_shards``; ``rows_added``,
-        ``rows_updated``, ``cells_updated``, ``rows_deleted``, ``unchanged``, ``failed`` (extract
+        ``rows_updated``, ``cells_updated``, ``rows_deleted``, ``unchanged``, ``rows_not_added``
+        (``update_only``: rows the List lacks, left out), ``rows_not_updated`` (``insert_only``:
+        rows that differ, left as they are), ``failed`` (extract
         rows not written, including those blocked by a duplicate key, and rows not deleted),
         ``duplicate_keys_in_list``, ``rows_resent`` (row adds sent again after a re-read);
         ``unconfirmed``, ``awaiting``, ``edited_in_list`` and ``state``, as for people;
@@ -85,6 +91,7 @@ def upsert_rows(
     :raises MemoryLimitError: the upsert would take more than ``max_memory``; nothing was written.
     """
     sizes = chunk_sizes(chunk_size)  # a bad setting fails before anything is read
+    check_rows_mode(mode, delete_missing)
     source_key = rows_key_column(column_map, key_column)
     job = _RowsUpsert(
         client=client,
@@ -98,6 +105,7 @@ def upsert_rows(
         json_columns=json_columns,
         delete_missing=delete_missing,
         chunk_sizes=sizes,
+        mode=mode,
     )
     return job.run()
 
@@ -121,6 +129,7 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
     json_columns: Collection[str]
     delete_missing: bool
     chunk_sizes: dict[str, int]
+    mode: RowsMode
     #: GET rows requests the read of the List took (set by :meth:`plan`).
     read_requests: int = field(default=0, init=False)
 
@@ -157,6 +166,7 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
             delete_missing=self.delete_missing,
             overwrite_with_null=self.settings.overwrite_with_null,
             last_applied=self.last_applied,
+            mode=self.mode,
         )
         _log.info(
             "Plan for %s: %d rows to add, %d cells to update on %d rows, %d rows to delete, %d unchanged "
@@ -263,6 +273,8 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
                 "cells_updated": applied.cells_updated,
                 "rows_deleted": applied.rows_deleted,
                 "unchanged": plan.unchanged,
+                "rows_not_added": plan.not_added,
+                "rows_not_updated": plan.not_updated,
                 "failed": plan.blocked_by_duplicates + len(failed_rows) + len(applied.failed_keys("delete")),
                 "duplicate_keys_in_list": len(plan.duplicate_keys),
                 "rows_resent": applied.resent_rows,
@@ -281,6 +293,7 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
             table_id=self.table_id,
             shard=None if self.shard is None else str(self.shard),
             key_column=self.key_column,
+            mode=self.mode,
             delete_missing=self.delete_missing,
             dry_run=self.settings.dry_run,
             normalization_version=extract.normalization_version,
