@@ -26,7 +26,7 @@ LAYERS = [
     {"listsync.extract"},
     {"listsync.sync", "listsync.signals"},
     {"listsync.hooks", "listsync.triggers"},
-    {"listsync.operators", "listsync.commands", "listsync.cli"},
+    {"listsync.operators", "listsync.commands", "listsync.cli", "listsync.notifications"},
 ]
 #: Side by side in one layer, yet neither imports the other.
 APART = [("listsync.sync", "listsync.signals")]

@@ -42,6 +42,14 @@ def test_every_declared_module_imports(module):
     importlib.import_module(module)
 
 
+def test_every_declared_notifier_is_a_notifier():
+    from airflow.sdk import BaseNotifier
+
+    for path in get_provider_info()["notifications"]:
+        module, _, name = path.rpartition(".")
+        assert issubclass(getattr(importlib.import_module(module), name), BaseNotifier)
+
+
 def test_connection_type_names_an_importable_hook():
     (conn_type,) = get_provider_info()["connection-types"]
     module, _, name = conn_type["hook-class-name"].rpartition(".")

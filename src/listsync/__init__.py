@@ -59,6 +59,7 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "triggers": [{"integration-name": "ListSync", "python-modules": ["listsync.triggers.rate_limit"]}],
+        "notifications": ["listsync.notifications.SyncNotifier"],
         # listsync://<service host>/<table_id> names a List (see listsync.assets).
         "asset-uris": [
             {

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     import pandas as pd
 
+    from listsync.sync.history import Job, SyncRun
     from listsync.sync.settings import SyncSettings
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_OK",
     "EXIT_USAGE",
+    "HISTORY_URL_ENV",
     "OUTPUT_ADVICE",
     "STATE_DIR_ENV",
     "add_extract_arguments",
@@ -48,12 +50,15 @@ __all__ = [
     "one_line",
     "print_summary",
     "read_frames",
+    "recorded",
     "report",
     "run_and_report",
     "sync_settings",
 ]
 
 API_KEY_ENV = "LISTSYNC_API_KEY"
+#: The SQLAlchemy URL of the run history's database, when ``--history-url`` is not given.
+HISTORY_URL_ENV = "LISTSYNC_HISTORY_URL"
 #: The folder of the command line's checkpoints and sync states.
 STATE_DIR_ENV = "LISTSYNC_STATE_DIR"
 #: What to do about a file a command cannot write (formatted with the option).
@@ -170,7 +175,7 @@ def add_plan_arguments(group: argparse._ArgumentGroup, *, noun: str, overwrite_h
         default="auto",
         metavar="SIZE",
         help="fail as soon as the rows read would take more memory than SIZE (bytes, or e.g. 2GiB, "
-        "500MB); auto (default): half the machine's or container's memory; off: no limit",
+        "500MB); auto (default): three quarters of the machine's or container's memory; off: no limit",
     )
     from listsync.sync.settings import VERIFY_TIMEOUT, VISIBILITY_WINDOW
 
@@ -204,6 +209,24 @@ def add_plan_arguments(group: argparse._ArgumentGroup, *, noun: str, overwrite_h
         metavar="SECONDS",
         help="how long a write the List has not shown is not sent again by a later run "
         f"(default {VISIBILITY_WINDOW:g})",
+    )
+    group.add_argument(
+        "--history-table",
+        metavar="TABLE",
+        help="record each run (times, List, mode, every count of the summary) as a row of TABLE "
+        "(name or schema.name) at --history-url; created if missing",
+    )
+    group.add_argument(
+        "--history-url",
+        metavar="URL",
+        default=os.environ.get(HISTORY_URL_ENV),
+        help=f"the SQLAlchemy URL of the database holding --history-table (default ${HISTORY_URL_ENV}, "
+        "which keeps a password out of the process list)",
+    )
+    group.add_argument(
+        "--history-rejects-table",
+        metavar="TABLE",
+        help="with --history-table, also copy each rejected row (from --rejects-path) to TABLE",
     )
 
 
@@ -328,7 +351,8 @@ def sync_settings(args: argparse.Namespace) -> SyncSettings:
     ``--state-path``, else in a file of its own under the state folder (named after the service,
     the List, the shard and the mapping), else, with ``--no-state``, nowhere.
 
-    :raises ValueError: a setting :class:`~listsync.sync.settings.SyncSettings` refuses
+    :raises ValueError: history options that do not go together, a setting
+        :class:`~listsync.sync.settings.SyncSettings` refuses
         (``--max-delete-fraction`` or ``--max-reject-fraction`` not between 0 and 1, ``--shard``
         not ``I/N``, ``--max-memory`` not a size, a negative ``--verify-timeout`` or
         ``--visibility-window``), the message naming the option; or no file can be written at
@@ -366,6 +390,10 @@ def sync_settings(args: argparse.Namespace) -> SyncSettings:
         raise ValueError(
             f"{option}: {error}" if isinstance(getattr(args, setting), str) else f"{option} {rest}"
         ) from None
+    if (args.history_table or args.history_rejects_table) and not (args.history_table and args.history_url):
+        raise ValueError(
+            f"--history-table needs --history-url (or ${HISTORY_URL_ENV}); --history-rejects-table needs both"
+        )
     for what, option, path in (
         ("the rejects file", "--rejects-path", args.rejects_path),
         ("the plan file", "--plan-path", args.plan_path),
@@ -374,6 +402,33 @@ def sync_settings(args: argparse.Namespace) -> SyncSettings:
         if path:
             check_output_file(path, what, OUTPUT_ADVICE.format(option))
     return settings
+
+
+def recorded(
+    args: argparse.Namespace, job: Job, sync: Callable[[], dict[str, Any]]
+) -> Callable[[], dict[str, Any]]:
+    """``sync``, recording its run in ``--history-table`` when one is given
+    (:func:`~listsync.sync.history.run_recorded`)."""
+    if not args.history_table:
+        return sync
+
+    def record(run: SyncRun) -> None:
+        import sqlalchemy as sa
+
+        from listsync.sync.history import record_run
+
+        engine = sa.create_engine(args.history_url)
+        try:
+            record_run(engine, args.history_table, run, rejects_table=args.history_rejects_table)
+        finally:
+            engine.dispose()
+
+    def run() -> dict[str, Any]:
+        from listsync.sync.history import run_recorded
+
+        return run_recorded(job, args.table_id, sync, record)
+
+    return run
 
 
 def check_sql_url(url: str) -> None:

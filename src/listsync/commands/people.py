@@ -27,6 +27,7 @@ from listsync.commands.common import (
     chunk_size_argument,
     column_mapping,
     read_frames,
+    recorded,
     report,
     run_and_report,
     sync_settings,
@@ -125,16 +126,20 @@ def run(args: argparse.Namespace) -> int:
     ) as client:
         return run_and_report(
             "sync-people",
-            lambda: sync_people(
-                client,
-                args.table_id,
-                frames,
-                dict(args.column_map),
-                mode=args.mode,
-                delete_scope=args.delete_scope,
-                chunk_size=chunk_size,
-                default_region=args.default_region,
-                settings=settings,
+            recorded(
+                args,
+                "people",
+                lambda: sync_people(
+                    client,
+                    args.table_id,
+                    frames,
+                    dict(args.column_map),
+                    mode=args.mode,
+                    delete_scope=args.delete_scope,
+                    chunk_size=chunk_size,
+                    default_region=args.default_region,
+                    settings=settings,
+                ),
             ),
             base_url=args.base_url,
         )

@@ -27,6 +27,7 @@ from listsync.commands.common import (
     chunk_size_argument,
     column_mapping,
     read_frames,
+    recorded,
     report,
     run_and_report,
     sync_settings,
@@ -144,18 +145,22 @@ def run(args: argparse.Namespace) -> int:
     ) as client:
         return run_and_report(
             "upsert-rows",
-            lambda: upsert_rows(
-                client,
-                args.table_id,
-                frames,
-                key_column=args.key_column,
-                column_map=column_map,
-                key_kind=args.key_kind,
-                json_columns=args.json_columns,
-                delete_missing=args.delete_missing,
-                chunk_size=sizes,
-                mode=args.mode,
-                settings=settings,
+            recorded(
+                args,
+                "rows",
+                lambda: upsert_rows(
+                    client,
+                    args.table_id,
+                    frames,
+                    key_column=args.key_column,
+                    column_map=column_map,
+                    key_kind=args.key_kind,
+                    json_columns=args.json_columns,
+                    delete_missing=args.delete_missing,
+                    chunk_size=sizes,
+                    mode=args.mode,
+                    settings=settings,
+                ),
             ),
             base_url=args.base_url,
         )

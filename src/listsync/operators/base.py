@@ -13,7 +13,7 @@ entry point.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import cached_property
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from listsync.client import ListSyncClient
     from listsync.hooks.listsync import ListSyncHook
+    from listsync.sync.history import Job, SyncRun
 
 __all__ = [
     "ListSyncExtractOperator",
@@ -263,6 +264,14 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
     :param max_in_flight: the most requests to the List at once (pages read, write chunks, read
         backs), from 1 to 64; the client halves it while the service pushes back (429, 5xx, no
         answer) and grows it back (:mod:`listsync.client.in_flight`). Default 4.
+    :param history_table: a table (``name`` or ``schema.name``) on ``history_conn_id`` that gets a
+        row for each run, successful or failed: its times, the List, the mode, every count of
+        the summary and the summary itself (:mod:`listsync.sync.history`); created if missing.
+        A row that cannot be written is logged as an error and fails nothing.
+    :param history_conn_id: an Airflow database connection (postgres, sqlite...: any hook with a
+        SQLAlchemy engine, as ``sql_conn_id``) holding ``history_table``.
+    :param history_rejects_table: with ``history_table``, a table that gets each rejected row of
+        a run (its row number, reasons and values), copied from a local ``rejects_path``.
     :param kwargs: the parameters of :class:`ListSyncExtractOperator` and ``BaseOperator``.
     """
 
@@ -284,9 +293,19 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         verify_timeout: float = VERIFY_TIMEOUT,
         visibility_window: float = VISIBILITY_WINDOW,
         max_in_flight: int = MAX_IN_FLIGHT,
+        history_table: str | None = None,
+        history_conn_id: str | None = None,
+        history_rejects_table: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if (history_table or history_rejects_table) and not (history_table and history_conn_id):
+            raise ValueError(
+                "history_table and history_conn_id go together (history_rejects_table with them)"
+            )
+        self.history_table = history_table
+        self.history_conn_id = history_conn_id
+        self.history_rejects_table = history_rejects_table
         self.max_in_flight = check_max_in_flight(max_in_flight)
         self.table_id = table_id
         self.column_map = column_map
@@ -311,6 +330,42 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         client = super().get_client()
         client.in_flight.resize(self.max_in_flight)
         return client
+
+    def run_sync(
+        self, context: Context, job: Job, sync: Callable[[ListSyncClient, SyncSettings], dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Run ``sync`` with a client of the connection and the task's settings, the Airflow way
+        (:meth:`failing_the_airflow_way`), recording the run in ``history_table`` when one is set;
+        return its summary."""
+
+        def attempt() -> dict[str, Any]:
+            with self.failing_the_airflow_way(context), self.get_client() as client:
+                return sync(client, self.sync_settings(context))
+
+        if not self.history_table:
+            return attempt()
+        from listsync.sync.history import run_recorded
+
+        return run_recorded(
+            job,
+            self.table_id,
+            attempt,
+            self._record_history,
+            dag_id=self.dag_id,
+            task_id=self.task_id,
+            airflow_run_id=context.get("run_id"),
+        )
+
+    def _record_history(self, run: SyncRun) -> None:
+        from listsync.operators.extract import sql_engine
+        from listsync.sync.history import record_run
+
+        assert self.history_table is not None and self.history_conn_id is not None
+        engine = sql_engine(self.history_conn_id)
+        try:
+            record_run(engine, self.history_table, run, rejects_table=self.history_rejects_table)
+        finally:
+            engine.dispose()
 
     def sync_settings(self, context: Context) -> SyncSettings:
         """The settings of the task's sync, from this operator's parameters as rendered: the

@@ -106,8 +106,10 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
         from listsync.sync.people import sync_people
 
         frames = self.read_extract()
-        with self.failing_the_airflow_way(context), self.get_client() as client:
-            return sync_people(
+        return self.run_sync(
+            context,
+            "people",
+            lambda client, settings: sync_people(
                 client,
                 self.table_id,
                 frames,
@@ -116,5 +118,6 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
                 delete_scope=self.delete_scope,
                 chunk_size=self.chunk_size,
                 default_region=self.default_region,
-                settings=self.sync_settings(context),
-            )
+                settings=settings,
+            ),
+        )

@@ -101,8 +101,10 @@ class UpsertRowsOperator(ListSyncPlanOperator):
         from listsync.sync.rows import upsert_rows
 
         frames = self.read_extract()
-        with self.failing_the_airflow_way(context), self.get_client() as client:
-            return upsert_rows(
+        return self.run_sync(
+            context,
+            "rows",
+            lambda client, settings: upsert_rows(
                 client,
                 self.table_id,
                 frames,
@@ -113,5 +115,6 @@ class UpsertRowsOperator(ListSyncPlanOperator):
                 delete_missing=self.delete_missing,
                 chunk_size=self.chunk_size,
                 mode=self.mode,
-                settings=self.sync_settings(context),
-            )
+                settings=settings,
+            ),
+        )

@@ -1,0 +1,409 @@
+"""The history of List syncs as a table in the warehouse: one row a run, queried beside the data.
+
+:func:`record_run` writes a :class:`SyncRun` (what a sync returned, or how it failed) into a
+table it creates when missing, on any database SQLAlchemy reaches (PostgreSQL, SQLite...)::
+
+    from datetime import datetime, timezone
+
+    from listsync.sync.history import SyncRun, record_run
+    from listsync.sync.steps import SyncFailedError
+
+    started = datetime.now(timezone.utc)
+    try:
+        summary = sync_people(client, table_id, frames, column_map, settings=settings)
+        run = SyncRun("people", table_id, "success", started, datetime.now(timezone.utc), summary)
+    except SyncFailedError as error:
+        run = SyncRun("people", table_id, "failed", started, datetime.now(timezone.utc),
+                      error.summary, error=str(error))
+    record_run(engine, "analytics.listsync_runs", run, rejects_table="analytics.listsync_rejects")
+
+The runs table holds, a row a run: ``run_id`` (primary key), ``job``, ``table_id``, ``mode``,
+``dry_run``, ``shard``, ``state`` (``success``, ``failed``), ``started_at``, ``finished_at``, ``error``,
+``dag_id``, ``task_id``, ``airflow_run_id``, a BIGINT column for each of :data:`COUNT_COLUMNS`
+(NULL where the run's summary has no such count), and ``summary``, the whole summary as JSON text.
+Times are stored in UTC; SQLite keeps no time zone, and gives them back naive.
+
+The rejects table (``rejects_table``) holds a row per rejected extract row: ``run_id``,
+``row_number``, ``reasons`` (a JSON list) and ``original`` (a JSON object), copied from the
+run's local rejects file (:mod:`listsync.extract.rejects`).
+
+A table made by an older listsync, with fewer columns, is written to as it is: the columns it
+lacks are named in a warning, and the run is recorded without them. Missing tables are created
+in a transaction of their own; the rows of one run (the run and its rejects) are then written in
+one transaction, so a failed record leaves none of them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+import sqlalchemy as sa
+
+__all__ = ["COUNT_COLUMNS", "MAX_ERROR_LENGTH", "SyncRun", "record_run", "run_recorded"]
+
+log = logging.getLogger(__name__)
+
+#: The counts a run's row holds, each in a BIGINT column of its name: the top-level counts of the
+#: people sync's and the rows upsert's summaries (a run fills those of its own job, the others
+#: are NULL), and ``requests_total``, the summary's ``requests["total"]``.
+COUNT_COLUMNS = (
+    "read",
+    "passed",
+    "rejected",
+    "duplicates",
+    "other_shards",
+    "added",
+    "updated",
+    "deleted",
+    "rows_added",
+    "rows_updated",
+    "cells_updated",
+    "rows_deleted",
+    "unchanged",
+    "failed",
+    "conflicts",
+    "not_found",
+    "not_added",
+    "not_updated",
+    "rows_not_added",
+    "rows_not_updated",
+    "duplicate_keys_in_list",
+    "list_people",
+    "list_duplicates",
+    "list_unidentified",
+    "list_rows",
+    "replaced",
+    "resent",
+    "rows_resent",
+    "copies_removed",
+    "verified",
+    "drift",
+    "service_forms",
+    "unconfirmed",
+    "awaiting",
+    "edited_in_list",
+    "requests_total",
+    "isolation_requests",
+    "read_requests",
+)
+
+#: A run's ``error`` is kept to one line of at most this many characters.
+MAX_ERROR_LENGTH = 2000
+
+#: Rejects are inserted this many at a time, so that memory holds one batch however many there are.
+REJECTS_PER_INSERT = 1000
+
+Job = Literal["people", "rows"]
+RunState = Literal["success", "failed"]
+_JOBS = ("people", "rows")
+_STATES = ("success", "failed")
+# Airflow's own limit for DAG, task and run ids.
+_ID_LENGTH = 250
+
+
+@dataclass(frozen=True)
+class SyncRun:
+    """One run of a List sync, as :func:`record_run` records it.
+
+    :param job: ``"people"`` (``sync_people``) or ``"rows"`` (``upsert_rows``).
+    :param table_id: the List.
+    :param state: ``"success"`` or ``"failed"``.
+    :param started_at: when the run started; time zone aware.
+    :param finished_at: when it ended; time zone aware.
+    :param summary: the summary the sync returned (or ``SyncFailedError.summary``); None when the
+        run failed before it had one.
+    :param error: why the run failed (the exception's message); kept to one line of at most
+        :data:`MAX_ERROR_LENGTH` characters.
+    :param run_id: the run's key in the table (default: a new random one).
+    :param dag_id: the Airflow DAG that ran the sync (None outside Airflow), as ``task_id`` and
+        ``airflow_run_id``.
+    :raises ValueError: an unknown job or state, a naive time, or a summary of another List.
+    """
+
+    job: Job
+    table_id: str
+    state: RunState
+    started_at: datetime
+    finished_at: datetime
+    summary: Mapping[str, Any] | None = None
+    error: str | None = None
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    dag_id: str | None = None
+    task_id: str | None = None
+    airflow_run_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.job not in _JOBS:
+            raise ValueError(f"job must be one of {', '.join(_JOBS)}, got {self.job!r}")
+        if self.state not in _STATES:
+            raise ValueError(f"state must be one of {', '.join(_STATES)}, got {self.state!r}")
+        for name in ("started_at", "finished_at"):
+            if getattr(self, name).utcoffset() is None:
+                raise ValueError(f"{name} must be time zone aware, e.g. datetime.now(timezone.utc)")
+        listed = None if self.summary is None else self.summary.get("table_id")
+        if listed is not None and listed != self.table_id:
+            raise ValueError(f"the summary is of List {listed!r}, not of {self.table_id!r}")
+
+
+def record_run(
+    engine: sa.engine.Engine, table: str, run: SyncRun, *, rejects_table: str | None = None
+) -> None:
+    """Record ``run`` as a row of ``table``, and with ``rejects_table`` its rejected rows.
+
+    Missing tables are created. The rejects are read from the summary's ``rejects_path`` when
+    it is a local file; otherwise (object storage, a file gone) a warning says they were not
+    copied.
+
+    :param engine: the warehouse.
+    :param table: the runs table, ``name`` or ``schema.name``.
+    :param run: the run.
+    :param rejects_table: the rejects table, ``name`` or ``schema.name`` (None: rejects are not
+        copied).
+    :raises ValueError: a table exists without a ``run_id`` column, or the rejects file holds a
+        line that is not a reject.
+    """
+    metadata = sa.MetaData()
+    runs = _runs_table(metadata, table)
+    rejects = None if rejects_table is None else _rejects_table(metadata, rejects_table)
+    tables = [runs] if rejects is None else [runs, rejects]
+    _create_missing(engine, metadata, tables)
+    with engine.begin() as conn:
+        inspector = sa.inspect(conn)
+        written = _existing_columns(inspector, runs)
+        values = _run_values(run)
+        conn.execute(sa.insert(runs), {name: values[name] for name in written})
+        path = None if rejects is None else _local_rejects_file(run.summary, rejects.fullname)
+        if rejects is not None and path is not None:
+            _copy_rejects(conn, rejects, _existing_columns(inspector, rejects), path, run.run_id)
+    log.info("Run %s of %s recorded in %s", run.run_id, run.table_id, runs.fullname)
+
+
+def run_recorded(
+    job: Job,
+    table_id: str,
+    sync: Callable[[], dict[str, Any]],
+    record: Callable[[SyncRun], None],
+    *,
+    dag_id: str | None = None,
+    task_id: str | None = None,
+    airflow_run_id: str | None = None,
+) -> dict[str, Any]:
+    """Run ``sync`` (a whole ``sync_people`` or ``upsert_rows``) and give the run to ``record``,
+    whether it returned or raised, then return its summary or raise its error.
+
+    A record that fails is logged as an error and changes nothing of the sync's outcome: what was
+    written is written, and the run's summary is still returned (or its error raised).
+
+    :param dag_id: as ``task_id`` and ``airflow_run_id``, what :class:`SyncRun` records of Airflow.
+    """
+    started = datetime.now(timezone.utc)
+
+    def run(state: RunState, summary: Mapping[str, Any] | None, error: str | None = None) -> SyncRun:
+        finished = datetime.now(timezone.utc)
+        return SyncRun(
+            job,
+            table_id,
+            state,
+            started,
+            finished,
+            summary,
+            error,
+            dag_id=dag_id,
+            task_id=task_id,
+            airflow_run_id=airflow_run_id,
+        )
+
+    try:
+        summary = sync()
+    except Exception as error:
+        _record_safely(
+            record, run("failed", getattr(error, "summary", None), f"{type(error).__name__}: {error}")
+        )
+        raise
+    _record_safely(record, run("success", summary))
+    return summary
+
+
+def _record_safely(record: Callable[[SyncRun], None], run: SyncRun) -> None:
+    try:
+        record(run)
+    except Exception:
+        log.exception(
+            "The run %s of %s could not be recorded in the history table; the sync's outcome stands",
+            run.run_id,
+            run.table_id,
+        )
+
+
+def _split_name(table: str) -> tuple[str | None, str]:
+    schema, _, name = table.rpartition(".")
+    if not name:
+        raise ValueError(f"a table name is 'name' or 'schema.name', got {table!r}")
+    return schema or None, name
+
+
+def _runs_table(metadata: sa.MetaData, table: str) -> sa.Table:
+    schema, name = _split_name(table)
+    return sa.Table(
+        name,
+        metadata,
+        sa.Column("run_id", sa.String(_ID_LENGTH), primary_key=True),
+        sa.Column("job", sa.String(16), nullable=False),
+        sa.Column("table_id", sa.String(_ID_LENGTH), nullable=False),
+        sa.Column("mode", sa.String(32)),
+        sa.Column("dry_run", sa.Boolean),
+        sa.Column("shard", sa.String(32)),
+        sa.Column("state", sa.String(16), nullable=False),
+        sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("finished_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("error", sa.Text),
+        sa.Column("dag_id", sa.String(_ID_LENGTH)),
+        sa.Column("task_id", sa.String(_ID_LENGTH)),
+        sa.Column("airflow_run_id", sa.String(_ID_LENGTH)),
+        *(sa.Column(count, sa.BigInteger) for count in COUNT_COLUMNS),
+        sa.Column("summary", sa.Text),
+        schema=schema,
+    )
+
+
+def _rejects_table(metadata: sa.MetaData, table: str) -> sa.Table:
+    schema, name = _split_name(table)
+    return sa.Table(
+        name,
+        metadata,
+        sa.Column("run_id", sa.String(_ID_LENGTH), nullable=False, index=True),
+        sa.Column("row_number", sa.BigInteger),
+        sa.Column("reasons", sa.Text),
+        sa.Column("original", sa.Text),
+        schema=schema,
+    )
+
+
+def _create_missing(engine: sa.engine.Engine, metadata: sa.MetaData, tables: list[sa.Table]) -> None:
+    """Create the tables that do not exist yet, in a transaction of their own: two runs that
+    record at once (the shards of one sync, the first time) may both try."""
+    try:
+        with engine.begin() as conn:
+            metadata.create_all(conn, tables=tables, checkfirst=True)
+    except sa.exc.DBAPIError:
+        # PostgreSQL fails the second CREATE once the first commits; the tables are then there.
+        with engine.connect() as conn:
+            inspector = sa.inspect(conn)
+            if not all(inspector.has_table(table.name, schema=table.schema) for table in tables):
+                raise
+
+
+def _existing_columns(inspector: sa.Inspector, table: sa.Table) -> list[str]:
+    """The columns of ``table`` its database copy has, warning of the others."""
+    existing = {column["name"] for column in inspector.get_columns(table.name, schema=table.schema)}
+    if "run_id" not in existing:
+        raise ValueError(
+            f"table {table.fullname} exists without a run_id column, which listsync needs to record "
+            f"its runs; give another table name, or add the column"
+        )
+    missing = [column.name for column in table.columns if column.name not in existing]
+    if missing:
+        log.warning(
+            "Table %s lacks the column(s) %s (made by an older listsync?): the run is recorded "
+            "without them; add them to keep those values",
+            table.fullname,
+            ", ".join(missing),
+        )
+    return [column.name for column in table.columns if column.name in existing]
+
+
+def _run_values(run: SyncRun) -> dict[str, Any]:
+    summary = run.summary or {}
+    counts = {name: summary.get(name) for name in COUNT_COLUMNS}
+    requests = summary.get("requests")
+    counts["requests_total"] = requests.get("total") if isinstance(requests, Mapping) else None
+    return {
+        "run_id": run.run_id,
+        "job": run.job,
+        "table_id": run.table_id,
+        "mode": _text(summary.get("mode")),
+        "dry_run": summary.get("dry_run") if isinstance(summary.get("dry_run"), bool) else None,
+        # A combined summary (combine_summaries) has "shards" instead: its row has no shard.
+        "shard": _text(summary.get("shard")),
+        "state": run.state,
+        "started_at": run.started_at.astimezone(timezone.utc),
+        "finished_at": run.finished_at.astimezone(timezone.utc),
+        "error": None if run.error is None else _one_line(run.error),
+        "dag_id": run.dag_id,
+        "task_id": run.task_id,
+        "airflow_run_id": run.airflow_run_id,
+        **{name: value if _is_count(value) else None for name, value in counts.items()},
+        "summary": None if run.summary is None else json.dumps(run.summary, ensure_ascii=False),
+    }
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _one_line(error: str) -> str:
+    line = " ".join(error.split())
+    return line if len(line) <= MAX_ERROR_LENGTH else line[: MAX_ERROR_LENGTH - 1] + "…"
+
+
+def _local_rejects_file(summary: Mapping[str, Any] | None, table: str) -> Path | None:
+    """The run's rejects file, when it has one to copy into ``table``."""
+    where = None if summary is None else summary.get("rejects_path")
+    if where is None:  # no rejects file: nothing was rejected
+        return None
+    if not isinstance(where, str) or "://" in where:
+        log.warning(
+            "The rejects at %s are not one local file: they are not copied to %s (read them there)",
+            where,
+            table,
+        )
+        return None
+    path = Path(where)
+    if not path.is_file():
+        log.warning("The rejects file %s is gone: its rejects are not copied to %s", where, table)
+        return None
+    return path
+
+
+def _copy_rejects(
+    conn: sa.Connection, rejects: sa.Table, written: list[str], path: Path, run_id: str
+) -> None:
+    batch: list[dict[str, Any]] = []
+    for reject in _read_rejects(path, run_id):
+        batch.append({name: reject[name] for name in written})
+        if len(batch) == REJECTS_PER_INSERT:
+            conn.execute(sa.insert(rejects), batch)
+            batch = []
+    if batch:
+        conn.execute(sa.insert(rejects), batch)
+
+
+def _read_rejects(path: Path, run_id: str) -> Iterator[dict[str, Any]]:
+    """The rejects table's rows for the rejects file at ``path``, read a line at a time."""
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                reject = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"line {number} of the rejects file {path} is not JSON: {error}") from None
+            if not isinstance(reject, dict):
+                raise ValueError(f"line {number} of the rejects file {path} is not a reject: {line[:200]}")
+            yield {
+                "run_id": run_id,
+                "row_number": reject.get("row"),
+                "reasons": json.dumps(reject.get("reasons", []), ensure_ascii=False),
+                "original": json.dumps(reject.get("original", {}), ensure_ascii=False),
+            }

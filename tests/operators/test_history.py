@@ -1,0 +1,183 @@
+"""A List operator's run history: one row a run in a warehouse table, through an Airflow
+connection (SQLite, PostgreSQL), and through ``--history-url`` on the command line."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from listsync.cli import main
+from listsync.operators.people import SyncTargetablePeopleOperator
+
+from ..support import LiveEmulator
+from ..support.tenants import PEOPLE_API_KEY as API_KEY
+from ..support.tenants import PEOPLE_TABLE as TABLE
+
+COLUMN_MAP = {"domain": "account_domain", "email": "email", "first": "first_name", "title": "title"}
+NIGHTS = [
+    "domain,email,first,title\nacme.com,ann@acme.com,Ann,CTO\nacme.com,bob@acme.com,Bob,\nbeta.io,cy@beta.io,Cy,\n",
+    # Bob retitled, Dee new, a bad e-mail rejected.
+    "domain,email,first,title\nacme.com,ann@acme.com,Ann,CTO\nacme.com,bob@acme.com,Bob,COO\n"
+    "beta.io,cy@beta.io,Cy,\nbeta.io,dee@beta.io,Dee,\nbeta.io,not an email,Eve,\n",
+    # Only Ann is left: mirror mode would delete 3 of 4, more than max_delete_fraction allows.
+    "domain,email,first,title\nacme.com,ann@acme.com,Ann,CTO\n",
+]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def warehouse(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[str, str]]:
+    """(SQLAlchemy URL, history table) of a warehouse, also the Airflow connection ``warehouse``."""
+    table = f"listsync_runs_{uuid.uuid4().hex[:8]}"
+    if request.param == "sqlite":
+        database = tmp_path / "warehouse.db"
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_WAREHOUSE", json.dumps({"conn_type": "sqlite", "host": str(database)})
+        )
+        yield f"sqlite:///{database}", table
+        return
+    url = sa.engine.make_url(request.getfixturevalue("postgres_url"))
+    connection = {"conn_type": "postgres", "host": url.host, "port": url.port, "login": url.username}
+    monkeypatch.setenv("AIRFLOW_CONN_WAREHOUSE", json.dumps({**connection, "schema": url.database}))
+    yield url.render_as_string(hide_password=False), table
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))
+    engine.dispose()
+
+
+def history(url: str, table: str) -> list[dict[str, Any]]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text(f"SELECT * FROM {table} ORDER BY started_at")).mappings().all()
+    finally:
+        engine.dispose()
+    return [dict(row) for row in rows]
+
+
+def check_row(row: dict[str, Any], summary: dict[str, Any], state: str) -> None:
+    """The history row holds the run's state and every count of its summary."""
+    assert row["state"] == state and row["table_id"] == TABLE and row["job"] == "people"
+    counts = {
+        name: value
+        for name, value in summary.items()
+        if isinstance(value, int) and not isinstance(value, bool)
+    }
+    assert counts and {name: row[name] for name in counts} == counts
+    assert row["requests_total"] == summary["requests"]["total"]
+    assert json.loads(row["summary"]) == summary
+
+
+@pytest.mark.slow
+def test_three_nights_of_a_dag_leave_three_rows_that_match_their_summaries(
+    run_dag: Callable[[Any], Any],
+    people_emulator: LiveEmulator,
+    tmp_path: Path,
+    connect_listsync: Callable[..., None],
+    warehouse: tuple[str, str],
+) -> None:
+    from airflow.sdk import DAG
+
+    url, table = warehouse
+    people_emulator.seed(TABLE, {"domain": "acme.com"}, {"domain": "beta.io"})
+    connect_listsync(people_emulator.url, API_KEY, "usr_people")
+    extract = tmp_path / "contacts.csv"
+    with DAG("people_history", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)) as dag:
+        SyncTargetablePeopleOperator(
+            task_id="sync_people",
+            table_id=TABLE,
+            source=str(extract),
+            column_map=COLUMN_MAP,
+            mode="mirror",
+            delete_scope="list",
+            max_delete_fraction=0.5,
+            history_conn_id="warehouse",
+            history_table=table,
+            retries=0,
+        )
+
+    summaries, states = [], []
+    for night in NIGHTS:
+        extract.write_text(night, encoding="utf-8")
+        run = run_dag(dag)
+        states.append(run.state)
+        summaries.append(run.get_task_instance("sync_people").xcom_pull(task_ids="sync_people"))
+
+    assert states == ["success", "success", "failed"]
+    rows = history(url, table)
+    assert len(rows) == 3
+    for row, summary in zip(rows[:2], summaries[:2], strict=True):
+        check_row(row, summary, "success")
+    assert (summaries[1]["added"], summaries[1]["updated"], summaries[1]["rejected"]) == (1, 1, 1)
+    # Refused before any write: no summary, the reason kept.
+    assert rows[2]["state"] == "failed" and rows[2]["summary"] is None
+    assert "Refusing to delete 3 of 4 people" in rows[2]["error"]
+    assert {(row["dag_id"], row["task_id"]) for row in rows} == {("people_history", "sync_people")}
+    assert len({row["airflow_run_id"] for row in rows}) == 3
+
+
+def test_the_command_line_records_its_runs_without_printing_the_url(
+    people_emulator: LiveEmulator,
+    tmp_path: Path,
+    warehouse: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url, table = warehouse
+    people_emulator.seed(TABLE, {"domain": "acme.com"}, {"domain": "beta.io"})
+    monkeypatch.setenv("LISTSYNC_API_KEY", API_KEY)
+    monkeypatch.setenv("LISTSYNC_HISTORY_URL", url)
+    extract = tmp_path / "contacts.csv"
+    summaries = []
+    for night in NIGHTS[:2]:
+        extract.write_text(night, encoding="utf-8")
+        command = ["sync-people", "--base-url", people_emulator.url, "--user-id", "usr_people"]
+        command += ["--table-id", TABLE, "--source", str(extract), "--no-state", "--history-table", table]
+        command += [item for source, field in COLUMN_MAP.items() for item in ("--map", f"{source}={field}")]
+        assert main(command) == 0
+        summaries.append(json.loads(capsys.readouterr().out))
+
+    rows = history(url, table)
+    assert [row["state"] for row in rows] == ["success", "success"]
+    for row, summary in zip(rows, summaries, strict=True):
+        check_row(row, summary, "success")
+        assert row["dag_id"] is None
+
+
+def test_history_options_that_do_not_go_together_exit_2(
+    people_emulator: LiveEmulator,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("LISTSYNC_API_KEY", API_KEY)
+    monkeypatch.delenv("LISTSYNC_HISTORY_URL", raising=False)
+    (tmp_path / "contacts.csv").write_text(NIGHTS[0], encoding="utf-8")
+    command = ["sync-people", "--base-url", people_emulator.url, "--table-id", TABLE]
+    command += [
+        "--source",
+        str(tmp_path / "contacts.csv"),
+        "--map",
+        "domain=account_domain",
+        "--map",
+        "first=first_name",
+    ]
+
+    assert main([*command, "--history-table", "runs"]) == 2
+    assert "--history-table needs --history-url" in capsys.readouterr().err
+
+
+def test_an_operator_with_a_history_table_and_no_connection_fails_at_parse_time() -> None:
+    with pytest.raises(ValueError, match="history_table and history_conn_id go together"):
+        SyncTargetablePeopleOperator(
+            task_id="t", table_id=TABLE, column_map=COLUMN_MAP, source="x.csv", history_table="runs"
+        )
