@@ -10,6 +10,21 @@ Every night at 02:00 UTC:
    the accounts it writes to exist.
 3. ``report``: one summary of both, returned to XCom and written beside the plan and rejects files.
 
+Running it without babysitting:
+
+- Both syncs take the List as an inlet (their state lives in its asset state store) and emit the
+  List's asset event through the alias ``listsync_tbl_accounts_changed`` only when they wrote
+  something, with their counts in the event's ``extra``: a DAG scheduled on the List
+  (``list_changed_consumer``) runs after real changes, never after a dry run or a quiet night.
+- ``SyncNotifier`` alerts on a failed task, more than 5% of rows rejected, drift or unconfirmed
+  writes, and a count of extract rows 20% away from the last successful night; here through
+  ``LogNotifier`` (a warning in the task log): give it your ``SlackNotifier`` or ``SmtpNotifier``.
+- A deadline: a run not done four hours after its 02:00 logical date (by 06:00 UTC) alerts
+  (``$LISTSYNC_NIGHTLY_DEADLINE``: other hours, or ``off``).
+- Each task records its run in the warehouse table ``listsync_runs`` (``history_table``).
+- Trigger params: ``dry_run`` (plan and write the plan files, send nothing) and
+  ``max_delete_fraction`` (a reviewed clean-up may delete more, for one run).
+
 Connections: ``listsync_warehouse`` (any SQL database Airflow has a hook for: SQLite by default,
 PostgreSQL in the compose stack) and ``listsync_default`` (the service). The plan, rejects and
 summary files go under the Airflow Variable ``listsync_output_dir``, else ``$LISTSYNC_OUTPUT_DIR``,
@@ -28,8 +43,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import Asset, dag, task
+from airflow.sdk import Asset, AssetAlias, Param, dag, task
+from airflow.sdk.definitions.callback import SyncCallback
+from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
 
+from listsync.notifications import LogNotifier, SyncNotifier
 from listsync.operators import SyncTargetablePeopleOperator, UpsertRowsOperator
 
 log = logging.getLogger(__name__)
@@ -40,6 +58,41 @@ WAREHOUSE_CONN_ID = "listsync_warehouse"
 # OpenLineage output gives it. Put the host of your listsync_default connection here.
 SERVICE_HOST = "api.example.com"
 ACCOUNTS_LIST = Asset(uri=f"listsync://{SERVICE_HOST}/{TABLE_ID}", name=f"listsync_{TABLE_ID}")
+# What the syncs emit the List's event through, only when they wrote to it.
+ACCOUNTS_CHANGED = AssetAlias(f"listsync_{TABLE_ID}_changed")
+ALERTS = SyncNotifier(LogNotifier(), max_reject_fraction=0.05, alert_on_drift=True, max_count_change=0.2)
+# Done by 06:00 UTC, four hours after the run's 02:00 logical date, or an alert
+# ($LISTSYNC_NIGHTLY_DEADLINE hours; "off": none). dag.test() of Airflow 3.3.2 cannot finish a run
+# of a DAG with a deadline (it looks the alerts up by object, not by id), so the demo and the
+# tests that run it that way turn it off; the cluster test runs it on.
+DEADLINE_HOURS = os.environ.get("LISTSYNC_NIGHTLY_DEADLINE", "4")
+DEADLINE = (
+    None
+    if DEADLINE_HOURS == "off"
+    else DeadlineAlert(
+        reference=DeadlineReference.DAGRUN_LOGICAL_DATE,
+        interval=timedelta(hours=float(DEADLINE_HOURS)),
+        callback=SyncCallback(
+            LogNotifier,
+            kwargs={
+                "message": f"crm_to_list_nightly is not done {DEADLINE_HOURS} hours after its logical date"
+            },
+        ),
+    )
+)
+# What every sync task of the DAG shares: the List, the alerts, the run history, the trigger params.
+SYNC_TASK: dict[str, Any] = {
+    "table_id": TABLE_ID,
+    "sql_conn_id": WAREHOUSE_CONN_ID,
+    "inlets": [ACCOUNTS_LIST],
+    "outlets": [ACCOUNTS_CHANGED],
+    "on_failure_callback": ALERTS,
+    "on_success_callback": ALERTS,
+    "history_conn_id": WAREHOUSE_CONN_ID,
+    "history_table": "listsync_runs",
+    "dry_run": "{{ params.dry_run }}",
+    "max_delete_fraction": "{{ params.max_delete_fraction }}",
+}
 
 DEFAULT_OUTPUT_DIR = os.environ.get("LISTSYNC_OUTPUT_DIR") or os.path.join(
     os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow")), "listsync"
@@ -83,34 +136,41 @@ CONTACT_COLUMNS = {
     catchup=False,
     max_active_runs=1,
     default_args={"retries": 2, "retry_delay": timedelta(minutes=2)},
+    params={
+        "dry_run": Param(False, type="boolean", description="plan and write the plan files; send nothing"),
+        "max_delete_fraction": Param(
+            0.1,
+            type="number",
+            minimum=0,
+            maximum=1,
+            description="largest share of the List one run may delete",
+        ),
+    },
+    deadline=DEADLINE,
     tags=["listsync", "example"],
     doc_md=__doc__,
 )
 def crm_to_list_nightly() -> None:
     rows = UpsertRowsOperator(
         task_id="upsert_account_rows",
-        table_id=TABLE_ID,
         key_column="domain",
         column_map=ACCOUNT_COLUMNS,
         # The CRM keeps metadata as JSON text; the List column holds structured JSON.
         json_columns=["metadata"],
         sql="SELECT * FROM crm_accounts",
-        sql_conn_id=WAREHOUSE_CONN_ID,
         plan_path=f"{RUN_DIR}/accounts.plan.jsonl",
         rejects_path=f"{RUN_DIR}/accounts.rejects.jsonl",
-        outlets=[ACCOUNTS_LIST],
+        **SYNC_TASK,
     )
     people = SyncTargetablePeopleOperator(
         task_id="sync_targetable_people",
-        table_id=TABLE_ID,
         sql="SELECT * FROM crm_contacts",
-        sql_conn_id=WAREHOUSE_CONN_ID,
         column_map=CONTACT_COLUMNS,
         mode="mirror",
         delete_scope="accounts_in_source",
         plan_path=f"{RUN_DIR}/people.plan.jsonl",
         rejects_path=f"{RUN_DIR}/people.rejects.jsonl",
-        outlets=[ACCOUNTS_LIST],
+        **SYNC_TASK,
     )
     rows >> people
 

@@ -8,8 +8,10 @@ named after its List, so the map indexes of a run never write the same file.
 
 Add a segment by adding a List to ``SEGMENT_LISTS``; the Lists must exist in the service with the
 columns of ``SEGMENT_COLUMNS`` (the emulator's demo tenant has the three below). Each map index
-reports its own List as its OpenLineage output; an Asset outlet would be shared by every map
-index, so none is declared. Trigger it by hand, or give it a schedule.
+reports its own List as its OpenLineage output, and, when it wrote to its List, emits that List's
+asset event (``listsync://<service host>/<tableId>``) through the alias
+``listsync_segment_lists_changed``: an Asset outlet would be shared by every map index. Trigger it
+by hand, or give it a schedule.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import os
 from datetime import datetime
 from typing import Any
 
-from airflow.sdk import dag
+from airflow.sdk import AssetAlias, dag
 
 from listsync.operators import UpsertRowsOperator
 
@@ -71,6 +73,7 @@ def segment_lists() -> None:
         sql_conn_id="listsync_warehouse",
         # Rendered after the run, with the map index's own arguments.
         map_index_template="{{ task.table_id }}",
+        outlets=[AssetAlias("listsync_segment_lists_changed")],
     ).expand_kwargs([segment_arguments(plan, table_id) for plan, table_id in SEGMENT_LISTS.items()])
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from airflow.sdk import Asset, dag
+from airflow.sdk import Asset, AssetAlias, dag
 
 from listsync.operators import UpsertRowsOperator
 
@@ -32,8 +32,10 @@ def upsert_rows() -> None:
         sql="SELECT website, health_score, account_owner FROM crm_accounts",
         sql_conn_id="listsync_warehouse",
         delete_missing=False,
-        # The nightly sync's Asset (listsync://<service host>/<tableId>).
-        outlets=[Asset(uri="listsync://api.example.com/tbl_accounts", name="listsync_tbl_accounts")],
+        # The nightly sync's Asset (listsync://<service host>/<tableId>): the List it reads (and
+        # keeps its state with); its event goes out through the alias only when rows changed.
+        inlets=[Asset(uri="listsync://api.example.com/tbl_accounts", name="listsync_tbl_accounts")],
+        outlets=[AssetAlias("listsync_tbl_accounts_changed")],
     )
 
 

@@ -40,6 +40,7 @@ def test_every_dag_file_imports_without_errors():
     assert bag.import_errors == {}
     assert set(bag.dag_ids) == {
         "crm_to_list_nightly",
+        "list_changed_consumer",
         "segment_lists",
         "sharded_people_sync",
         "signal_backfill",
@@ -64,10 +65,31 @@ def test_nightly_dag_shape():
     assert {rows.sql_conn_id, people.sql_conn_id} == {"listsync_warehouse"}
     assert {rows.listsync_conn_id, people.listsync_conn_id} == {"listsync_default"}
     assert (
-        [a.uri for a in rows.outlets]
-        == [a.uri for a in people.outlets]
+        [a.uri for a in rows.inlets]
+        == [a.uri for a in people.inlets]
         == ["listsync://api.example.com/tbl_accounts"]
     )
+    # The List's event goes through an alias, emitted only by a task that wrote.
+    assert (
+        [a.name for a in rows.outlets]
+        == [a.name for a in people.outlets]
+        == ["listsync_tbl_accounts_changed"]
+    )
+    assert rows.history_table == people.history_table == "listsync_runs"
+
+
+def test_the_nightly_dag_is_due_four_hours_after_its_logical_date(monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import timedelta
+
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.sdk.definitions.deadline import DeadlineReference
+
+    monkeypatch.setenv("LISTSYNC_NIGHTLY_DEADLINE", "4")
+    dag = DagBag(dag_folder=str(DAGS / "crm_to_list_nightly.py")).dags["crm_to_list_nightly"]
+
+    (deadline,) = dag.deadline if isinstance(dag.deadline, list) else [dag.deadline]
+    assert deadline.reference == DeadlineReference.DAGRUN_LOGICAL_DATE
+    assert deadline.interval == timedelta(hours=4)
 
 
 def backfill_intervals(dag: Any) -> list[Any]:

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-__all__ = ["OpenableFile", "check_output_file", "write_json_lines"]
+__all__ = ["OpenableFile", "check_output_file", "json_line", "write_json_lines"]
 
 
 class OpenableFile(Protocol):
@@ -82,6 +82,11 @@ def write_json_lines(
     return str(path)
 
 
+def json_line(entry: Mapping[str, Any]) -> str:
+    """One line of a JSON-lines file as :func:`write_json_lines` writes it, newline included."""
+    return json.dumps(entry, ensure_ascii=False, default=str) + "\n"
+
+
 def _write_lines(entries: Iterable[Mapping[str, Any]], handle: IO[Any]) -> None:
     for entry in entries:
-        handle.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
+        handle.write(json_line(entry))

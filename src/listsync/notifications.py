@@ -54,6 +54,7 @@ callback of a process with fresh templates.
 from __future__ import annotations
 
 import copy
+import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -65,7 +66,13 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
     from airflow.sdk.types import DagRunProtocol, RuntimeTaskInstanceProtocol
 
-__all__ = ["AlertThresholds", "SyncNotifier", "crossed_thresholds", "previous_successful_summary"]
+__all__ = [
+    "AlertThresholds",
+    "LogNotifier",
+    "SyncNotifier",
+    "crossed_thresholds",
+    "previous_successful_summary",
+]
 
 T = TypeVar("T")
 
@@ -91,6 +98,23 @@ COUNTS = (
 MAX_REASONS = 3
 #: Longest exception message an alert line carries.
 MAX_LINE = 500
+
+
+class LogNotifier(BaseNotifier):
+    """A notifier that writes its message to the log, as a warning: where no Slack or SMTP is set
+    up yet, alerts still show in the task's log (or the callback's, for a missed deadline).
+
+    :param message: what to write (templated), by default the alert :class:`SyncNotifier` made.
+    """
+
+    template_fields = ("message",)
+
+    def __init__(self, message: str = "{{ listsync.subject }}\n{{ listsync.message }}") -> None:
+        super().__init__()
+        self.message = message
+
+    def notify(self, context: Context) -> None:
+        logging.getLogger("listsync.alerts").warning("%s", self.message)
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,7 @@ def test_templated_fields_are_the_documented_ones() -> None:
         "mode",
         "max_delete_fraction",
         "is_dry_run",
+        "approved_plan",
     }
     assert all(hasattr(operator, name) for name in operator.template_fields)
 

@@ -28,6 +28,8 @@ def test_the_defaults_are_a_plain_upsert_that_fails_on_error() -> None:
         "fresh_state": False,
         "verify_timeout": VERIFY_TIMEOUT,
         "visibility_window": VISIBILITY_WINDOW,
+        "approved_plan": None,
+        "max_plan_age": 24 * 3600,
     }
 
 
@@ -35,6 +37,8 @@ def test_the_defaults_are_a_plain_upsert_that_fails_on_error() -> None:
     ("settings", "message"),
     [
         ({"max_delete_fraction": 1.5}, "max_delete_fraction must be between 0 and 1, got 1.5"),
+        ({"max_plan_age": -1}, "max_plan_age must be a number of seconds"),
+        ({"approved_plan": "plan.jsonl", "dry_run": True}, "approved_plan applies a reviewed plan"),
         ({"max_delete_fraction": -0.1}, "max_delete_fraction must be between 0 and 1, got -0.1"),
         ({"max_reject_fraction": math.nan}, "max_reject_fraction must be between 0 and 1, got nan"),
         ({"max_reject_fraction": "0.5"}, "max_reject_fraction must be between 0 and 1, got '0.5'"),

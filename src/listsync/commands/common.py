@@ -177,7 +177,7 @@ def add_plan_arguments(group: argparse._ArgumentGroup, *, noun: str, overwrite_h
         help="fail as soon as the rows read would take more memory than SIZE (bytes, or e.g. 2GiB, "
         "500MB); auto (default): three quarters of the machine's or container's memory; off: no limit",
     )
-    from listsync.sync.settings import VERIFY_TIMEOUT, VISIBILITY_WINDOW
+    from listsync.sync.settings import MAX_PLAN_AGE, VERIFY_TIMEOUT, VISIBILITY_WINDOW
 
     group.add_argument(
         "--state-path",
@@ -209,6 +209,19 @@ def add_plan_arguments(group: argparse._ArgumentGroup, *, noun: str, overwrite_h
         metavar="SECONDS",
         help="how long a write the List has not shown is not sent again by a later run "
         f"(default {VISIBILITY_WINDOW:g})",
+    )
+    group.add_argument(
+        "--approved-plan",
+        metavar="FILE",
+        help="the plan file of a reviewed --dry-run: plan again and apply only if the plan is that file, "
+        "line for line (then --max-delete-fraction does not hold back its reviewed deletes)",
+    )
+    group.add_argument(
+        "--max-plan-age",
+        type=float,
+        default=MAX_PLAN_AGE,
+        metavar="SECONDS",
+        help=f"refuse an --approved-plan written longer ago than this (default {MAX_PLAN_AGE:g}, a day)",
     )
     group.add_argument(
         "--history-table",
@@ -380,6 +393,8 @@ def sync_settings(args: argparse.Namespace) -> SyncSettings:
             fresh_state=args.fresh_state,
             verify_timeout=args.verify_timeout,
             visibility_window=args.visibility_window,
+            approved_plan=args.approved_plan,
+            max_plan_age=args.max_plan_age,
         )
     except ValueError as error:
         # The message begins with the setting's name. An option whose text the setting parses

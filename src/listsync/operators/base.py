@@ -25,7 +25,13 @@ from airflow.sdk import BaseOperator
 from listsync.client.in_flight import MAX_IN_FLIGHT, check_max_in_flight
 from listsync.extract.options import check_encoding, resolve_timezone
 from listsync.operators.extract import check_extract_arguments, checked_storage_path, read_operator_extract
-from listsync.sync.settings import MAX_MEMORY_AUTO, VERIFY_TIMEOUT, VISIBILITY_WINDOW, SyncSettings
+from listsync.sync.settings import (
+    MAX_MEMORY_AUTO,
+    MAX_PLAN_AGE,
+    VERIFY_TIMEOUT,
+    VISIBILITY_WINDOW,
+    SyncSettings,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -272,6 +278,10 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         SQLAlchemy engine, as ``sql_conn_id``) holding ``history_table``.
     :param history_rejects_table: with ``history_table``, a table that gets each rejected row of
         a run (its row number, reasons and values), copied from a local ``rejects_path``.
+    :param approved_plan: the plan file of a reviewed dry run (a local path or an object-storage
+        URI; templated): applied only if the plan made now is that file line for line, and the
+        file no older than ``max_plan_age`` seconds (default a day); see
+        :mod:`listsync.sync.approved`.
     :param kwargs: the parameters of :class:`ListSyncExtractOperator` and ``BaseOperator``.
     """
 
@@ -296,9 +306,13 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         history_table: str | None = None,
         history_conn_id: str | None = None,
         history_rejects_table: str | None = None,
+        approved_plan: str | None = None,
+        max_plan_age: float = MAX_PLAN_AGE,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.approved_plan = approved_plan
+        self.max_plan_age = max_plan_age
         if (history_table or history_rejects_table) and not (history_table and history_conn_id):
             raise ValueError(
                 "history_table and history_conn_id go together (history_rejects_table with them)"
@@ -336,25 +350,32 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
     ) -> dict[str, Any]:
         """Run ``sync`` with a client of the connection and the task's settings, the Airflow way
         (:meth:`failing_the_airflow_way`), recording the run in ``history_table`` when one is set;
-        return its summary."""
+        when it wrote to the List, add the List's event to the asset aliases of the task's
+        outlets (:mod:`listsync.operators.asset_events`); return its summary."""
+        from listsync.operators.asset_events import emit_list_event
 
         def attempt() -> dict[str, Any]:
             with self.failing_the_airflow_way(context), self.get_client() as client:
                 return sync(client, self.sync_settings(context))
 
         if not self.history_table:
-            return attempt()
-        from listsync.sync.history import run_recorded
+            summary = attempt()
+        else:
+            from listsync.sync.history import run_recorded
 
-        return run_recorded(
-            job,
-            self.table_id,
-            attempt,
-            self._record_history,
-            dag_id=self.dag_id,
-            task_id=self.task_id,
-            airflow_run_id=context.get("run_id"),
+            summary = run_recorded(
+                job,
+                self.table_id,
+                attempt,
+                self._record_history,
+                dag_id=self.dag_id,
+                task_id=self.task_id,
+                airflow_run_id=context.get("run_id"),
+            )
+        emit_list_event(
+            context, self.table_id, [*self.inlets, *self.outlets], self.hook.get_base_url(), summary
         )
+        return summary
 
     def _record_history(self, run: SyncRun) -> None:
         from listsync.operators.extract import sql_engine
@@ -381,6 +402,7 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
             rejects_path=self.output_file(self.rejects_path),
             plan_path=self.output_file(self.plan_path, "plan_path"),
             state_path=state,
+            approved_plan=checked_storage_path(self.approved_plan) if self.approved_plan else None,
         )
 
     def _settings(self) -> SyncSettings:
@@ -402,6 +424,7 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
             fresh_state=self.fresh_state,
             verify_timeout=self.verify_timeout,
             visibility_window=self.visibility_window,
+            max_plan_age=self.max_plan_age,
         )
 
     def service_dataset_name(self) -> str:

@@ -79,6 +79,7 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
         "delete_scope",
         "max_delete_fraction",
         "is_dry_run",
+        "approved_plan",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql", "column_map": "json"}
     ui_color = "#d7ecfa"

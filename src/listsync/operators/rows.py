@@ -70,6 +70,7 @@ class UpsertRowsOperator(ListSyncPlanOperator):
         "mode",
         "max_delete_fraction",
         "is_dry_run",
+        "approved_plan",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql", "column_map": "json"}
     ui_color = "#d6eaf8"

@@ -8,7 +8,8 @@
                                             # what each read freed goes back to the system;
                                             # the extract's rows let go once planned)
     write the plan file                     # for review; always in a dry run
-    check delete safety                     # a broken extract never wipes a List
+    check delete safety                     # a broken extract never wipes a List; or, given
+                                            # an approved plan, check the plan is that one
     apply, then read back what was touched  # not in a dry run; waits for late writes
     keep the state                          # what was applied and seen (listsync.sync.state)
     summary                                 # logged, returned, raised with when something failed
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from listsync.extract.mapping import PrepareStats
 from listsync.extract.options import Shard, parse_shard
+from listsync.sync.approved import check_approved_plan
 from listsync.sync.memory import MemoryGuard, RowCosts, give_back_freed_memory, use_returning_allocator
 from listsync.sync.settings import SyncSettings, parse_max_memory
 from listsync.sync.state import LastApplied, StateEntries, StateScope, load_state, save_state, state_store
@@ -185,6 +187,8 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         :raises SyncFailedError: something failed or drifted and ``fail_on_error`` is set.
         :raises MemoryLimitError: the rows read would take more than ``max_memory``.
         :raises StateMismatchError: the state kept was made for another List, shard or mapping.
+        :raises PlanChangedError: the plan is not the ``approved_plan``; nothing was written.
+        :raises StalePlanError: the ``approved_plan`` is older than ``max_plan_age``.
         """
         settings = self.settings
         scope = StateScope(
@@ -227,13 +231,22 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
             prefix=f"listsync-{self.noun}-plan-",
             logger=self.log,
         )
-        check_delete_safety(
-            planned_deletes=deletes.planned,
-            current_total=deletes.current_total,
-            source_rows=deletes.source_rows,
-            max_delete_fraction=settings.max_delete_fraction,
-            noun=self.noun,
-        )
+        if settings.approved_plan is not None:
+            # Reviewed deletes are what was approved: the plan must be the one reviewed instead.
+            lines = check_approved_plan(
+                self.plan_entries(plan), settings.approved_plan, max_age=settings.max_plan_age
+            )
+            self.log.info(
+                "The plan is the approved plan %s (%d lines): applying it", settings.approved_plan, lines
+            )
+        else:
+            check_delete_safety(
+                planned_deletes=deletes.planned,
+                current_total=deletes.current_total,
+                source_rows=deletes.source_rows,
+                max_delete_fraction=settings.max_delete_fraction,
+                noun=self.noun,
+            )
         outcome = self.nothing_applied() if settings.dry_run else self.apply(plan)
         if not settings.dry_run:
             entries, forms = self.state_entries(plan, outcome)

@@ -33,6 +33,7 @@ __all__ = [
     "DELETE_ROWS",
     "DELETE_SCOPES",
     "MAX_MEMORY_AUTO",
+    "MAX_PLAN_AGE",
     "PEOPLE_WRITE_KINDS",
     "ROWS_CHUNK_CAPS",
     "ROWS_MODES",
@@ -58,6 +59,9 @@ __all__ = [
 
 # --- the memory a List sync may take -------------------------------------------------------
 
+#: Seconds an approved plan stays good after its file was written: a day, so that the plan of a
+#: night's dry run can be reviewed and applied through the next working day (A37).
+MAX_PLAN_AGE = 24 * 3600.0
 #: ``max_memory`` that asks for :func:`default_max_memory`, worked out where the sync runs.
 MAX_MEMORY_AUTO = "auto"
 _MEMORY_UNITS = {
@@ -295,6 +299,13 @@ class SyncSettings:
         (:data:`VERIFY_TIMEOUT`); what is still not shown is ``unconfirmed``, not a failure.
     :param visibility_window: seconds a write the List has not shown yet is not sent again by a
         later run, which reads before it writes (:data:`VISIBILITY_WINDOW`).
+    :param approved_plan: the plan file of a reviewed dry run (a local path or an object with
+        ``open()``): the run plans again and applies only if its plan is that file, line for
+        line, and the file is no older than ``max_plan_age``; otherwise it fails before any
+        write (:mod:`listsync.sync.approved`). Its deletes were reviewed, so
+        ``max_delete_fraction`` does not hold them back. None: no review, the usual checks.
+    :param max_plan_age: seconds an ``approved_plan`` stays good after its file was written
+        (:data:`MAX_PLAN_AGE`).
     :raises ValueError: a fraction not between 0 and 1, a ``shard`` that is not ``"i/n"``, a
         ``max_memory`` that is not a size, or a negative or non-numeric number of seconds; the
         message begins with the setting's name.
@@ -313,14 +324,19 @@ class SyncSettings:
     fresh_state: bool = False
     verify_timeout: float = VERIFY_TIMEOUT
     visibility_window: float = VISIBILITY_WINDOW
+    approved_plan: str | os.PathLike[str] | OpenableFile | None = None
+    max_plan_age: float = MAX_PLAN_AGE
 
     def __post_init__(self) -> None:
+        if self.approved_plan is not None and self.dry_run:
+            raise ValueError("approved_plan applies a reviewed plan, which a dry run never does; drop one")
         parse_shard(self.shard)
         if self.max_memory != MAX_MEMORY_AUTO:  # "auto" is worked out where the sync runs
             parse_max_memory(self.max_memory)
         for name, seconds in (
             ("verify_timeout", self.verify_timeout),
             ("visibility_window", self.visibility_window),
+            ("max_plan_age", self.max_plan_age),
         ):
             if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
                 raise ValueError(f"{name} must be a number of seconds, 0 or more; got {seconds!r}")

@@ -1,0 +1,150 @@
+"""Contract: a reviewed plan is applied exactly, on every emulator profile.
+
+A CRM clean-up removes a quarter of a List's people, more than ``max_delete_fraction`` allows:
+the sync refuses it. Its dry run's plan, approved, is applied: the writes are the plan's lines and
+the List is the extract. A plan whose List changed since it was made, or that is too old, is
+refused before any write.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from listsync.emulator import PROFILES
+from listsync.sync.approved import PlanChangedError, StalePlanError
+from listsync.sync.settings import SyncSettings
+from listsync.sync.steps import UnsafeDeleteError
+
+from ..support import LiveEmulator, read_jsonl
+from .test_jobs_every_profile import (
+    ACCOUNTS,
+    PEOPLE_TABLE,
+    PEOPLE_WRITES,
+    ROW_WRITES,
+    ROWS_TABLE,
+    account_row,
+    extract_people_view,
+    extract_rows_view,
+    in_service_form,
+    list_people_view,
+    list_rows_view,
+    people_frame,
+    person_row,
+    requests_since,
+    rows_frame,
+    run_people,
+    run_rows,
+    start_people_list,
+    tenant,
+)
+
+FULL = people_frame(person_row(n) for n in range(200))
+CLEANED = people_frame(person_row(n) for n in range(200) if n % 4)  # 50 of 200 people leave: 25%
+
+
+def reviewed_plan(live: LiveEmulator, path: Path) -> list[dict[str, Any]]:
+    """The dry run of the clean-up (its delete limit lifted, as a reviewer's run does): its plan."""
+    summary = run_people(
+        live,
+        CLEANED,
+        mode="mirror",
+        settings=SyncSettings(dry_run=True, plan_path=path, max_delete_fraction=1),
+    )
+    assert summary["planned"]["delete"] == 50
+    return read_jsonl(path)
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_an_approved_large_delete_is_applied_exactly_as_planned(
+    live_emulator: Callable[..., LiveEmulator], profile: str, tmp_path: Path
+) -> None:
+    live = live_emulator(tenant(profile))
+    start_people_list(live, ACCOUNTS)
+    state = SyncSettings(state_path=tmp_path / "state")
+    run_people(live, FULL, settings=state)
+    counters = live.stats.requests.copy()
+    with pytest.raises(UnsafeDeleteError, match="Refusing to delete 50 of 200 people"):
+        run_people(live, CLEANED, mode="mirror", settings=state)
+    plan = reviewed_plan(live, tmp_path / "plan.jsonl")
+    assert requests_since(live, counters, PEOPLE_WRITES) == dict.fromkeys(PEOPLE_WRITES, 0)
+
+    summary = run_people(
+        live, CLEANED, mode="mirror", settings=SyncSettings(approved_plan=tmp_path / "plan.jsonl")
+    )
+
+    lines = Counter(entry["action"] for entry in plan)
+    assert lines["delete"] == 50
+    assert (summary["deleted"], summary["added"], summary["updated"]) == (
+        lines["delete"],
+        lines["add"],
+        lines["patch"],
+    )
+    assert list_people_view(live) == in_service_form(extract_people_view(CLEANED), profile)
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_a_plan_whose_list_changed_since_the_review_is_refused_before_any_write(
+    live_emulator: Callable[..., LiveEmulator], profile: str, tmp_path: Path, fake_clock: Any
+) -> None:
+    live = live_emulator(tenant(profile))
+    start_people_list(live, ACCOUNTS)
+    run_people(live, FULL, settings=SyncSettings(state_path=tmp_path / "state"))
+    reviewed_plan(live, tmp_path / "plan.jsonl")
+    # After the review, someone adds a person by hand on an account of the extract: the mirror
+    # would now delete them too, which no one approved.
+    with live.client() as client:
+        client.add_people(
+            PEOPLE_TABLE,
+            [{"accountDomain": ACCOUNTS[0], "people": [{"first_name": "Hand", "email": "hand@x.io"}]}],
+        )
+    fake_clock.sleep(PROFILES[profile].lag_seconds + 0.5)  # the List shows the edit
+    before = list_people_view(live)
+    counters = live.stats.requests.copy()
+    approved = SyncSettings(approved_plan=tmp_path / "plan.jsonl", state_path=tmp_path / "state")
+
+    with pytest.raises(PlanChangedError, match=r"differs from the approved plan \S+ at line \d+"):
+        run_people(live, CLEANED, mode="mirror", settings=approved)
+
+    assert requests_since(live, counters, PEOPLE_WRITES) == dict.fromkeys(PEOPLE_WRITES, 0)
+    assert list_people_view(live) == before
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_a_stale_plan_is_refused_and_a_rows_plan_applies_like_a_people_plan(
+    live_emulator: Callable[..., LiveEmulator], profile: str, tmp_path: Path
+) -> None:
+    live = live_emulator(tenant(profile))
+    first = rows_frame(account_row(n) for n in range(40))
+    cleaned = rows_frame(account_row(n) for n in range(30))
+    run_rows(live, first)
+    path = tmp_path / "rows.plan.jsonl"
+    run_rows(
+        live,
+        cleaned,
+        delete_missing=True,
+        settings=SyncSettings(dry_run=True, plan_path=path, max_delete_fraction=1),
+    )
+    two_days_ago = time.time() - 2 * 24 * 3600
+    os.utime(path, (two_days_ago, two_days_ago))
+    counters = live.stats.requests.copy()
+
+    with pytest.raises(StalePlanError, match=r"written 48\.0 hours ago, more than max_plan_age"):
+        run_rows(live, cleaned, delete_missing=True, settings=SyncSettings(approved_plan=path))
+    assert requests_since(live, counters, ROW_WRITES) == dict.fromkeys(ROW_WRITES, 0)
+
+    summary = run_rows(
+        live,
+        cleaned,
+        delete_missing=True,
+        settings=SyncSettings(approved_plan=path, max_plan_age=3 * 24 * 3600),
+    )
+    assert summary["rows_deleted"] == len(read_jsonl(path)) == 10
+    assert list_rows_view(live) == extract_rows_view(cleaned)
+    assert ROWS_TABLE in live.state.lists
