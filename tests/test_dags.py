@@ -39,6 +39,7 @@ def test_every_dag_file_imports_without_errors():
 
     assert bag.import_errors == {}
     assert set(bag.dag_ids) == {
+        "approve_large_delete",
         "crm_to_list_nightly",
         "list_changed_consumer",
         "segment_lists",

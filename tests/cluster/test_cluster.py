@@ -47,6 +47,7 @@ REPO = Path(__file__).resolve().parents[2]
 LAUNCHER = REPO / "deploy" / "cluster.py"
 POLICY = Path(__file__).with_name("airflow_local_settings.py")
 NIGHTLY = "crm_to_list_nightly"
+APPROVAL = "approve_large_delete"
 BACKFILL = "signal_backfill"
 INGEST_TASK = "ingest_signal_events"
 TABLE_ID = "tbl_accounts"
@@ -115,6 +116,27 @@ class Cluster:
         response.raise_for_status()
         return response.json()
 
+    def list_events(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        """The asset events a DAG run emitted."""
+        events: list[dict[str, Any]] = self.get(
+            "/assets/events", source_dag_id=dag_id, source_run_id=run_id, limit=100
+        )["asset_events"]
+        return events
+
+    def wait_for_task(self, dag_id: str, run_id: str, task_id: str, state: str) -> None:
+        path = f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}"
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while self.get(path)["state"] != state:
+            assert time.monotonic() < deadline, f"{dag_id} {run_id} {task_id} never {state}; see {self.logs}"
+            time.sleep(1)
+
+    def respond(self, dag_id: str, run_id: str, task_id: str, option: str) -> dict[str, Any]:
+        """Answer a human-in-the-loop task as a person does in the UI; its details as shown."""
+        path = f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}/-1/hitlDetails"
+        details: dict[str, Any] = self.get(path)
+        self.api.patch(path, json={"chosen_options": [option]}).raise_for_status()
+        return details
+
     def wait_for_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
         deadline = time.monotonic() + RUN_TIMEOUT
         while True:
@@ -157,6 +179,8 @@ def cluster(
         # The executor's report of the lost task makes it a retry at once; the heartbeat timeout
         # is the fallback, shortened from five minutes.
         "--set", "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT=60",
+        # The nightly DAG's deadline, which dag.test() cannot run, runs here.
+        "--set", "LISTSYNC_NIGHTLY_DEADLINE=4",
         "--timeout", str(START_TIMEOUT),
     ]  # fmt: skip
     try:
@@ -226,6 +250,126 @@ def test_a_nightly_run_triggered_on_the_cluster_leaves_the_list_its_summary_desc
     assert sum(stats_after.get(endpoint, {}).get("requests", 0) for endpoint in LIST_WRITES) == writes
     assert again["rows"]["requests"]["total"] == again["people"]["requests"]["total"] == 0
     assert again["people"]["unchanged"] == people["added"] - people["deleted"]
+
+    # The List's asset event: one from each task that wrote, with its counts; none from a night
+    # with nothing to write, nor from a dry run.
+    events = cluster.list_events(NIGHTLY, run_id)
+    assert sorted((event["source_task_id"], event["extra"]["requests"]) for event in events) == sorted(
+        [
+            ("sync_targetable_people", people["requests"]["total"]),
+            ("upsert_account_rows", rows["requests"]["total"]),
+        ]
+    )
+    assert {event["uri"] for event in events} == {f"listsync://api.example.com/{TABLE_ID}"}
+    assert (
+        next(e for e in events if e["source_task_id"] == "sync_targetable_people")["extra"]["added"]
+        == (people["added"])
+    )
+    assert cluster.list_events(NIGHTLY, second) == []
+    dry = "nightly_on_the_cluster_dry_run"
+    cluster.airflow("dags", "trigger", NIGHTLY, "--run-id", dry, "--conf", json.dumps({"dry_run": True}))
+    assert cluster.wait_for_run(NIGHTLY, dry)["state"] == "success"
+    assert cluster.return_value(NIGHTLY, dry, "report")["people"]["dry_run"] is True
+    assert cluster.list_events(NIGHTLY, dry) == []
+
+
+def remove_contacts(cluster: Cluster, share: int) -> int:
+    """Remove every ``share``-th contact with an e-mail from the warehouse's CRM; how many."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(cluster.state["env"]["AIRFLOW_CONN_LISTSYNC_WAREHOUSE"])
+    try:
+        with engine.begin() as conn:
+            ids = conn.execute(
+                sa.text("SELECT contact_id FROM crm_contacts WHERE email IS NOT NULL ORDER BY contact_id")
+            ).scalars()
+            gone = [contact for number, contact in enumerate(ids) if number % share == 0]
+            conn.execute(sa.text("DELETE FROM crm_contacts WHERE contact_id = ANY(:ids)"), {"ids": gone})
+    finally:
+        engine.dispose()
+    return len(gone)
+
+
+def account_in_crm(cluster: Cluster) -> str:
+    """The account domain of a contact still in the warehouse's CRM."""
+    import sqlalchemy as sa
+
+    from listsync.extract.contact_rules import normalize_domain
+
+    engine = sa.create_engine(cluster.state["env"]["AIRFLOW_CONN_LISTSYNC_WAREHOUSE"])
+    try:
+        with engine.connect() as conn:
+            query = (
+                "SELECT account_website FROM crm_contacts WHERE email IS NOT NULL ORDER BY contact_id LIMIT 1"
+            )
+            website = conn.execute(sa.text(query)).scalar_one()
+    finally:
+        engine.dispose()
+    return normalize_domain(website)
+
+
+def list_writes(cluster: Cluster) -> int:
+    stats = cluster.emulator("stats")["endpoints"]
+    return sum(stats.get(endpoint, {}).get("requests", 0) for endpoint in LIST_WRITES)
+
+
+def test_a_large_delete_is_applied_only_as_approved(cluster: Cluster):
+    # After the nightly test: the List holds the CRM's people. A clean-up removes a quarter.
+    remove_contacts(cluster, 4)
+    writes = list_writes(cluster)
+
+    # Approved: the plan is applied, exactly.
+    approved = "approve_on_the_cluster"
+    cluster.airflow("dags", "unpause", APPROVAL)
+    cluster.airflow("dags", "trigger", APPROVAL, "--run-id", approved)
+    cluster.wait_for_task(APPROVAL, approved, "approve", "awaiting_input")
+    details = cluster.respond(APPROVAL, approved, "approve", "Approve")
+    assert "would delete" in details["body"] and "The first" in details["body"]
+    assert cluster.wait_for_run(APPROVAL, approved)["state"] == "success"
+    plan = cluster.return_value(APPROVAL, approved, "plan")
+    applied = cluster.return_value(APPROVAL, approved, "apply")
+    lines = [json.loads(line) for line in Path(plan["plan_path"]).read_text().splitlines()]
+    kinds = Counter(line["action"] for line in lines)
+    assert kinds["delete"] > 0.1 * plan["list_people"]
+    assert (applied["deleted"], applied["added"], applied["updated"]) == (
+        kinds["delete"],
+        kinds["add"],
+        kinds["patch"],
+    )
+    assert list_writes(cluster) == writes + applied["requests"]["total"]
+    writes = list_writes(cluster)
+
+    # Rejected: nothing is written.
+    remove_contacts(cluster, 4)
+    rejected = "reject_on_the_cluster"
+    cluster.airflow("dags", "trigger", APPROVAL, "--run-id", rejected)
+    cluster.wait_for_task(APPROVAL, rejected, "approve", "awaiting_input")
+    cluster.respond(APPROVAL, rejected, "approve", "Reject")
+    cluster.wait_for_run(APPROVAL, rejected)
+    states = {
+        ti["task_id"]: ti["state"] for ti in cluster.task_instances(APPROVAL) if ti["dag_run_id"] == rejected
+    }
+    assert states["apply"] == "skipped"
+    assert list_writes(cluster) == writes
+
+    # The List changes while the plan waits for approval: the approved plan is refused.
+    changed = "approve_a_stale_plan_on_the_cluster"
+    cluster.airflow("dags", "trigger", APPROVAL, "--run-id", changed)
+    cluster.wait_for_task(APPROVAL, changed, "approve", "awaiting_input")
+    account = account_in_crm(cluster)
+    from listsync.client import ListSyncClient
+
+    connection = json.loads(cluster.env["AIRFLOW_CONN_LISTSYNC_DEFAULT"])
+    service = (connection["host"], connection["password"], connection["extra"]["user_id"])
+    with ListSyncClient(*service) as client:  # someone adds a person by hand
+        client.add_people(
+            TABLE_ID, [{"accountDomain": account, "people": [{"first_name": "Hand", "email": "hand@x.io"}]}]
+        )
+    time.sleep(3)  # the hosted profile shows a write 2 s after its answer
+    writes = list_writes(cluster)
+    cluster.respond(APPROVAL, changed, "approve", "Approve")
+    assert cluster.wait_for_run(APPROVAL, changed)["state"] == "failed"
+    assert list_writes(cluster) == writes
 
 
 def warehouse_events(cluster: Cluster) -> dict[str, str]:
