@@ -521,3 +521,32 @@ def test_sharded_people_sync_dag_mirrors_the_list_in_four_shards_that_add_up_to_
     assert summary["people"]["requests"]["total"] == 0
     assert summary["people"]["unchanged"] == listed
     assert summary["people"]["rejected"] == combined["rejected"]
+
+
+def test_the_approval_dag_says_what_it_needs_on_an_airflow_without_approvals(monkeypatch: pytest.MonkeyPatch):
+    import sys
+
+    from airflow.dag_processing.dagbag import DagBag
+
+    # What an Airflow before 3.1 gives: no human-in-the-loop operators to import.
+    monkeypatch.setitem(sys.modules, "airflow.providers.standard.operators.hitl", None)
+    bag = DagBag(dag_folder=str(DAGS / "approve_large_delete.py"))
+
+    assert bag.import_errors == {}
+    (task,) = bag.dags["approve_large_delete"].tasks
+    assert task.task_id == "needs_airflow_3_1"
+    with pytest.raises(RuntimeError, match=r"needs Airflow 3\.1 or later"):
+        task.python_callable()
+
+
+def test_the_approval_dag_reviews_only_deletes_over_the_fraction() -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    dag = DagBag(dag_folder=str(DAGS / "approve_large_delete.py")).dags["approve_large_delete"]
+    decide = dag.get_task("decide").python_callable
+    summary = {"planned": {"delete": 15, "add": 0, "patch": 0}, "list_people": 100}
+
+    assert decide(summary, params={"max_delete_fraction": 0.1}) == "describe"
+    assert decide(summary, params={"max_delete_fraction": 0.2}) == "apply"
+    assert dag.get_task("apply").approved_plan == dag.get_task("plan").plan_path
+    assert dag.get_task("approve").downstream_task_ids == {"apply"}
