@@ -3,7 +3,9 @@
 Only the columns in ``column_map`` are compared and written, so this DAG can refresh the health
 score and the owner every hour while the nightly sync owns the other columns. Rows whose account
 is not yet in the List are added with these columns only; nothing is deleted
-(``delete_missing=False``). Trigger it by hand, or give it a schedule.
+(``delete_missing=False``). A refresh that must never create accounts takes
+``mode="update_only"`` (the rows the List lacks are counted in ``rows_not_added``). Trigger it by
+hand, or give it a schedule.
 """
 
 from __future__ import annotations
@@ -12,7 +14,12 @@ from datetime import datetime
 
 from airflow.sdk import Asset, AssetAlias, dag
 
+from listsync.notifications import LogNotifier, SyncNotifier
 from listsync.operators import UpsertRowsOperator
+
+# A failed refresh, or one whose writes read back otherwise, is said in the task log; give
+# SyncNotifier your Slack or SMTP notifier instead of LogNotifier to be told.
+ALERTS = SyncNotifier(LogNotifier(), alert_on_drift=True)
 
 
 @dag(
@@ -36,6 +43,8 @@ def upsert_rows() -> None:
         # keeps its state with); its event goes out through the alias only when rows changed.
         inlets=[Asset(uri="listsync://api.example.com/tbl_accounts", name="listsync_tbl_accounts")],
         outlets=[AssetAlias("listsync_tbl_accounts_changed")],
+        on_failure_callback=ALERTS,
+        on_success_callback=ALERTS,
     )
 
 
