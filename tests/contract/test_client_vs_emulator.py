@@ -21,6 +21,8 @@ from listsync.client import (
 from listsync.emulator import FaultRule
 from listsync.signals.sender import send_events
 
+from ..support import LiveEmulator
+
 TABLE = "tbl_accounts"
 START = 1_800_000_000.0  # the fake clock's start: a window boundary
 
@@ -331,3 +333,10 @@ def test_iter_targetable_people_pages_in_order(client):
         client.add_people(TABLE, [{"accountDomain": f"d{i}.com", "people": people}])
     names = [p.first_name for p in client.iter_targetable_people(TABLE, page_size=100)]
     assert names == [f"P{i}-{j}" for i in range(5) for j in range(50)]
+
+
+def test_the_clients_of_a_contract_test_keep_its_requests_in_flight(
+    emulator: LiveEmulator, in_flight: int
+) -> None:
+    with emulator.client() as client:
+        assert client.in_flight.ceiling == in_flight
