@@ -23,14 +23,14 @@ CONNECTION_FORM_FIELDS: dict[str, dict[str, Any]] = {
         "schema": {"type": ["number", "null"], "default": 30},
     },
 }
-"""Extra fields of the ``listsync`` connection form (``conn-fields``, read by Airflow 3.2+)."""
+"""Extra fields of the ``listsync`` connection form (``conn-fields``)."""
 
 CONNECTION_FORM_BEHAVIOUR: dict[str, Any] = {
     "hidden-fields": ["schema", "port", "login"],
     "relabeling": {"host": "Base URL", "password": "API key"},
     "placeholders": {"host": "https://api.example.com", "password": "sk_..."},
 }
-"""Standard fields of the ``listsync`` connection form (``ui-field-behaviour``, Airflow 3.2+)."""
+"""Standard fields of the ``listsync`` connection form (``ui-field-behaviour``)."""
 
 
 def get_provider_info() -> dict[str, Any]:

@@ -36,9 +36,9 @@ Where the numbers come from: the summary is the task instance's XCom ``return_va
 Airflow clears as each try starts, so it is this try's. The last successful run is
 ``ti.get_previous_ti(state="success")`` of the task SDK, asked for a run logically before this one
 (before its ``run_after`` when it has no logical date, as a run triggered by hand): its
-``return_value`` is the summary compared with. None found (the first run), or a task SDK older
-than that method (it came after Airflow 3.1.0): no count alert. Something that cannot be read
-(the XCom, the previous run) is logged and left out; it never stops the alert of a failure.
+``return_value`` is the summary compared with. None found (the first run): no count alert.
+Something that cannot be read (the XCom, the previous run) is logged and left out; it never stops
+the alert of a failure.
 
 As a DAG's callback, the task it reads is the one Airflow's context names (the one whose failure
 failed the run, or the last to succeed), and a failure's line gives the DAG run's reason. Under

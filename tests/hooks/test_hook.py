@@ -114,13 +114,7 @@ def test_the_key_is_not_in_reprs_or_logs(monkeypatch, caplog):
     assert API_KEY not in caplog.text
 
 
-def test_connection_form_for_airflow_3_1():
-    behaviour = ListSyncHook.get_ui_field_behaviour()
-    assert behaviour["hidden_fields"] == ["schema", "port", "login"]
-    assert behaviour["relabeling"] == {"host": "Base URL", "password": "API key"}
-
-
-def test_connection_form_for_airflow_3_2_and_later():
+def test_connection_form_comes_from_the_provider_info():
     from listsync import get_provider_info
 
     (conn_type,) = get_provider_info()["connection-types"]

@@ -9,11 +9,9 @@ requests) and ``timeout`` (seconds). Example::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from airflow.sdk import BaseHook
-
-from listsync import CONNECTION_FORM_BEHAVIOUR, CONNECTION_FORM_FIELDS
 
 if TYPE_CHECKING:
     import httpx
@@ -111,24 +109,3 @@ class ListSyncHook(BaseHook):
         except (ListSyncError, ValueError) as exc:
             return False, str(exc)
         return True, f"Connected: {len(lists)} List(s) visible"
-
-    @classmethod
-    def get_connection_form_widgets(cls) -> dict[str, Any]:
-        """Form widgets for Airflow 3.1 (3.2+ reads ``conn-fields`` from the provider info)."""
-        from flask_appbuilder.fieldwidgets import BS3TextFieldWidget
-        from flask_babel import lazy_gettext
-        from wtforms import StringField
-
-        return {
-            name: StringField(lazy_gettext(spec["label"]), widget=BS3TextFieldWidget())
-            for name, spec in CONNECTION_FORM_FIELDS.items()
-        }
-
-    @classmethod
-    def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        """Form behaviour for Airflow 3.1 (3.2+ reads ``ui-field-behaviour`` from the provider info)."""
-        return {
-            "hidden_fields": CONNECTION_FORM_BEHAVIOUR["hidden-fields"],
-            "relabeling": CONNECTION_FORM_BEHAVIOUR["relabeling"],
-            "placeholders": CONNECTION_FORM_BEHAVIOUR["placeholders"],
-        }

@@ -52,9 +52,9 @@ class IngestSignalsOperator(ListSyncExtractOperator):
     signal at its own limit, signals in parallel, rate-limited events re-sent, unknown signal
     slugs reported with the service's message. Memory does not grow with the number of events.
 
-    After every acknowledged batch a checkpoint goes to the task state store (Airflow 3.3 and
-    newer), so a retried task resumes after the last acknowledged batch instead of sending
-    again; on older Airflow the task logs a warning and a retry starts over. With
+    After every acknowledged batch a checkpoint goes to the task state store, so a retried task
+    resumes after the last acknowledged batch instead of sending again; run where the context has
+    no such store (``execute`` called by hand), the task logs a warning and a retry starts over. With
     ``deferrable=True`` a wait longer than ``defer_after_seconds`` (by default longer than a
     rate-limit window, see :data:`DEFAULT_DEFER_AFTER_SECONDS`) frees the worker slot: the task
     defers to :class:`~listsync.triggers.RateLimitWindowTrigger`, which only waits, and resumes from
@@ -199,8 +199,8 @@ class IngestSignalsOperator(ListSyncExtractOperator):
         store = context.get("task_state_store")
         if store is None:
             self.log.warning(
-                "This Airflow has no task state store (it needs 3.3 or newer): the checkpoint is kept "
-                "in memory only, so a retry of this task sends every event again"
+                "The task's context has no task state store: the checkpoint is kept in memory only, "
+                "so a retry of this task sends every event again"
             )
         return store
 
