@@ -107,7 +107,12 @@ def test_a_plan_whose_list_changed_since_the_review_is_refused_before_any_write(
     fake_clock.sleep(PROFILES[profile].lag_seconds + 0.5)  # the List shows the edit
     before = list_people_view(live)
     counters = live.stats.requests.copy()
-    approved = SyncSettings(approved_plan=tmp_path / "plan.jsonl", state_path=tmp_path / "state")
+    # The new plan is to go to the approved file itself: it is held to the review first.
+    approved = SyncSettings(
+        approved_plan=tmp_path / "plan.jsonl",
+        plan_path=tmp_path / "plan.jsonl",
+        state_path=tmp_path / "state",
+    )
 
     with pytest.raises(PlanChangedError, match=r"differs from the approved plan \S+ at line \d+"):
         run_people(live, CLEANED, mode="mirror", settings=approved)

@@ -7,9 +7,10 @@
                                             # (both counted by the memory guard, max_memory;
                                             # what each read freed goes back to the system;
                                             # the extract's rows let go once planned)
+    hold the plan to an approved one        # given one: the plan reviewed, or nothing written
     write the plan file                     # for review; always in a dry run
-    check delete safety                     # a broken extract never wipes a List; or, given
-                                            # an approved plan, check the plan is that one
+    check delete safety                     # a broken extract never wipes a List (an approved
+                                            # plan's deletes were reviewed instead)
     apply, then read back what was touched  # not in a dry run; waits for late writes
     keep the state                          # what was applied and seen (listsync.sync.state)
     summary                                 # logged, returned, raised with when something failed
@@ -224,6 +225,14 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         # not kept through the apply and the read back.
         del prepared
         give_back_freed_memory()
+        if settings.approved_plan is not None:
+            # Before the plan file is written, which may be the approved file itself.
+            lines = check_approved_plan(
+                self.plan_entries(plan), settings.approved_plan, max_age=settings.max_plan_age
+            )
+            self.log.info(
+                "The plan is the approved plan %s (%d lines): applying it", settings.approved_plan, lines
+            )
         plan_path = write_requested_plan(
             self.plan_entries(plan),
             settings.plan_path,
@@ -231,15 +240,8 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
             prefix=f"listsync-{self.noun}-plan-",
             logger=self.log,
         )
-        if settings.approved_plan is not None:
-            # Reviewed deletes are what was approved: the plan must be the one reviewed instead.
-            lines = check_approved_plan(
-                self.plan_entries(plan), settings.approved_plan, max_age=settings.max_plan_age
-            )
-            self.log.info(
-                "The plan is the approved plan %s (%d lines): applying it", settings.approved_plan, lines
-            )
-        else:
+        if settings.approved_plan is None:
+            # An approved plan's deletes were reviewed: it was held to the review instead.
             check_delete_safety(
                 planned_deletes=deletes.planned,
                 current_total=deletes.current_total,

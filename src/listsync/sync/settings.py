@@ -59,9 +59,6 @@ __all__ = [
 
 # --- the memory a List sync may take -------------------------------------------------------
 
-#: Seconds an approved plan stays good after its file was written: a day, so that the plan of a
-#: night's dry run can be reviewed and applied through the next working day (A37).
-MAX_PLAN_AGE = 24 * 3600.0
 #: ``max_memory`` that asks for :func:`default_max_memory`, worked out where the sync runs.
 MAX_MEMORY_AUTO = "auto"
 _MEMORY_UNITS = {
@@ -247,6 +244,11 @@ VERIFY_TIMEOUT = 60.0
 #: How long a write the List has not shown is waited for rather than sent again, in seconds
 #: (``visibility_window``, ``--visibility-window``): a later run within it reads before it writes.
 VISIBILITY_WINDOW = 3600.0
+
+
+#: Seconds an approved plan stays good after its file was written: a day, so that the plan of a
+#: night's dry run can be reviewed and applied through the next working day (A37).
+MAX_PLAN_AGE = 24 * 3600.0
 
 
 @dataclass(frozen=True)
