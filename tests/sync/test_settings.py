@@ -30,6 +30,10 @@ def test_the_defaults_are_a_plain_upsert_that_fails_on_error() -> None:
         "visibility_window": VISIBILITY_WINDOW,
         "approved_plan": None,
         "max_plan_age": 24 * 3600,
+        "lock_timeout": 1800.0,
+        "lease_expiry": 60.0,
+        "lease_holder": None,
+        "lease_location": None,
     }
 
 
@@ -38,6 +42,8 @@ def test_the_defaults_are_a_plain_upsert_that_fails_on_error() -> None:
     [
         ({"max_delete_fraction": 1.5}, "max_delete_fraction must be between 0 and 1, got 1.5"),
         ({"max_plan_age": -1}, "max_plan_age must be a number of seconds"),
+        ({"lock_timeout": -1}, "lock_timeout must be a number of seconds"),
+        ({"lease_expiry": 0}, "lease_expiry must be more than 0 seconds"),
         ({"approved_plan": "plan.jsonl", "dry_run": True}, "approved_plan applies a reviewed plan"),
         ({"max_delete_fraction": -0.1}, "max_delete_fraction must be between 0 and 1, got -0.1"),
         ({"max_reject_fraction": math.nan}, "max_reject_fraction must be between 0 and 1, got nan"),

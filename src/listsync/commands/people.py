@@ -17,7 +17,6 @@ from listsync.commands.common import (
     API_KEY_ENV,
     EXIT_USAGE,
     add_extract_arguments,
-    add_plan_arguments,
     add_service_arguments,
     api_key,
     check_extract_arguments,
@@ -27,11 +26,10 @@ from listsync.commands.common import (
     chunk_size_argument,
     column_mapping,
     read_frames,
-    recorded,
     report,
     run_and_report,
-    sync_settings,
 )
+from listsync.commands.plan_options import add_plan_arguments, recorded, sync_settings
 
 __all__ = ["API_KEY_ENV", "MODES", "WRITE_KINDS", "register", "run"]
 

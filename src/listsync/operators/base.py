@@ -24,7 +24,9 @@ from airflow.sdk import BaseOperator
 
 from listsync.client.in_flight import MAX_IN_FLIGHT, check_max_in_flight
 from listsync.extract.options import check_encoding, resolve_timezone
+from listsync.operators.asset_state import names_list, state_asset
 from listsync.operators.extract import check_extract_arguments, checked_storage_path, read_operator_extract
+from listsync.sync.lease import LEASE_EXPIRY, LOCK_TIMEOUT
 from listsync.sync.settings import (
     MAX_MEMORY_AUTO,
     MAX_PLAN_AGE,
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from airflow.providers.openlineage.extractors import OperatorLineage
     from airflow.sdk import Context, ObjectStoragePath
+    from airflow.sdk.definitions.mappedoperator import OperatorPartial
 
     from listsync.client import ListSyncClient
     from listsync.hooks.listsync import ListSyncHook
@@ -48,6 +51,7 @@ __all__ = [
     "holds_template",
     "rendered_bool",
     "rendered_float",
+    "task_holder",
 ]
 
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0", "")
@@ -83,6 +87,30 @@ def rendered_float(value: object, parameter: str) -> float:
         return float(str(value).strip())
     except ValueError:
         raise ValueError(f"{parameter} must be a number; got {value!r}") from None
+
+
+def task_holder(context: Context) -> str:
+    """Who a task's run is, for the runs that wait for its lease: DAG, run, task (and map index),
+    try and host."""
+    import socket
+
+    ti = context.get("ti")
+    if ti is None:  # a context made by hand, outside a task run
+        return f"a task on {socket.gethostname()}"
+    task = ti.task_id if getattr(ti, "map_index", -1) in (-1, None) else f"{ti.task_id}[{ti.map_index}]"
+    return f"DAG {ti.dag_id}, run {ti.run_id}, task {task}, try {ti.try_number} on {socket.gethostname()}"
+
+
+def with_state_asset(kwargs: dict[str, Any], *, table_id: object, state_path: object) -> dict[str, Any]:
+    """An operator's ``kwargs``, with the state asset of its connection
+    (:func:`~listsync.operators.asset_state.state_asset`) added to its ``inlets`` when it keeps its
+    state in no file and names no asset of its List: the state and the lease need a store every
+    worker reaches, declared as the DAG is parsed so that Airflow registers it."""
+    assets = [*(kwargs.get("inlets") or []), *(kwargs.get("outlets") or [])]
+    if state_path is not None or names_list(assets, str(table_id)):
+        return kwargs
+    conn_id = kwargs.get("listsync_conn_id", "listsync_default")
+    return {**kwargs, "inlets": [*(kwargs.get("inlets") or []), state_asset(conn_id)]}
 
 
 class ListSyncExtractOperator(BaseOperator):
@@ -265,8 +293,14 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
     :param max_memory: ``"auto"`` (the default) is three quarters of the worker's memory (or its
         container's), worked out on the worker.
     :param state_path: a local path or an object-storage URI. None (default): the Airflow asset
-        state store of the task's List asset (an inlet or outlet ``listsync://<host>/<tableId>``,
-        :mod:`listsync.operators.asset_state`); without one, no state.
+        state store of the task's List asset (an inlet or outlet ``listsync://<host>/<tableId>``),
+        else of its connection's state asset, which the operator adds to its inlets
+        (:mod:`listsync.operators.asset_state`).
+    :param lock_timeout: seconds the task waits while another run of its List (job and shard)
+        holds the List's lease, then fails with nothing written, naming the holder (default
+        1800). The lease is kept beside the state (:mod:`listsync.sync.lease`).
+    :param lease_expiry: seconds a lease outlives its holder's last renewal: a worker lost
+        mid-run holds the next run back this long at most (default 60).
     :param max_in_flight: the most requests to the List at once (pages read, write chunks, read
         backs), from 1 to 64; the client halves it while the service pushes back (429, 5xx, no
         answer) and grows it back (:mod:`listsync.client.in_flight`). Default 4.
@@ -308,9 +342,13 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         history_rejects_table: str | None = None,
         approved_plan: str | None = None,
         max_plan_age: float = MAX_PLAN_AGE,
+        lock_timeout: float = LOCK_TIMEOUT,
+        lease_expiry: float = LEASE_EXPIRY,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**with_state_asset(kwargs, table_id=table_id, state_path=state_path))
+        self.lock_timeout = lock_timeout
+        self.lease_expiry = lease_expiry
         self.approved_plan = approved_plan
         self.max_plan_age = max_plan_age
         if (history_table or history_rejects_table) and not (history_table and history_conn_id):
@@ -337,6 +375,15 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         self.visibility_window = visibility_window
         # Checked now, so that a mistake fails when the DAG is parsed.
         self._settings()
+
+    @classmethod
+    def partial(cls, **kwargs: Any) -> OperatorPartial:
+        """``BaseOperator.partial``, the connection's state asset added to the inlets as
+        ``__init__`` adds it: a mapped task's operator is made only as it runs, too late to
+        declare an asset."""
+        return super().partial(
+            **with_state_asset(kwargs, table_id=kwargs.get("table_id"), state_path=kwargs.get("state_path"))
+        )
 
     def get_client(self) -> ListSyncClient:
         """The client of the connection (see the base class), keeping up to ``max_in_flight``
@@ -395,13 +442,14 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         from listsync.operators.asset_state import list_asset_state_store
 
         state = self.output_file(self.state_path, "state_path") or list_asset_state_store(
-            self.table_id, [*self.inlets, *self.outlets], context
+            self.table_id, [*self.inlets, *self.outlets], context, self.listsync_conn_id
         )
         return replace(
             self._settings(),
             rejects_path=self.output_file(self.rejects_path),
             plan_path=self.output_file(self.plan_path, "plan_path"),
             state_path=state,
+            lease_holder=task_holder(context),
             approved_plan=checked_storage_path(self.approved_plan) if self.approved_plan else None,
         )
 
@@ -425,6 +473,8 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
             verify_timeout=self.verify_timeout,
             visibility_window=self.visibility_window,
             max_plan_age=self.max_plan_age,
+            lock_timeout=self.lock_timeout,
+            lease_expiry=self.lease_expiry,
         )
 
     def service_dataset_name(self) -> str:

@@ -2,6 +2,8 @@
 
 ::
 
+    take the lease of the List's job and shard  # one writing run at a time (listsync.sync.lease);
+                                            # a dry run takes none, and says who held it
     prepare the extract (rejects written, max_reject_fraction enforced)
     read the List and plan                  # pure planning once the List is read
                                             # (both counted by the memory guard, max_memory;
@@ -14,6 +16,7 @@
     apply, then read back what was touched  # not in a dry run; waits for late writes
     keep the state                          # what was applied and seen (listsync.sync.state)
     summary                                 # logged, returned, raised with when something failed
+    give the lease up                       # also when the run failed
 
 The sync's state is read before anything else (one made for another List, shard or mapping is
 refused before the extract is read), planned against (a three-way diff), and replaced once the
@@ -37,9 +40,18 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 from listsync.extract.mapping import PrepareStats
 from listsync.extract.options import Shard, parse_shard
 from listsync.sync.approved import check_approved_plan
+from listsync.sync.lease import Lease, LeaseLocation, lease_name, peek, this_process
 from listsync.sync.memory import MemoryGuard, RowCosts, give_back_freed_memory, use_returning_allocator
 from listsync.sync.settings import SyncSettings, parse_max_memory
-from listsync.sync.state import LastApplied, StateEntries, StateScope, load_state, save_state, state_store
+from listsync.sync.state import (
+    LastApplied,
+    StateEntries,
+    StateScope,
+    StateStore,
+    load_state,
+    save_state,
+    state_store,
+)
 from listsync.sync.steps import (
     SyncFailedError,
     check_delete_safety,
@@ -190,12 +202,48 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         :raises StateMismatchError: the state kept was made for another List, shard or mapping.
         :raises PlanChangedError: the plan is not the ``approved_plan``; nothing was written.
         :raises StalePlanError: the ``approved_plan`` is older than ``max_plan_age``.
+        :raises LeaseHeldError: another run of this List, job and shard held its lease for
+            ``lock_timeout`` seconds; nothing was read or written.
+        :raises LeaseLostError: the lease lapsed or was taken over while the run worked; the run
+            stopped before its next step.
         """
         settings = self.settings
         scope = StateScope(
             self.noun, self.table_id, None if self.shard is None else str(self.shard), self.state_mapping()
         )
         store = state_store(settings.state_path)
+        where = settings.lease_location if settings.lease_location is not None else store
+        name = lease_name(scope.job, scope.table_id, scope.shard)
+        leases = where.lease(name) if isinstance(where, LeaseLocation) else None
+        what = f"the {self.title.lower()} of {self.table_id}" + (
+            f", shard {scope.shard}" if scope.shard else ""
+        )
+        if leases is None:
+            self.log.warning(
+                "No lease is taken for %s (no state, nor a lease_location): another run of it may "
+                "write the List at the same time",
+                what,
+            )
+        elif settings.dry_run:
+            # A dry run writes nothing, so it holds nobody back; it says whom it read beside.
+            return self._run(scope, store, None, held_by=peek(leases))
+        else:
+            with Lease(
+                leases,
+                settings.lease_holder or this_process(),
+                timeout=settings.lock_timeout,
+                expiry=settings.lease_expiry,
+                what=what,
+            ) as lease:
+                return self._run(scope, store, lease)
+        return self._run(scope, store, None)
+
+    def _run(
+        self, scope: StateScope, store: StateStore | None, lease: Lease | None, *, held_by: str | None = None
+    ) -> dict[str, Any]:
+        """The steps of :meth:`run`, under the lease when one is held (``lease``); ``held_by``:
+        the holder of the lease while a dry run read."""
+        settings = self.settings
         state = load_state(store, scope, fresh=settings.fresh_state)
         if store is not None:
             self.last_applied = LastApplied(state, self.client.clock(), settings.visibility_window)
@@ -249,12 +297,21 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
                 max_delete_fraction=settings.max_delete_fraction,
                 noun=self.noun,
             )
+        if lease is not None:
+            lease.check()
         outcome = self.nothing_applied() if settings.dry_run else self.apply(plan)
         if not settings.dry_run:
+            if lease is not None:
+                lease.check()
             entries, forms = self.state_entries(plan, outcome)
             save_state(store, scope, entries, [forms_kept, forms], clock=self.client.clock)
         where = None if store is None else store.where(scope)
         summary = self.summary(extract, plan, outcome, JobFiles(plan_path, rejects_path, where))
+        summary.update(
+            lease_wait_seconds=0.0 if lease is None else round(lease.waited, 1),
+            lease_waited_for=None if lease is None else lease.waited_for,
+            lease_held_by=held_by,
+        )
         self.log.info("%s summary: %s", self.title, json.dumps(summary))
         if (summary["failed"] or summary["drift"]) and settings.fail_on_error and not settings.dry_run:
             raise SyncFailedError(summary)

@@ -23,9 +23,11 @@ from listsync.client.writers import (
     ROWS_PER_REQUEST,
 )
 from listsync.extract.options import Shard, parse_shard
+from listsync.sync.lease import LEASE_EXPIRY, LOCK_TIMEOUT
 
 if TYPE_CHECKING:
     from listsync.files import OpenableFile
+    from listsync.sync.lease import LeaseLocation
     from listsync.sync.state import StateStore
 
 __all__ = [
@@ -308,6 +310,17 @@ class SyncSettings:
         ``max_delete_fraction`` does not hold them back. None: no review, the usual checks.
     :param max_plan_age: seconds an ``approved_plan`` stays good after its file was written
         (:data:`MAX_PLAN_AGE`).
+    :param lock_timeout: seconds a run waits for the lease of its List, job and shard while
+        another run holds it (:mod:`listsync.sync.lease`, :data:`~listsync.sync.lease.LOCK_TIMEOUT`),
+        then fails with nothing read or written, naming the holder. A dry run takes no lease.
+    :param lease_expiry: seconds a lease outlives its holder's last renewal
+        (:data:`~listsync.sync.lease.LEASE_EXPIRY`): how long a holder killed mid-run holds the
+        next run back, at most.
+    :param lease_holder: who the run is, for the messages of the runs that wait for it; None:
+        this host and process.
+    :param lease_location: where the lease lives (a :class:`~listsync.sync.lease.LeaseLocation`);
+        None: where the state is (``state_path``'s folder, or its store). Without either, the
+        run takes no lease, and says so.
     :raises ValueError: a fraction not between 0 and 1, a ``shard`` that is not ``"i/n"``, a
         ``max_memory`` that is not a size, or a negative or non-numeric number of seconds; the
         message begins with the setting's name.
@@ -328,6 +341,10 @@ class SyncSettings:
     visibility_window: float = VISIBILITY_WINDOW
     approved_plan: str | os.PathLike[str] | OpenableFile | None = None
     max_plan_age: float = MAX_PLAN_AGE
+    lock_timeout: float = LOCK_TIMEOUT
+    lease_expiry: float = LEASE_EXPIRY
+    lease_holder: str | None = None
+    lease_location: LeaseLocation | None = None
 
     def __post_init__(self) -> None:
         if self.approved_plan is not None and self.dry_run:
@@ -339,9 +356,13 @@ class SyncSettings:
             ("verify_timeout", self.verify_timeout),
             ("visibility_window", self.visibility_window),
             ("max_plan_age", self.max_plan_age),
+            ("lock_timeout", self.lock_timeout),
+            ("lease_expiry", self.lease_expiry),
         ):
             if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
                 raise ValueError(f"{name} must be a number of seconds, 0 or more; got {seconds!r}")
+        if not self.lease_expiry > 0:
+            raise ValueError(f"lease_expiry must be more than 0 seconds; got {self.lease_expiry!r}")
         for name, fraction in (
             ("max_delete_fraction", self.max_delete_fraction),
             ("max_reject_fraction", self.max_reject_fraction),

@@ -44,6 +44,7 @@ import numpy as np
 from listsync.errors import ListSyncError
 from listsync.files import OpenableFile
 from listsync.sync.forms import Forms, merged_forms
+from listsync.sync.lease import FileLease
 
 __all__ = [
     "ADD",
@@ -479,6 +480,10 @@ class FileStateStore:
             return None
         return data
 
+    def lease(self, name: str) -> FileLease:
+        """The lease ``name`` as a file in the state file's folder."""
+        return FileLease(self.path.with_name(f"{name}.lease"))  # type: ignore[union-attr]
+
     def write(self, scope: StateScope, data: bytes) -> None:
         if isinstance(self.path, Path):
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -508,6 +513,11 @@ class StateDirectory:
 
     def write(self, scope: StateScope, data: bytes) -> None:
         self._file(scope).write(scope, data)
+
+    def lease(self, name: str) -> FileLease:
+        """The lease ``name`` as a file in the folder, named after the service too."""
+        digest = hashlib.sha256(self.namespace.encode()).hexdigest()[:12]
+        return FileLease(self.folder / f"{name}-{digest}.lease")
 
 
 def state_store(where: str | os.PathLike[str] | OpenableFile | StateStore | None) -> StateStore | None:
