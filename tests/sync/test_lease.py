@@ -132,7 +132,9 @@ def test_a_lease_whose_holder_stopped_renewing_lapses_after_its_expiry(make_stor
 
     with Lease(make_store(), "next", timeout=10, expiry=30) as lease:
         assert 0.5 <= lease.waited <= 2.0
-        assert lease.waited_for is not None and lease.waited_for.startswith("listsync sync-people on h, pid 1")
+        assert lease.waited_for is not None and lease.waited_for.startswith(
+            "listsync sync-people on h, pid 1"
+        )
 
 
 def test_a_holder_renews_its_lease_for_as_long_as_it_works(make_store: Any) -> None:
