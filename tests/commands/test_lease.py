@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 from listsync.emulator import EmulatorConfig, FaultRule, ListConfig
-from listsync.sync.lease import FileLease, Lease
+from listsync.sync.lease import Lease
 from listsync.sync.state import StateDirectory
 
 from ..support import LiveEmulator
