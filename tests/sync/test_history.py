@@ -21,9 +21,11 @@ import sqlalchemy as sa
 
 from listsync.client import ListSyncClient
 from listsync.sync.history import COUNT_COLUMNS, MAX_ERROR_LENGTH, SyncRun, record_run
+from listsync.sync.lease import Lease
 from listsync.sync.people import sync_people
 from listsync.sync.rows import upsert_rows
 from listsync.sync.settings import SyncMode, SyncSettings
+from listsync.sync.state import FileStateStore
 from listsync.sync.steps import SyncFailedError
 
 from ..support import LiveEmulator, read_jsonl
@@ -198,6 +200,33 @@ def test_three_people_runs_are_recorded_with_their_summaries(
     assert {(row["rows_added"], row["cells_updated"], row["read_requests"]) for row in rows} == {
         (None, None, None)
     }
+
+
+def test_a_run_that_waited_for_the_lease_records_whom_it_waited_for_and_how_long(
+    warehouse: Warehouse, people_client: ListSyncClient, tmp_path: Path
+) -> None:
+    holder = Lease(
+        FileStateStore(tmp_path / "people.state").lease(f"people-{PEOPLE_TABLE}-all"), "the nightly run"
+    )
+    holder.take()
+    threading.Timer(0.5, holder.release).start()
+
+    summary = sync_people(
+        people_client,
+        PEOPLE_TABLE,
+        people(ANN),
+        PEOPLE_MAP,
+        settings=SyncSettings(state_path=tmp_path / "people.state"),
+    )
+    record_run(
+        warehouse.engine, warehouse.runs, SyncRun("people", PEOPLE_TABLE, "success", START, START, summary)
+    )
+
+    (row,) = warehouse.run_rows()
+    assert row["lease_waited_for"] == summary["lease_waited_for"]
+    assert str(row["lease_waited_for"]).startswith("the nightly run since ")
+    assert row["lease_wait_seconds"] == summary["lease_wait_seconds"] >= 0.4
+    assert row["lease_held_by"] is None
 
 
 def test_a_rows_upsert_is_recorded_with_its_summary(

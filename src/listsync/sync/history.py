@@ -20,7 +20,9 @@ table it creates when missing, on any database SQLAlchemy reaches (PostgreSQL, S
 The runs table holds, a row a run: ``run_id`` (primary key), ``job``, ``table_id``, ``mode``,
 ``dry_run``, ``shard``, ``state`` (``success``, ``failed``), ``started_at``, ``finished_at``, ``error``,
 ``dag_id``, ``task_id``, ``airflow_run_id``, a BIGINT column for each of :data:`COUNT_COLUMNS`
-(NULL where the run's summary has no such count), and ``summary``, the whole summary as JSON text.
+(NULL where the run's summary has no such count), the run's wait for the List's lease
+(``lease_wait_seconds``, ``lease_waited_for``: whom it waited for; ``lease_held_by``: who held it
+while a dry run read; :mod:`listsync.sync.lease`), and ``summary``, the whole summary as JSON text.
 Times are stored in UTC; SQLite keeps no time zone, and gives them back naive.
 
 The rejects table (``rejects_table``) holds a row per rejected extract row: ``run_id``,
@@ -268,6 +270,9 @@ def _runs_table(metadata: sa.MetaData, table: str) -> sa.Table:
         sa.Column("task_id", sa.String(_ID_LENGTH)),
         sa.Column("airflow_run_id", sa.String(_ID_LENGTH)),
         *(sa.Column(count, sa.BigInteger) for count in COUNT_COLUMNS),
+        sa.Column("lease_wait_seconds", sa.Float),
+        sa.Column("lease_waited_for", sa.Text),
+        sa.Column("lease_held_by", sa.Text),
         sa.Column("summary", sa.Text),
         schema=schema,
     )
@@ -340,12 +345,19 @@ def _run_values(run: SyncRun) -> dict[str, Any]:
         "task_id": run.task_id,
         "airflow_run_id": run.airflow_run_id,
         **{name: value if _is_count(value) else None for name, value in counts.items()},
+        "lease_wait_seconds": _seconds(summary.get("lease_wait_seconds")),
+        "lease_waited_for": _text(summary.get("lease_waited_for")),
+        "lease_held_by": _text(summary.get("lease_held_by")),
         "summary": None if run.summary is None else json.dumps(run.summary, ensure_ascii=False),
     }
 
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _seconds(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _is_count(value: Any) -> bool:
