@@ -266,6 +266,7 @@ class RegisterLease:
 
     :param settle: seconds between writing a claim and reading it back (:data:`REGISTER_SETTLE`).
     :param describe: the store, for messages (``where``).
+    :param clear_advice: how a person deletes a key there, added to :meth:`how_to_clear`.
     """
 
     def __init__(
@@ -274,17 +275,18 @@ class RegisterLease:
         key: str,
         *,
         describe: str,
+        clear_advice: str = "",
         settle: float = REGISTER_SETTLE,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.store, self.key, self.describe = store, key, describe
-        self.settle, self.sleep = settle, sleep
+        self.settle, self.sleep, self.clear_advice = settle, sleep, clear_advice
 
     def where(self) -> str:
         return f"{self.describe}, key {self.key}"
 
     def how_to_clear(self) -> str:
-        return f"delete the key {self.key} of {self.describe}"
+        return f"delete the key {self.key} of {self.describe}{self.clear_advice}"
 
     def read(self) -> LeaseRecord | None:
         value = self.store.get(self.key)
@@ -378,6 +380,10 @@ class Lease:
                 record = self._new_record()
                 if self.store.claim(record, current):
                     self._record = record
+                    if current is not None:
+                        # Its holder stopped renewing it (killed, or its worker lost).
+                        log.warning("Took over the lapsed lease of %s from %s", self.what, current.describe())
+                        self.waited_for = f"{current.describe()} (lapsed)"
                     break
                 current = self.store.read()
             if current is not None and self.waited_for is None:
@@ -397,7 +403,8 @@ class Lease:
             progress(self.what, self.store.where(), self.waited_for, waited, self.timeout)
             lapses_in = poll if current is None else max(current.expires - self.clock(), 0.01)
             self.sleep(min(poll, lapses_in, self.timeout - waited))
-        self.waited = self.clock() - started
+        # Taking a free lease is not waiting, however long the store takes (a register's settle).
+        self.waited = self.clock() - started if self.waited_for else 0.0
         log.info(
             "Took the lease of %s at %s%s",
             self.what,
