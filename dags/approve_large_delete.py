@@ -75,6 +75,9 @@ PEOPLE_SYNC: dict[str, Any] = {
     schedule=None,
     start_date=datetime(2026, 1, 1),
     catchup=False,
+    # One review at a time; the apply also takes the List's lease, which holds it back while the
+    # nightly sync (another DAG) writes the same List.
+    max_active_runs=1,
     params={
         "max_delete_fraction": Param(
             0.1,
@@ -149,6 +152,7 @@ def approve_large_delete() -> None:
         outlets=[AssetAlias(f"listsync_{TABLE_ID}_changed")],
         # After decide chose it, or after an approval.
         trigger_rule="none_failed_min_one_success",
+        max_active_tis_per_dag=1,
         **PEOPLE_SYNC,
     )
     choice = decide(plan.output)  # type: ignore[arg-type]

@@ -90,6 +90,9 @@ SYNC_TASK: dict[str, Any] = {
     "on_success_callback": ALERTS,
     "history_conn_id": WAREHOUSE_CONN_ID,
     "history_table": "listsync_runs",
+    # One run of each writing task at a time, whatever starts it (a manual trigger, a backfill);
+    # the List's lease also holds back another DAG or the command line writing the same List.
+    "max_active_tis_per_dag": 1,
     "dry_run": "{{ params.dry_run }}",
     "max_delete_fraction": "{{ params.max_delete_fraction }}",
 }

@@ -62,6 +62,9 @@ def segment_arguments(plan: str, table_id: str) -> dict[str, Any]:
     schedule=None,
     start_date=datetime(2026, 1, 1),
     catchup=False,
+    # Each map index writes a List of its own, so they run side by side; two runs of the DAG
+    # would write the same Lists (their leases would make one wait).
+    max_active_runs=1,
     tags=["listsync", "example"],
     doc_md=__doc__,
 )

@@ -27,6 +27,7 @@ ALERTS = SyncNotifier(LogNotifier(), alert_on_drift=True)
     schedule=None,
     start_date=datetime(2026, 1, 1),
     catchup=False,
+    max_active_runs=1,
     tags=["listsync", "example"],
     doc_md=__doc__,
 )
@@ -45,6 +46,8 @@ def upsert_rows() -> None:
         outlets=[AssetAlias("listsync_tbl_accounts_changed")],
         on_failure_callback=ALERTS,
         on_success_callback=ALERTS,
+        # One run of the task at a time; the List's lease holds back the other writers of it.
+        max_active_tis_per_dag=1,
     )
 
 

@@ -51,6 +51,30 @@ def test_every_dag_file_imports_without_errors():
         assert any(dag.fileloc == str(path) for dag in bag.dags.values()), f"{path.name} defines no DAG"
 
 
+def test_every_task_that_writes_a_list_runs_one_at_a_time_as_airflow_offers():
+    from airflow.dag_processing.dagbag import DagBag
+
+    from listsync.operators.base import ListSyncPlanOperator
+
+    def writes_a_list(task: Any) -> bool:
+        # A mapped task is a MappedOperator: its class and arguments are kept aside.
+        kind = getattr(task, "operator_class", type(task))
+        arguments = getattr(task, "partial_kwargs", vars(task))
+        dry = arguments.get("is_dry_run", arguments.get("dry_run"))
+        return issubclass(kind, ListSyncPlanOperator) and dry is not True
+
+    bag = DagBag(dag_folder=str(DAGS))
+    writers = [(dag, task) for dag in bag.dags.values() for task in dag.tasks if writes_a_list(task)]
+
+    assert len(writers) >= 6
+    for dag, task in writers:
+        assert dag.max_active_runs == 1 or task.max_active_tis_per_dag == 1, f"{dag.dag_id}.{task.task_id}"
+    # The approval's apply writes the nightly's List from another DAG: it is held to one at a time
+    # within its DAG, and to the List's lease across both.
+    apply = bag.dags["approve_large_delete"].get_task("apply")
+    assert (apply.max_active_tis_per_dag, bag.dags["approve_large_delete"].max_active_runs) == (1, 1)
+
+
 def test_nightly_dag_shape():
     from airflow.dag_processing.dagbag import DagBag
 
