@@ -372,6 +372,90 @@ def test_a_large_delete_is_applied_only_as_approved(cluster: Cluster):
     assert list_writes(cluster) == writes
 
 
+def add_contacts(cluster: Cluster, count: int) -> set[tuple[str, str]]:
+    """Add ``count`` contacts known by a phone alone or a name alone (the service does not merge
+    those on add) to accounts of the CRM; their (account domain, first name)."""
+    import sqlalchemy as sa
+
+    from listsync.extract.contact_rules import normalize_domain
+
+    engine = sa.create_engine(cluster.state["env"]["AIRFLOW_CONN_LISTSYNC_WAREHOUSE"])
+    try:
+        with engine.begin() as conn:
+            query = "SELECT DISTINCT account_website FROM crm_contacts WHERE email IS NOT NULL ORDER BY 1"
+            websites = list(conn.execute(sa.text(query)).scalars())[:10]
+            added = [
+                {
+                    "id": f"003LEASE{number:05d}",
+                    "website": websites[number % len(websites)],
+                    "first": f"Lease{number}",
+                    "last": f"Race{number}" if number % 2 else None,
+                    "phone": None if number % 2 else f"+1415555{number:04d}",
+                }
+                for number in range(count)
+            ]
+            conn.execute(
+                sa.text(
+                    "INSERT INTO crm_contacts (contact_id, account_website, first_name, last_name, phone) "
+                    "VALUES (:id, :website, :first, :last, :phone)"
+                ),
+                added,
+            )
+    finally:
+        engine.dispose()
+    return {(normalize_domain(person["website"]), person["first"]) for person in added}
+
+
+def task_log(cluster: Cluster, dag_id: str, run_id: str, task_id: str) -> str:
+    path = f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}/logs/1"
+    content = cluster.get(path, full_content=True)["content"]
+    return json.dumps(content)
+
+
+def test_the_approval_and_the_nightly_sync_of_one_list_write_one_after_the_other(cluster: Cluster):
+    # New CRM people known by a phone or a name alone: two writers at once would add them twice.
+    new = add_contacts(cluster, 20)
+    # The apply's first add is held 20 s at the service, so the nightly's people sync starts while
+    # the apply writes.
+    httpx.post(
+        f"{cluster.state['urls']['emulator']}/_emulator/faults",
+        json={
+            "rules": [
+                {
+                    "endpoint": "POST /v1/lists/{tableId}/targetable-people",
+                    "kind": "latency",
+                    "latency_seconds": 20,
+                    "times": 1,
+                }
+            ]
+        },
+        timeout=30,
+    ).raise_for_status()
+    allow = json.dumps({"max_delete_fraction": 1.0})  # what earlier tests left in the CRM
+    approval, nightly = "apply_while_the_nightly_runs", "nightly_while_an_apply_writes"
+    cluster.airflow("dags", "trigger", APPROVAL, "--run-id", approval, "--conf", allow)
+    cluster.wait_for_task(APPROVAL, approval, "apply", "running")
+    cluster.airflow("dags", "trigger", NIGHTLY, "--run-id", nightly, "--conf", allow)
+
+    assert cluster.wait_for_run(APPROVAL, approval)["state"] == "success"
+    assert cluster.wait_for_run(NIGHTLY, nightly)["state"] == "success"
+    applied = cluster.return_value(APPROVAL, approval, "apply")
+    synced = cluster.return_value(NIGHTLY, nightly, "report")["people"]
+
+    # The apply wrote the new people; the nightly waited for it, then found nothing to write.
+    assert applied["added"] >= len(new) and applied["lease_waited_for"] is None
+    assert synced["requests"]["total"] == 0
+    assert synced["lease_waited_for"].startswith(f"DAG {APPROVAL}, run {approval}, task apply, try 1 on ")
+    assert synced["lease_wait_seconds"] > 5
+    log = task_log(cluster, NIGHTLY, nightly, "sync_targetable_people")
+    assert f"is held by DAG {APPROVAL}, run {approval}, task apply" in log
+    # Every person once: none of the new ones twice, none lost.
+    held = cluster.emulator("state")["lists"][TABLE_ID]["rows"]
+    people = Counter((row["accountDomain"], person["first_name"]) for row in held for person in row["people"])
+    assert all(people[person] == 1 for person in new), {person: people[person] for person in new}
+    assert synced["list_duplicates"] == 0
+
+
 def warehouse_events(cluster: Cluster) -> dict[str, str]:
     """Event id -> the day (YYYY-MM-DD) it happened, for every row of the warehouse's events."""
     import sqlalchemy as sa
