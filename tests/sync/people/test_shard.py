@@ -21,10 +21,12 @@ from listsync.client import ListSyncClient
 from listsync.extract.options import Shard
 from listsync.extract.sources import read_extract
 from listsync.operators.people import SyncTargetablePeopleOperator
+from listsync.sync.lease import Lease, LeaseHeldError
 from listsync.sync.people import sync_people
 from listsync.sync.people.match import account_domain_of, list_domain
 from listsync.sync.people.read import PEOPLE_AT_ONCE, people_in_shard
 from listsync.sync.settings import SyncSettings
+from listsync.sync.state import FileStateStore
 from listsync.sync.steps import combine_summaries
 
 from ...support import LiveEmulator, read_jsonl
@@ -177,6 +179,22 @@ LIST_DOMAINS = (
     "",
     None,
 )
+
+
+def test_each_shard_takes_a_lease_of_its_own(seeded: ListSyncClient, tmp_path: Path) -> None:
+    source = tmp_path / "contacts.csv"
+    source.write_text(extract_text(), encoding="utf-8")
+    state = FileStateStore(tmp_path / "state" / "people.state")
+
+    # Shard 1 is being written: shard 0 goes on at once, another run of shard 1 is refused.
+    with Lease(state.lease(f"people-{TABLE}-1-of-2"), "the run of shard 1"):
+        other = run(seeded, source, tmp_path, "0", shard="0/2", state_path=state, lock_timeout=0)
+        with pytest.raises(
+            LeaseHeldError, match="the people sync of tbl_people, shard 1/2 is being written by"
+        ):
+            run(seeded, source, tmp_path, "1", shard="1/2", state_path=state, lock_timeout=0.2)
+
+    assert other["lease_waited_for"] is None and other["added"] > 0
 
 
 def test_list_people_go_to_the_shard_of_their_domain_normalised_as_one_at_a_time() -> None:
