@@ -264,7 +264,8 @@ class RegisterLease:
     """A lease kept under ``key`` of a store with ``get(key)``, ``set(key, value)`` and
     ``delete(key)`` and no compare-and-set, such as an Airflow asset state store accessor.
 
-    :param settle: seconds between writing a claim and reading it back (:data:`REGISTER_SETTLE`).
+    :param settle: seconds between writing a claim and reading it back; None:
+        :data:`REGISTER_SETTLE`, as it is when the claim is made.
     :param describe: the store, for messages (``where``).
     :param clear_advice: how a person deletes a key there, added to :meth:`how_to_clear`.
     """
@@ -276,7 +277,7 @@ class RegisterLease:
         *,
         describe: str,
         clear_advice: str = "",
-        settle: float = REGISTER_SETTLE,
+        settle: float | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.store, self.key, self.describe = store, key, describe
@@ -294,7 +295,7 @@ class RegisterLease:
 
     def claim(self, record: LeaseRecord, lapsed: LeaseRecord | None) -> bool:
         self.store.set(self.key, record.to_bytes().decode())
-        self.sleep(self.settle)
+        self.sleep(REGISTER_SETTLE if self.settle is None else self.settle)
         current = self.read()
         return current is not None and current.token == record.token
 
