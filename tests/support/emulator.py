@@ -15,9 +15,13 @@ from typing import Any
 from fastapi import FastAPI
 
 from listsync.client import ListSyncClient
-from listsync.emulator import EmulatorConfig, FaultRule, create_app, demo_config, serve_in_thread
+from listsync.emulator import PROFILES, EmulatorConfig, FaultRule, create_app, demo_config, serve_in_thread
 
 from .clock import FakeClock
+
+#: The profiles on which a List changes only by the test's own writes, sorted: the readings of the
+#: spec whose outcomes a test can state exactly (``busy`` has another writer of its Lists).
+SOLE_WRITER_PROFILES = sorted(name for name, dialect in PROFILES.items() if not dialect.other_writer_share)
 
 
 class LiveEmulator:
