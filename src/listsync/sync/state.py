@@ -323,12 +323,14 @@ class LastApplied:
     def adds(self, keys: np.ndarray, ledger: Ledger) -> np.ndarray:
         """Which of the items to add (by ``keys``) to add indeed: not those an earlier run added
         that the List has not shown yet (a second add would make a second copy of anyone the
-        service does not merge). An item the List showed once and no longer holds was removed there
-        by hand: added again, and counted in ``edited_in_list``."""
+        service does not merge). An item the List showed once and no longer holds may have been
+        removed there by hand, or only be missing from a read that the List moved under: it is an
+        absence to confirm by a fresh read before it is added again (:meth:`Ledger.settle_absent`),
+        noted in the ledger by its place among the adds kept."""
         positions, entries = self.entries(keys)
         waiting = self._held(positions, entries, ADD, ledger)
         gone = (positions >= 0) & ~waiting & (entries.kind == 0) & (entries.seen != UNSEEN)
-        ledger.edited_in_list += int(gone.sum())
+        ledger.absent_at(positions[gone], np.flatnonzero(gone[~waiting]), self)
         return ~waiting
 
     def in_step(self, keys: np.ndarray, sent: np.ndarray, seen: np.ndarray) -> np.ndarray:
@@ -430,6 +432,12 @@ class Ledger:
     kept: list[StateEntries] = field(default_factory=list)
     edited_in_list: int = 0
     awaiting: int = 0
+    #: Items the state says were applied and seen that the List read did not show, confirmed there
+    #: by a fresh read: not written, their entries kept (:meth:`settle_absent`).
+    turned_up: int = 0
+    #: The state's positions of the absences to confirm, and their places among the plan's adds.
+    absent: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    absent_adds: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     #: The last state's entries, and the positions of those kept as they are.
     _previous: StateEntries | None = field(default=None, repr=False)
     _kept_positions: list[np.ndarray] = field(default_factory=list, repr=False)
@@ -440,9 +448,32 @@ class Ledger:
             self._previous = last.state.entries
             self._kept_positions.append(positions)
 
+    def absent_at(self, positions: np.ndarray, among_adds: np.ndarray, last: LastApplied) -> None:
+        """Note absences to confirm: the state's entries at ``positions``, the plan's adds at
+        ``among_adds``."""
+        self.absent, self.absent_adds = positions, among_adds
+        if len(positions) and last.state is not None:
+            self._previous = last.state.entries
+
+    def settle_absent(self, present: np.ndarray, *, confirmed: bool = True) -> np.ndarray:
+        """What a fresh read showed of the absences (``present``, one a noted absence): an item
+        present after all is not added, its entry kept as it is and, when the read ``confirmed``
+        it, counted in ``turned_up``; an item absent was removed in the List by hand, is added
+        again and counted in ``edited_in_list``. Return the places among the adds of those not to
+        add. An unconfirmed read (a List read that was never steady) re-adds no one."""
+        if not confirmed:
+            present = np.ones(len(self.absent), dtype=bool)
+        self._kept_positions.append(self.absent[present])
+        if confirmed:
+            self.turned_up += int(present.sum())
+            self.edited_in_list += int((~present).sum())
+        dropped = self.absent_adds[present]
+        self.absent, self.absent_adds = self.absent[:0], self.absent_adds[:0]
+        return dropped
+
     def final(self) -> list[StateEntries]:
         """The entries already final, the last state's kept ones included."""
-        if self._previous is None:
+        if self._previous is None or not self._kept_positions:
             return list(self.kept)
         return [*self.kept, self._previous.take(np.concatenate(self._kept_positions))]
 

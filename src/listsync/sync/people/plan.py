@@ -100,6 +100,21 @@ class PlannedWrites(Sequence[WriteT], Generic[WriteT]):
             raise IndexError(index)
         return self._make(position, position + 1)[0]
 
+    def without(self, places: np.ndarray) -> PlannedWrites[WriteT]:
+        """These writes but those at ``places``."""
+        kept = np.setdiff1d(np.arange(self._count), places)
+        make = self._make
+
+        def made(start: int, stop: int) -> list[WriteT]:
+            wanted = kept[start:stop]
+            if not len(wanted):
+                return []
+            first = int(wanted[0])
+            span = make(first, int(wanted[-1]) + 1)
+            return [span[place - first] for place in wanted.tolist()]
+
+        return PlannedWrites(len(kept), made)
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence) and not isinstance(other, str):
             return len(self) == len(other) and list(self) == list(other)
@@ -147,6 +162,21 @@ class PeoplePlan:
     not_added: int = 0
     not_updated: int = 0
     ledger: PeopleLedger | None = None
+    #: How the List was read: reads again of a torn read, and whether the read planned from was
+    #: steady (:mod:`listsync.sync.steady`); what tore it when it was not.
+    rereads: int = 0
+    steady_read: bool = True
+    torn_reasons: list[str] = field(default_factory=list)
+
+    def drop_adds(self, places: np.ndarray) -> None:
+        """Plan no add at ``places`` (among :attr:`adds`), nor keep it in the ledger."""
+        if not len(places):
+            return
+        assert isinstance(self.adds, PlannedWrites)
+        self.adds = self.adds.without(places)
+        if self.ledger is not None:
+            self.ledger.add_keys = np.delete(self.ledger.add_keys, places)
+            self.ledger.add_sent = np.delete(self.ledger.add_sent, places)
 
     @property
     def size(self) -> int:
