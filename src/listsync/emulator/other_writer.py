@@ -10,6 +10,7 @@ again soon after finds it steady. Its changes are another user's writes: they go
 
 from __future__ import annotations
 
+import copy
 import random
 from typing import Any, Literal
 
@@ -37,6 +38,10 @@ class OtherWriter:
         self._rng = random.Random(self._seed)
         self._last: dict[str, float] = {}
         self._made = 0
+        #: What each move did, for inspection: the List, the time and what was read, and copies of
+        #: the people (with their ``accountDomain``) or rows' cells it ``deleted``, ``added`` and
+        #: ``edited`` (as they were before the edit).
+        self.moves: list[dict[str, Any]] = []
 
     def between_pages(self, lst: ListState, what: Literal["people", "rows"]) -> None:
         """A page of ``what`` of ``lst`` was served and more are to come: move the List, unless the
@@ -58,23 +63,42 @@ class OtherWriter:
         pairs = [(row, person) for row in lst.rows.values() for person in row.people]
         count = self._count(len(pairs))
         chosen = self._rng.sample(pairs, min(len(pairs), 2 * count))
-        for _row, person in chosen[count:]:
+        move = self._move(lst, "people")
+
+        def shown(row: Row, person: dict[str, Any]) -> dict[str, Any]:
+            return {**copy.deepcopy(person), "accountDomain": lst.account_domain(row)}
+
+        for row, person in chosen[count:]:
+            move["edited"].append(shown(row, person))
             person["title"] = EDITED
         for row, person in chosen[:count]:
+            move["deleted"].append(shown(row, person))
             row.people[:] = [kept for kept in row.people if kept is not person]
         accounts = [row for row in lst.rows.values() if lst.account_domain(row)]
         for row in self._rng.sample(accounts, min(len(accounts), count)):
             self._made += 1
-            row.people.append(
-                {
-                    "first_name": "Other",
-                    "last_name": f"Writer{self._made}",
-                    "email": f"other.writer{self._made}@{lst.account_domain(row)}",
-                    "target": True,
-                }
-            )
+            person = {
+                "first_name": "Other",
+                "last_name": f"Writer{self._made}",
+                "email": f"other.writer{self._made}@{lst.account_domain(row)}",
+                "target": True,
+            }
+            row.people.append(person)
+            move["added"].append(shown(row, person))
         lst.people_changed()
         return {}
+
+    def _move(self, lst: ListState, what: str) -> dict[str, Any]:
+        move: dict[str, Any] = {
+            "list": lst.id,
+            "at": self._lists.clock(),
+            "what": what,
+            "deleted": [],
+            "added": [],
+            "edited": [],
+        }
+        self.moves.append(move)
+        return move
 
     def _move_rows(self, lst: ListState) -> dict[str, Any]:
         rows = list(lst.rows.values())
@@ -83,18 +107,22 @@ class OtherWriter:
         stamp = iso_utc(self._lists.clock())
         account = lst.config.account_column
         text = [c.id for c in lst.config.columns if c.type == "text" and c.id != account]
+        move = self._move(lst, "rows")
         for row in chosen[count:]:
             if text:
+                move["edited"].append(copy.deepcopy(row.cells))
                 row.cells = {**row.cells, text[0]: EDITED}
                 row.updated_at = stamp
         for row in chosen[:count]:
+            move["deleted"].append(copy.deepcopy(row.cells))
             del lst.rows[row.id]
+        column = account or (text[0] if text else None)
         for _ in range(count):
-            self._made += 1
-            column = account or (text[0] if text else None)
             if column is None:
                 break
+            self._made += 1
             row = Row(self._lists.state.new_row_id(), {column: f"other-writer-{self._made}.example"}, stamp)
             lst.rows[row.id] = row
+            move["added"].append(copy.deepcopy(row.cells))
         lst.changed()
         return {}
