@@ -17,7 +17,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+import pytest
+
+from listsync.emulator import FaultRule
+from listsync.sync.forms import DELETE_REACH
 from listsync.sync.settings import SyncSettings
+from listsync.sync.state import SyncState
+from listsync.sync.steps import SyncFailedError
 
 from ..support import LiveEmulator
 from .test_jobs_every_profile import (
@@ -78,12 +85,13 @@ def check_people_night(live: LiveEmulator, crm: PeopleView, summary: Mapping[str
     edited = [(bare_domain(p["accountDomain"]), identity(p)) for p in move["edited"]]
     titled = [key for key in edited if crm[key].get("title")]
     assert deleted and move["added"] and edited
-    assert {name: summary[name] for name in ("added", "updated", "deleted", "failed", "drift")} == {
+    assert {name: summary[name] for name in ("added", "updated", "deleted", "failed", "drift", "lost")} == {
         "added": len(deleted),  # the people the other writer deleted, added again
         "updated": len(titled),  # its edits of CRM values put back (a title the CRM lacks stays)
         "deleted": len(move["added"]),  # the people it added, whom the CRM does not hold (mirror)
         "failed": 0,
         "drift": 0,
+        "lost": 0,
     }, summary
     assert summary["rereads"] >= 1 and summary["steady_read"] is True
     assert summary["turned_up"] == 0
@@ -174,3 +182,139 @@ def test_a_read_never_steady_plans_no_delete(
         live.stats.requests["DELETE /v1/lists/{tableId}/targetable-people"]
         == counters["DELETE /v1/lists/{tableId}/targetable-people"]
     )
+
+
+@pytest.mark.parametrize("reach", ["all", "one"])
+def test_extra_copies_are_removed_down_to_one_however_far_a_delete_reaches(
+    live_emulator: Callable[..., LiveEmulator], fake_clock: Any, tmp_path: Path, reach: str
+) -> None:
+    live = live_emulator(
+        tenant("reference").model_copy(update={"dialect_overrides": {"delete_reach": reach}})
+    )
+    frame = people_frame(person_row(number) for number in range(100))
+    crm = extract_people_view(frame)
+    start_people_list(live, {account_of(number) for number in range(100)})
+    seed_people(live, crm)
+    # A lost add left copies of people known by phone or by name alone: 2 or 3 of each of ten.
+    bare = [key for key in crm if key[1].startswith(("phone:", "name:"))][:10]
+    lst = live.state.lists[PEOPLE_TABLE]
+    for number, key in enumerate(bare):
+        row = lst.row_for_domain(key[0])
+        assert row is not None
+        row.people.extend(dict(crm[key]) for _ in range(1 + number % 2))
+    lst.people_changed()
+    extra = sum(1 + number % 2 for number in range(len(bare)))
+    settings = SyncSettings(state_path=tmp_path / "people.state")
+
+    summary = run_people(live, frame, mode="mirror", settings=settings)
+
+    counts = people_counts(live)
+    assert set(counts) == set(crm) and set(counts.values()) == {1}  # one copy of each, no one lost
+    assert (summary["copies_removed"], summary["lost"], summary["drift"], summary["failed"]) == (
+        extra,
+        0,
+        0,
+        0,
+    )
+    assert (summary["added"], summary["deleted"], summary["updated"]) == (0, 0, 0)
+    assert summary["verified"] == extra
+    # How far deletes reach is kept with the state: the next run knows it without a probe.
+    fake_clock.sleep(NIGHT)
+    again = run_people(live, frame, mode="mirror", settings=settings)
+    assert (again["requests"]["total"], again["copies_removed"]) == (0, 0)
+    state = SyncState.from_bytes((tmp_path / "people.state").read_bytes(), "here")
+    assert state.forms[DELETE_REACH] == [reach]
+
+
+def test_copies_removed_with_the_one_meant_to_stay_are_a_loss_repaired_the_next_night(
+    live_emulator: Callable[..., LiveEmulator], fake_clock: Any, tmp_path: Path
+) -> None:
+    live = live_emulator(
+        tenant("reference").model_copy(update={"dialect_overrides": {"delete_reach": "all"}})
+    )
+    frame = people_frame(person_row(number) for number in range(50))
+    crm = extract_people_view(frame)
+    start_people_list(live, {account_of(number) for number in range(50)})
+    seed_people(live, crm)
+    copied = next(key for key in crm if key[1].startswith("phone:"))
+    lst = live.state.lists[PEOPLE_TABLE]
+    row = lst.row_for_domain(copied[0])
+    assert row is not None
+    row.people.append(dict(crm[copied]))
+    lst.people_changed()
+    # Every copy goes with the delete; the add of one again is refused.
+    live.faults.add(
+        [FaultRule(endpoint="POST /v1/lists/{tableId}/targetable-people", kind="error", status=500)]
+    )
+    settings = SyncSettings(state_path=tmp_path / "people.state", verify_timeout=0)
+
+    with pytest.raises(SyncFailedError) as failed:
+        run_people(live, frame, mode="mirror", settings=settings)
+
+    summary = failed.value.summary
+    assert copied not in people_counts(live)
+    assert (summary["lost"], summary["copies_removed"], summary["verified"]) == (1, 0, 0)
+    assert summary["drift"] >= 1 and "no copy is left" in " ".join(summary["drift_reasons"])
+
+    live.faults.clear()
+    fake_clock.sleep(NIGHT)
+    repaired = run_people(live, frame, mode="mirror", settings=settings)
+    assert people_counts(live)[copied] == 1 and set(people_counts(live)) == set(crm)
+    assert (repaired["added"], repaired["edited_in_list"], repaired["lost"]) == (1, 1, 0)
+
+
+@pytest.mark.parametrize("reach", ["all", "one"])
+def test_no_delete_by_a_phone_or_name_another_person_of_the_account_shares(
+    live_emulator: Callable[..., LiveEmulator], reach: str
+) -> None:
+    live = live_emulator(
+        tenant("reference").model_copy(update={"dialect_overrides": {"delete_reach": reach}})
+    )
+    start_people_list(live, ["shared.com", "other.com"])
+    ann = {"first_name": "Ann", "last_name": "Lee", "email": "ann@shared.com", "phone_number": "+14155550100"}
+    bob = {"first_name": "Bob", "phone_number": "+14155550100"}  # Ann's phone: a delete by it reaches her
+    cy = {"first_name": "Cy", "last_name": "Ng"}
+    cy_too = {"first_name": "cy", "last_name": "NG", "email": "cy@shared.com"}  # Cy's name, case aside
+    dee = {"first_name": "Dee", "email": "dee@other.com"}
+    seed_people(
+        live,
+        {
+            (domain, identity(p)): p
+            for domain, p in [*((("shared.com"), p) for p in (ann, bob, cy, cy_too)), ("other.com", dee)]
+        },
+    )
+    columns = {
+        "Company": None,
+        "First": "first_name",
+        "Last": "last_name",
+        "Email": "email",
+        "Phone": "phone_number",
+    }
+
+    def extract(*people: tuple[str, dict[str, str]]) -> pd.DataFrame:
+        return people_frame(
+            {column: domain if field is None else person.get(field) for column, field in columns.items()}
+            for domain, person in people
+        )
+
+    settings = SyncSettings(fail_on_error=False, max_delete_fraction=1.0)
+    summary = run_people(
+        live,
+        extract(("shared.com", ann), ("shared.com", cy_too), ("other.com", dee)),
+        mode="mirror",
+        delete_scope="list",
+        settings=settings,
+    )
+
+    # Bob and Cy are not deleted: a delete by Bob's phone or Cy's name could remove Ann or cy@.
+    assert {identity(person) for _, person in people_in(live)} == {
+        identity(p) for p in (ann, bob, cy, cy_too, dee)
+    }
+    assert (summary["deletes_held"], summary["failed"], summary["deleted"]) == (2, 2, 0)
+    assert all("shares that phone number or name" in reason for reason in summary["failure_reasons"])
+    # Once every one who shares them is meant to go, they go.
+    summary = run_people(
+        live, extract(("other.com", dee)), mode="mirror", delete_scope="list", settings=settings
+    )
+    assert [person for _, person in people_in(live)] == [dee]
+    assert (summary["deletes_held"], summary["deleted"]) == (0, 4)

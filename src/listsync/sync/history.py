@@ -71,6 +71,7 @@ COUNT_COLUMNS = (
     "unchanged",
     "failed",
     "conflicts",
+    "deletes_held",
     "not_found",
     "not_added",
     "not_updated",

@@ -51,13 +51,16 @@ class PlannedDelete:
     """A List person to remove, found by their identity (§4.6).
 
     ``copy`` is 0 for a person the extract no longer holds, and ``n`` for the ``n``-th extra copy
-    of a person the List holds several times (a repair: one copy stays).
+    of a person the List holds several times (a repair: one copy stays; where the service's
+    deletes reach every copy, the identity is deleted and one copy added again).
     """
 
     account_domain: str
     identity: str
     match: dict[str, Any]
     copy: int = 0
+    #: The List person's fields: a copy is added again from them where a delete removes every copy.
+    person: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 WriteT = TypeVar("WriteT", "PlannedAdd", "PlannedPatch", "PlannedDelete")
@@ -161,12 +164,18 @@ class PeoplePlan:
     conflict_reasons: list[str] = field(default_factory=list)
     not_added: int = 0
     not_updated: int = 0
+    #: Deletes and copies to remove held back: a delete by their phone or name could reach another
+    #: person of the account (their reasons are in ``conflict_reasons``).
+    deletes_held: int = 0
     ledger: PeopleLedger | None = None
     #: How the List was read: reads again of a torn read, and whether the read planned from was
     #: steady (:mod:`listsync.sync.steady`); what tore it when it was not.
     rereads: int = 0
     steady_read: bool = True
     torn_reasons: list[str] = field(default_factory=list)
+    #: How far the service's deletes by phone or name reach, as learned (``one``, ``all``; None:
+    #: not known yet, learned from the first copy removed).
+    delete_reach: str | None = None
 
     def drop_adds(self, places: np.ndarray) -> None:
         """Plan no add at ``places`` (among :attr:`adds`), nor keep it in the ledger."""

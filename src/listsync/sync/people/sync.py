@@ -13,6 +13,7 @@ from listsync.client.paging import ReadWatch
 from listsync.client.writers import (
     PEOPLE_PER_REQUEST,
 )
+from listsync.sync.forms import DELETE_REACH
 from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob, PlannedExtract
 from listsync.sync.memory import PEOPLE_COSTS, MemoryGuard, RowCosts, give_back_freed_memory
 from listsync.sync.people.apply import PeopleApplyResult, apply_people_plan, chunk_sizes
@@ -223,7 +224,12 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
     def apply(self, plan: PeoplePlan) -> _PeopleOutcome:
         client, table_id, page_size = self.client, self.table_id, self.page_size
         result = apply_people_plan(
-            plan, client, table_id=table_id, chunk_size=self.chunk_size, page_size=page_size
+            plan,
+            client,
+            table_id=table_id,
+            chunk_size=self.chunk_size,
+            page_size=page_size,
+            verify_timeout=self.settings.verify_timeout,
         )
         verification = verify_people(
             plan,
@@ -239,10 +245,13 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
         return {"column_map": dict(self.column_map), "default_region": self.default_region}
 
     def state_entries(self, plan: PeoplePlan, outcome: _PeopleOutcome) -> tuple[list[StateEntries], Forms]:
-        _result, verification = outcome
+        result, verification = outcome
+        forms = verification.forms
+        if result.delete_reach is not None:
+            forms = {**forms, DELETE_REACH: [result.delete_reach]}
         ledger = plan.ledger
         if ledger is None:
-            return [], verification.forms
+            return [], forms
         now = self.client.clock()
         shown, seen = verification.outcome, verification.seen
         entries = ledger.final()
@@ -259,7 +268,7 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
         start += len(plan.repairs)
         waiting = shown[start : start + len(ledger.delete_keys)] == UNCONFIRMED
         entries.append(StateEntries.of(ledger.delete_keys[waiting], 0, UNSEEN, now, DELETE))
-        return entries, verification.forms
+        return entries, forms
 
     def nothing_applied(self) -> _PeopleOutcome:
         return PeopleApplyResult(), PeopleVerification()
@@ -277,8 +286,9 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
                 "unchanged": plan.unchanged,
                 # Conflicts count as failed too, as rows blocked by a duplicate key do in upsert_rows:
                 # those people were not written, so the task fails once everything else is.
-                "failed": plan.conflicts + len(result.failed),
+                "failed": plan.conflicts + plan.deletes_held + len(result.failed),
                 "conflicts": plan.conflicts,
+                "deletes_held": plan.deletes_held,
                 "not_found": result.not_found,
                 "not_added": plan.not_added,
                 "not_updated": plan.not_updated,
@@ -287,7 +297,8 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
                 "list_unidentified": plan.list_unidentified,
                 "replaced": result.replaced,
                 "resent": result.resent,
-                "copies_removed": result.copies_removed,
+                "copies_removed": verification.copies_removed,
+                "lost": len(verification.lost),
                 "verified": verification.verified,
                 "drift": len(verification.drift),
                 "service_forms": verification.service_forms,
