@@ -265,10 +265,8 @@ class ListSyncClient:
         contactable: bool | None = None,
         search: str | None = None,
         account_domain: str | None = None,
-        watch: ReadWatch | None = None,
     ) -> Iterator[ListedPerson]:
-        """Every person matching the filters, page after page (see :func:`.paging.iter_offset_pages`;
-        a ``watch`` notes the List moving under the read).
+        """Every person matching the filters, page after page (see :func:`.paging.iter_offset_pages`).
 
         Every answer is checked against the filters the spec does not name: when a person breaks
         one, the service is taken to ignore it, a warning says so once, and from then on that
@@ -289,9 +287,7 @@ class ListSyncClient:
             )
             return page.people, page.more, page.total
 
-        people = iter_offset_pages(
-            fetch, what=f"people of {table_id}", in_flight=self.max_in_flight, watch=watch
-        )
+        people = iter_offset_pages(fetch, what=f"people of {table_id}", in_flight=self.max_in_flight)
         if not filters.active():
             yield from people  # nothing to check: the unfiltered read of a whole List stays cheap
             return
