@@ -1,15 +1,17 @@
-"""What the client makes of the spec's unnamed filters, List ids and List descriptions."""
+"""What the client makes of the spec's unnamed filters, List ids and List descriptions, and of a List
+that moves while it is read page by page."""
 
 from __future__ import annotations
 
 import gc
 import logging
 import weakref
+from collections.abc import Callable
 
 import httpx
 import pytest
 
-from listsync.client import PeopleFilters
+from listsync.client import PeopleFilters, ReadWatch, iter_offset_pages
 
 PEOPLE = [
     {"first_name": "Ada", "email": "ada@acme.com", "accountDomain": "acme.com"},
@@ -166,3 +168,75 @@ def test_each_page_is_freed_once_read_without_waiting_for_the_garbage_collector(
     assert [person.first_name for person in people] == ["Ada", "Bob", "Cy"]
     assert len(answered) == 3
     assert alive == []
+
+
+# ---- a read that notes the List moving under it (ReadWatch) -------------------------------------
+
+
+class MovingList:
+    """``size`` items (0, 1, 2...) paged ``cap`` at a time with a total; ``move`` changes them once,
+    right after the first page is served."""
+
+    def __init__(self, size: int, cap: int, move: Callable[[list[int]], None] | None = None) -> None:
+        self.items, self.cap, self.move = list(range(size)), cap, move
+        self.asked: list[int] = []
+
+    def fetch(self, offset: int) -> tuple[list[int], bool | None, int | None]:
+        self.asked.append(offset)
+        page = self.items[offset : offset + self.cap]
+        total = len(self.items)
+        if self.move is not None and len(self.asked) == 1:
+            self.move(self.items)
+        return page, None, total
+
+
+@pytest.mark.parametrize("in_flight", [1, 4])
+def test_a_steady_read_yields_every_item_once_its_pages_overlapping_by_one(in_flight: int) -> None:
+    listed = MovingList(95, cap=10)
+    watch = ReadWatch()
+
+    assert list(iter_offset_pages(listed.fetch, in_flight=in_flight, watch=watch)) == list(range(95))
+    assert watch.steady, watch.problems
+    assert sorted(set(listed.asked))[:3] == [0, 9, 18]  # each page starts at the last item read
+
+
+def test_without_a_watch_pages_do_not_overlap() -> None:
+    listed = MovingList(25, cap=10)
+    assert list(iter_offset_pages(listed.fetch)) == list(range(25))
+    assert listed.asked == [0, 10, 20]
+
+
+def test_items_removed_and_added_between_pages_tear_the_read_with_the_same_total() -> None:
+    def move(items: list[int]) -> None:
+        del items[3:5]  # two removed before the next page: two items would be skipped
+        items.extend([100, 101])  # and two added: the total stays
+
+    watch = ReadWatch()
+    read = list(iter_offset_pages(MovingList(30, cap=10, move=move).fetch, watch=watch))
+
+    assert 10 not in read and 11 not in read  # skipped, as a read without the overlap would
+    assert "does not join the page before it" in watch.problems[0]
+
+
+def test_items_changed_within_the_first_page_without_a_shift_tear_the_read() -> None:
+    def move(items: list[int]) -> None:
+        items[3] = 103  # within the first page, read already: nothing after it moves
+
+    watch = ReadWatch()
+    assert list(iter_offset_pages(MovingList(30, cap=10, move=move).fetch, watch=watch)) == list(range(30))
+    assert watch.problems == ["the first page changed while the pages after it were read"]
+
+
+def test_a_total_that_changes_between_pages_tears_the_read() -> None:
+    watch = ReadWatch()
+    list(iter_offset_pages(MovingList(30, cap=10, move=lambda items: items.append(99)).fetch, watch=watch))
+    assert watch.problems == ["the total went from 30 to 31 between pages"]
+
+
+def test_a_read_ending_short_of_its_total_is_torn() -> None:
+    def fetch(offset: int) -> tuple[list[int], bool | None, int | None]:
+        return list(range(offset, min(offset + 10, 25))), offset + 10 < 25, 30
+
+    watch = ReadWatch()
+    assert list(iter_offset_pages(fetch, watch=watch)) == list(range(25))
+    assert watch.problems == ["the read ended with 25 of the 30 items it stated"]

@@ -22,7 +22,7 @@ from listsync.sync.approved import PlanChangedError, StalePlanError
 from listsync.sync.settings import SyncSettings
 from listsync.sync.steps import UnsafeDeleteError
 
-from ..support import LiveEmulator, read_jsonl
+from ..support import SOLE_WRITER_PROFILES, LiveEmulator, read_jsonl
 from .test_jobs_every_profile import (
     ACCOUNTS,
     PEOPLE_TABLE,
@@ -60,7 +60,7 @@ def reviewed_plan(live: LiveEmulator, path: Path) -> list[dict[str, Any]]:
     return read_jsonl(path)
 
 
-@pytest.mark.parametrize("profile", sorted(PROFILES))
+@pytest.mark.parametrize("profile", SOLE_WRITER_PROFILES)
 def test_an_approved_large_delete_is_applied_exactly_as_planned(
     live_emulator: Callable[..., LiveEmulator], profile: str, tmp_path: Path
 ) -> None:
@@ -83,7 +83,7 @@ def test_an_approved_large_delete_is_applied_exactly_as_planned(
     assert list_people_view(live) == in_service_form(extract_people_view(CLEANED), profile)
 
 
-@pytest.mark.parametrize("profile", sorted(PROFILES))
+@pytest.mark.parametrize("profile", SOLE_WRITER_PROFILES)
 def test_a_plan_whose_list_changed_since_the_review_is_refused_before_any_write(
     live_emulator: Callable[..., LiveEmulator], profile: str, tmp_path: Path, fake_clock: Any
 ) -> None:
@@ -115,7 +115,7 @@ def test_a_plan_whose_list_changed_since_the_review_is_refused_before_any_write(
     assert list_people_view(live) == before
 
 
-@pytest.mark.parametrize("profile", sorted(PROFILES))
+@pytest.mark.parametrize("profile", SOLE_WRITER_PROFILES)
 def test_a_stale_plan_is_refused_and_a_rows_plan_applies_like_a_people_plan(
     live_emulator: Callable[..., LiveEmulator], profile: str, tmp_path: Path
 ) -> None:

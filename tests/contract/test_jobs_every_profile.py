@@ -1,7 +1,9 @@
 """Contract: the three jobs end to end against every emulator profile.
 
 ``sync_people``, ``upsert_rows`` and ``ingest_events`` run against a fresh emulator of each of
-:data:`listsync.emulator.PROFILES` (a new profile is picked up here without a change). Every test
+:data:`listsync.emulator.PROFILES` on which the test's writes are the List's only ones
+(``SOLE_WRITER_PROFILES``: a new profile is picked up here without a change; ``busy``, whose List
+another writer moves, has ``test_shared_list.py``). Every test
 states its expectations from the extract it built and checks them against what the emulator
 holds and counted, never against what the job says about itself:
 
@@ -39,7 +41,7 @@ from listsync.sync.rows import upsert_rows
 from listsync.sync.settings import SyncSettings
 from listsync.sync.steps import SyncFailedError
 
-from ..support import LiveEmulator
+from ..support import SOLE_WRITER_PROFILES, LiveEmulator
 
 API_KEY = "sk_contract_jobs"
 USER = "usr_contract"
@@ -361,7 +363,7 @@ def same_person(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     return (old.get("first_name"), old.get("last_name")) == (new.get("first_name"), new.get("last_name"))
 
 
-@pytest.mark.parametrize("profile", sorted(PROFILES))
+@pytest.mark.parametrize("profile", SOLE_WRITER_PROFILES)
 def test_people_mirror_sync_fills_converges_and_reruns_without_writes(
     live_emulator: Callable[..., LiveEmulator], profile: str, fake_clock: Any, tmp_path: Path
 ) -> None:
@@ -439,7 +441,7 @@ def test_people_mirror_sync_fills_converges_and_reruns_without_writes(
     assert list_people_view(live) == changed
 
 
-@pytest.mark.parametrize("profile", sorted(PROFILES))
+@pytest.mark.parametrize("profile", SOLE_WRITER_PROFILES)
 def test_a_patch_matched_by_phone_is_applied_and_fails_nothing_else(
     live_emulator: Callable[..., LiveEmulator], profile: str
 ) -> None:
@@ -582,7 +584,7 @@ def check_rows_run(
     assert summary["verified"] == len(added) + len(cells) + len(gone)
 
 
-@pytest.mark.parametrize("profile", sorted(PROFILES))
+@pytest.mark.parametrize("profile", SOLE_WRITER_PROFILES)
 def test_people_of_an_account_the_service_does_not_hold_fail_alone(
     live_emulator: Callable[..., LiveEmulator], profile: str
 ) -> None:
@@ -606,7 +608,7 @@ def test_people_of_an_account_the_service_does_not_hold_fail_alone(
         assert "ghost-account.com" in reason and summary["failure_reasons"][reason] == 5
 
 
-@pytest.mark.parametrize("profile", sorted(PROFILES))
+@pytest.mark.parametrize("profile", SOLE_WRITER_PROFILES)
 def test_rows_upsert_fills_converges_and_reruns_without_writes(
     live_emulator: Callable[..., LiveEmulator], profile: str, fake_clock: Any, tmp_path: Path
 ) -> None:
@@ -661,7 +663,7 @@ def test_rows_upsert_fills_converges_and_reruns_without_writes(
     assert list_rows_view(live) == changed
 
 
-@pytest.mark.parametrize("profile", sorted(PROFILES))
+@pytest.mark.parametrize("profile", SOLE_WRITER_PROFILES)
 def test_a_refused_row_and_a_refused_cell_update_fail_alone(
     live_emulator: Callable[..., LiveEmulator], profile: str
 ) -> None:
@@ -743,7 +745,7 @@ def event_rows() -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("variant", ["types known", "types probed", "budget shared"])
-@pytest.mark.parametrize("profile", sorted(PROFILES))
+@pytest.mark.parametrize("profile", SOLE_WRITER_PROFILES)
 def test_ingestion_acknowledges_every_event_exactly_once(
     live_emulator: Callable[..., LiveEmulator], fake_clock: Any, profile: str, variant: str
 ) -> None:
@@ -802,7 +804,7 @@ def test_ingestion_acknowledges_every_event_exactly_once(
 # up as the extract, with no one added twice and no one else removed.
 
 
-@pytest.mark.parametrize("profile", sorted(PROFILES))
+@pytest.mark.parametrize("profile", SOLE_WRITER_PROFILES)
 def test_a_people_add_whose_answer_is_lost_duplicates_no_one(
     live_emulator: Callable[..., LiveEmulator], profile: str
 ) -> None:
@@ -819,7 +821,7 @@ def test_a_people_add_whose_answer_is_lost_duplicates_no_one(
     assert (summary["added"], summary["failed"], summary["drift"]) == (100, 0, 0)
 
 
-@pytest.mark.parametrize("profile", sorted(PROFILES))
+@pytest.mark.parametrize("profile", SOLE_WRITER_PROFILES)
 def test_a_people_delete_whose_answer_is_lost_removes_no_one_else(
     live_emulator: Callable[..., LiveEmulator], profile: str, tmp_path: Path
 ) -> None:

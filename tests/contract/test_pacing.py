@@ -19,7 +19,7 @@ import pytest
 from listsync.emulator import PROFILES
 from listsync.signals.sender import send_events
 
-from ..support import LiveEmulator
+from ..support import SOLE_WRITER_PROFILES, LiveEmulator
 
 WINDOW = 60.0
 LIMITS = {"page_visit": 100, "seats_used": 1000, "deal_stage": 30}
@@ -61,7 +61,7 @@ class Slow(httpx.HTTPTransport):
         return response
 
 
-@pytest.mark.parametrize("profile", sorted(PROFILES))
+@pytest.mark.parametrize("profile", SOLE_WRITER_PROFILES)
 @pytest.mark.parametrize(
     ("offset", "latency"), [(0.0, 0.0), (37.5, 0.0), (37.5, 1.3)], ids=["boundary", "mid-window", "slow"]
 )

@@ -16,10 +16,9 @@ from typing import Any
 
 import pytest
 
-from listsync.emulator import PROFILES
 from listsync.sync.settings import SyncSettings
 
-from ..support import LiveEmulator
+from ..support import SOLE_WRITER_PROFILES, LiveEmulator
 from .test_jobs_every_profile import (
     ACCOUNTS,
     PEOPLE_WRITES,
@@ -53,7 +52,7 @@ def merged(old: PeopleView | RowsView, new: PeopleView | RowsView, keys: Any) ->
     return {key: new.get(key, old.get(key)) for key in keys}
 
 
-@pytest.mark.parametrize("profile", sorted(PROFILES))
+@pytest.mark.parametrize("profile", SOLE_WRITER_PROFILES)
 def test_people_update_only_adds_no_one_and_insert_only_changes_no_one(
     live_emulator: Callable[..., LiveEmulator], profile: str, fake_clock: Any, tmp_path: Path
 ) -> None:
@@ -106,7 +105,7 @@ def test_people_update_only_adds_no_one_and_insert_only_changes_no_one(
     assert (summary["added"], summary["updated"], summary["not_updated"]) == (0, differing, 0)
 
 
-@pytest.mark.parametrize("profile", sorted(PROFILES))
+@pytest.mark.parametrize("profile", SOLE_WRITER_PROFILES)
 def test_rows_update_only_adds_no_row_and_insert_only_changes_no_row(
     live_emulator: Callable[..., LiveEmulator], profile: str, fake_clock: Any, tmp_path: Path
 ) -> None:

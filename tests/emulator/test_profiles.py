@@ -72,7 +72,7 @@ def test_reference_is_the_default_dialect_and_the_default_profile():
     assert PROFILES["reference"] == Dialect()
     assert demo_config().profile == "reference"
     assert demo_config().dialect is PROFILES["reference"]
-    assert list(PROFILES) == ["reference", "lean", "strict", "rolling", "hosted"]
+    assert list(PROFILES) == ["reference", "lean", "strict", "rolling", "hosted", "busy"]
 
 
 @pytest.mark.parametrize(
@@ -123,6 +123,7 @@ def test_reference_is_the_default_dialect_and_the_default_profile():
                 "refusal_wording": "other",
             },
         ),
+        ("busy", {"delete_reach": "all", "other_writer_share": 0.04}),
     ],
 )
 def test_each_preset_differs_from_the_reference_in_its_knobs_only(name, changed):
@@ -137,7 +138,7 @@ def test_each_preset_differs_from_the_reference_in_its_knobs_only(name, changed)
 
 def test_an_unknown_profile_is_refused_with_the_names():
     with pytest.raises(
-        ValidationError, match="unknown profile 'nope'; one of reference, lean, strict, rolling, hosted"
+        ValidationError, match="unknown profile 'nope'; one of reference, lean, strict, rolling, hosted, busy"
     ):
         EmulatorConfig(profile="nope")
 
@@ -190,6 +191,7 @@ def test_cli_refuses_an_unknown_profile_with_the_names(capsys):
         "strict",
         "rolling",
         "hosted",
+        "busy",
     ]
 
 
@@ -197,7 +199,8 @@ def test_cli_help_lists_the_profiles(capsys):
     with pytest.raises(SystemExit) as exited:
         main(["emulator", "--help"])
     assert exited.value.code == 0
-    assert "one of reference, lean, strict, rolling, hosted" in " ".join(capsys.readouterr().out.split())
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "one of reference, lean, strict, rolling, hosted, busy" in help_text
 
 
 def test_cli_profile_overrides_the_configs(monkeypatch, tmp_path):
@@ -386,6 +389,86 @@ def test_strict_delete_still_takes_every_identity_of_the_spec(serve):
     )
     assert response.json()["data"]["removed"] == 2
     assert rows_in_state(client) == [("row_1", {"domain": "acme.com"}, ["Ann"])]
+
+
+# ---- delete_reach (A38) and the other writer (A39) of busy -----------------------------------
+
+ANN_TOO = {"first_name": "Ann", "last_name": "Lee", "phone_number": "+14155550101"}
+CY_TOO = {"first_name": "Cyrus", "phone_number": CY["phone_number"]}
+
+
+# The first match by name is Ann of the e-mail: a delete by name or phone may remove someone else.
+@pytest.mark.parametrize(("profile", "left"), [("reference", ["Ann", "Cyrus"]), ("busy", [])])
+def test_a_delete_by_phone_or_name_reaches_one_match_or_every_match(serve, profile, left):
+    client = serve(profile)
+    add_rows(client, "acme.com")
+    # Ann (by e-mail) and another Ann Lee share a name; Cy and Cyrus a phone number.
+    add_people(client, "acme.com", ANN, ANN_TOO, CY, CY_TOO)
+    response = delete_people(
+        client,
+        "acme.com",
+        {"first_name": "ann", "last_name": "LEE"},
+        {"phone_number": CY["phone_number"]},
+    )
+    assert response.json()["data"]["deleted"] == 4 - len(left)
+    assert rows_in_state(client) == [("row_1", {"domain": "acme.com"}, left)]
+
+
+def people_page(client: TestClient, offset: int, limit: int = 10) -> dict[str, Any]:
+    response = client.get(PEOPLE, params={"limit": limit, "offset": offset})
+    return response.json()["data"]
+
+
+def test_busy_moves_the_people_between_the_pages_of_a_read_at_most_once_an_interval(serve, fake_clock):
+    client = serve("busy", dialect_overrides={"other_writer_share": 0.1, "other_writer_every": 60})
+    add_rows(client, "acme.com", "globex.com")
+    people = [{"first_name": f"P{n}", "email": f"p{n}@acme.com", "title": "T"} for n in range(20)]
+    add_people(client, "acme.com", *people[:10])
+    others = [{**p, "email": p["email"].replace("acme", "globex")} for p in people[10:]]
+    add_people(client, "globex.com", *others)
+    before = [(row[0], row[2]) for row in rows_in_state(client)]
+
+    last_page = people_page(client, 10)  # no more to come: nothing moves
+    assert not last_page["hasMore"] and [(r[0], r[2]) for r in rows_in_state(client)] == before
+
+    first = people_page(client, 0)
+    assert first["hasMore"] and first["total"] == 20
+    state = client.get("/_emulator/state").json()["lists"]["tbl_accounts"]["rows"]
+    held = [person for row in state for person in row["people"]]
+    emails = {person["email"] for person in held}
+    # 10% of 20: two deleted, two added (by e-mail, on existing accounts), two others edited.
+    assert len(held) == 20
+    assert len(emails - {p["email"] for p in [*people[:10], *others]}) == 2
+    assert sum(person.get("title") == "Edited elsewhere" for person in held) == 2
+    moved = client.get("/_emulator/state").json()
+
+    people_page(client, 0)  # within the interval: the List stays as it is
+    fake_clock.sleep(30)
+    people_page(client, 0)
+    assert client.get("/_emulator/state").json() == moved
+    fake_clock.sleep(30)
+    people_page(client, 0)
+    assert client.get("/_emulator/state").json() != moved
+
+
+def test_busy_moves_the_rows_between_the_pages_of_a_rows_read(serve):
+    client = serve("busy", dialect_overrides={"other_writer_share": 0.1})
+    add_rows(client, *(f"d{n}.com" for n in range(20)))
+    response = client.get(ROWS, params={"columnId": "domain", "operator": "is_not_empty", "limit": 10})
+    assert response.json()["data"]["truncated"]
+    rows = client.get("/_emulator/state").json()["lists"]["tbl_accounts"]["rows"]
+    domains = [row["cells"]["domain"] for row in rows]
+    assert len(domains) == 20
+    assert len(set(domains) - {f"d{n}.com" for n in range(20)}) == 2  # two added, two deleted
+    assert sum("Edited elsewhere" in row["cells"].values() for row in rows) == 2
+
+
+def test_no_other_writer_moves_a_list_on_the_reference_profile(serve):
+    client = serve("reference")
+    add_rows(client, *(f"d{n}.com" for n in range(20)))
+    before = client.get("/_emulator/state").json()
+    client.get(ROWS, params={"columnId": "domain", "operator": "is_not_empty", "limit": 10})
+    assert client.get("/_emulator/state").json() == before
 
 
 # ---- unknown_accounts (A14) --------------------------------------------------------------------

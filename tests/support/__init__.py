@@ -5,7 +5,7 @@ are in :mod:`tests.support.plugin`, which ``tests/conftest.py`` registers for ev
 """
 
 from .clock import FakeClock
-from .emulator import LiveEmulator, serve_emulator
+from .emulator import SOLE_WRITER_PROFILES, LiveEmulator, serve_emulator
 from .files import load_script, read_jsonl
 
-__all__ = ["FakeClock", "LiveEmulator", "load_script", "read_jsonl", "serve_emulator"]
+__all__ = ["SOLE_WRITER_PROFILES", "FakeClock", "LiveEmulator", "load_script", "read_jsonl", "serve_emulator"]

@@ -15,14 +15,19 @@ from typing import Any
 from fastapi import FastAPI
 
 from listsync.client import ListSyncClient
-from listsync.emulator import EmulatorConfig, FaultRule, create_app, demo_config, serve_in_thread
+from listsync.emulator import PROFILES, EmulatorConfig, FaultRule, create_app, demo_config, serve_in_thread
 
 from .clock import FakeClock
+
+#: The profiles on which a List changes only by the test's own writes, sorted: the readings of the
+#: spec whose outcomes a test can state exactly (``busy`` has another writer of its Lists).
+SOLE_WRITER_PROFILES = sorted(name for name, dialect in PROFILES.items() if not dialect.other_writer_share)
 
 
 class LiveEmulator:
     """A served emulator: its ``url``, its ``config``, and in-process, what it holds (``state``),
-    the requests it answered (``stats``) and the faults it injects (``faults.add``/``faults.clear``).
+    the requests it answered (``stats``), the faults it injects (``faults.add``/``faults.clear``) and
+    what the ``busy`` profile's other writer did (``other_writer.moves``).
     """
 
     def __init__(self, url: str, app: FastAPI, clock: FakeClock | None) -> None:
@@ -32,6 +37,7 @@ class LiveEmulator:
         self.state = self._emulator.state
         self.stats = self._emulator.stats
         self.faults = self._emulator.faults
+        self.other_writer = self._emulator.other_writer
         self._clock = clock
         self._clients: list[ListSyncClient] = []
 

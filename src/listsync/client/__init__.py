@@ -70,7 +70,7 @@ from listsync.client.models import (
     validate_record,
     validate_row,
 )
-from listsync.client.paging import FILTER_NAMES, PeopleFilters, iter_offset_pages
+from listsync.client.paging import FILTER_NAMES, PeopleFilters, ReadWatch, iter_offset_pages
 from listsync.client.rate_hints import SIGNAL_TYPE_LIMITS, RateLimitInfo
 from listsync.client.retry import Repeat, RetryPolicy
 from listsync.client.write_items import AccountKeyed, Keyed, WriteReport
@@ -119,6 +119,7 @@ __all__ = [
     "RateLimitInfo",
     "RateLimitedEntry",
     "RateLimitedError",
+    "ReadWatch",
     "Repeat",
     "RetryPolicy",
     "Row",

@@ -52,7 +52,7 @@ from listsync.client.models import (
     validate_event,
     validate_record,
 )
-from listsync.client.paging import PeopleFilters, iter_offset_pages
+from listsync.client.paging import PeopleFilters, ReadWatch, iter_offset_pages
 from listsync.client.rate_hints import RateLimitInfo
 from listsync.client.responses import body_of, data_of, items_of, page_of, parse, unexpected, write_result
 from listsync.client.retry import Attempts, Repeat, RetryPolicy, call_with_retries
@@ -306,9 +306,10 @@ class ListSyncClient:
                 yield person
 
     def iter_targetable_people_records(
-        self, table_id: str, *, page_size: int = 100
+        self, table_id: str, *, page_size: int = 100, watch: ReadWatch | None = None
     ) -> Iterator[dict[str, Any]]:
-        """Every person of the List, unfiltered, as the JSON object the service sent, page after page.
+        """Every person of the List, unfiltered, as the JSON object the service sent, page after page
+        (a ``watch`` notes the List moving under the read, :class:`~.paging.ReadWatch`).
 
         For reads of a whole List into columns (:func:`listsync.sync.people.frames.list_frame`),
         which check the field types a batch at a time instead of a model per person; anything but
@@ -324,7 +325,9 @@ class ListSyncClient:
             paging = parse(PeoplePage, fields, response)  # the paging fields; people checked above
             return people, paging.more, paging.total
 
-        return iter_offset_pages(fetch, what=f"people of {table_id}", in_flight=self.max_in_flight)
+        return iter_offset_pages(
+            fetch, what=f"people of {table_id}", in_flight=self.max_in_flight, watch=watch
+        )
 
     def _people_page(
         self,

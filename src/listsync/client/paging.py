@@ -18,7 +18,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from listsync.client.errors import UnexpectedResponseError
@@ -33,8 +33,28 @@ ItemT = TypeVar("ItemT")
 PageFetcher = Callable[[int], tuple[list[ItemT], bool | None, int | None]]
 
 
+@dataclass
+class ReadWatch:
+    """What a paged read of a List saw of the List moving under it (a torn read).
+
+    Given to :func:`iter_offset_pages`, it makes the pages overlap by one item, so that a page is
+    known to join the one before, and records each sign that the List moved between pages: a total
+    that changed, a page that does not start with the last item of the page before (items were
+    removed or inserted before it: some were skipped, or are read twice), a read that ended short
+    of (or past) the total it stated, a first page that changed by the end of the read. Items
+    changed within later pages already read, in a way that shifts nothing, are not noticed: the
+    next read sees them. ``problems`` stays empty for a steady read.
+    """
+
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def steady(self) -> bool:
+        return not self.problems
+
+
 def iter_offset_pages(
-    fetch: PageFetcher[ItemT], *, what: str = "items", in_flight: int = 1
+    fetch: PageFetcher[ItemT], *, what: str = "items", in_flight: int = 1, watch: ReadWatch | None = None
 ) -> Iterator[ItemT]:
     """Yield the items of offset-paged results until the service says they end.
 
@@ -48,36 +68,73 @@ def iter_offset_pages(
         ``total``), and used in order; a page that came back shorter makes the pages asked for
         after it worthless, so they are dropped and asked for again from the offset reached. The
         end is still only ever the explicit one above: a page asked for past it is dropped.
+    :param watch: notes a List moving under the read (:class:`ReadWatch`); each page after the
+        first is then asked for one item early, that item checked against the last one read and
+        not yielded again, and a read of several pages asks for the first again at its end. The
+        read goes on to its end whatever it notes.
     """
     progress = Progress(log, "%d pages, %d %s read so far")
-    offset = 0
+    offset = 0  # items yielded so far
+    asked = 0  # the offset the next page is asked for at: one early when it overlaps
+    overlaps = False
+    first_total: int | None = None
     pages = 0
     previous: list[ItemT] | None = None
+    first: list[ItemT] = []
     ahead: deque[tuple[int, Future[tuple[list[ItemT], bool | None, int | None]]]] = deque()
     pool = ThreadPoolExecutor(in_flight, thread_name_prefix="listsync-pages") if in_flight > 1 else None
     try:
         while True:
-            if ahead and ahead[0][0] == offset:
+            if ahead and ahead[0][0] == asked:
                 items, more, total = ahead.popleft()[1].result()
             else:
                 _drop(ahead)
-                items, more, total = fetch(offset)
+                items, more, total = fetch(asked)
             pages += 1
             progress(pages, offset + len(items), what)
             if items and items == previous:
                 raise UnexpectedResponseError(
-                    200, "GET", "", f"the page at offset {offset} repeats the previous one"
+                    200, "GET", "", f"the page at offset {asked} repeats the previous one"
                 )
-            yield from items
-            offset += len(items)
-            if not items or more is False or (more is None and total is not None and offset >= total):
+            new = items
+            if overlaps and previous is not None and watch is not None:
+                if not items or items[0] != previous[-1]:
+                    watch.problems.append(
+                        f"the page at offset {asked} does not join the page before it: "
+                        "items were removed or added before it while the List was read"
+                    )
+                new = items[1:]
+            if watch is not None and total is not None:
+                if first_total is None:
+                    first_total = total
+                elif total != first_total:
+                    watch.problems.append(f"the total went from {first_total} to {total} between pages")
+                    first_total = total
+            yield from new
+            offset += len(new)
+            if not new or more is False or (more is None and total is not None and offset >= total):
+                if watch is not None and total is not None and offset != total:
+                    watch.problems.append(f"the read ended with {offset} of the {total} items it stated")
+                if watch is not None and pages > 1:
+                    _drop(ahead)
+                    # Items removed and as many added within the pages already read shift nothing
+                    # the overlaps see; the first page read again shows them there.
+                    if fetch(0)[0] != first:
+                        watch.problems.append("the first page changed while the pages after it were read")
                 return
+            if pages == 1:
+                first = items
             previous = items
+            # A page of one item cannot overlap the next and still move on.
+            overlaps = watch is not None and len(items) > 1
+            asked = offset - 1 if overlaps else offset
             if pool is not None:
-                following = ahead[-1][0] + len(items) if ahead else offset
-                while len(ahead) < in_flight and (total is None or following < total):
+                step = len(items) - 1 if overlaps else len(items)
+                following = ahead[-1][0] + step if ahead else asked
+                last = None if total is None else total - (1 if overlaps else 0)
+                while len(ahead) < in_flight and (last is None or following < last):
                     ahead.append((following, pool.submit(fetch, following)))
-                    following += len(items)
+                    following += step
     finally:
         _drop(ahead)
         if pool is not None:

@@ -35,6 +35,7 @@ from listsync.emulator.config import ENDPOINTS, EmulatorConfig, FaultRule
 from listsync.emulator.faults import FaultInjector, drop_connection
 from listsync.emulator.ingestion import SignalIngestion
 from listsync.emulator.lists import ListOperations
+from listsync.emulator.other_writer import OtherWriter
 from listsync.emulator.people_endpoints import PeopleEndpoints
 from listsync.emulator.rows_endpoints import RowsEndpoints
 from listsync.emulator.stats import Stats
@@ -95,6 +96,7 @@ class Emulator:
         self.lists = ListOperations(config, self.state, clock)
         self.people = PeopleEndpoints(self.lists)
         self.rows = RowsEndpoints(self.lists)
+        self.other_writer = OtherWriter(self.lists, config.seed)
         self._secret_keys = frozenset(config.secret_keys)
         self._public_keys = frozenset(config.public_keys)
 
@@ -104,6 +106,7 @@ class Emulator:
         self.limiter.reset()
         self.stats.clear()
         self.faults.reset(self.config.faults.rules)
+        self.other_writer.reset()
         self.persist()
 
     def persist(self) -> None:
@@ -337,13 +340,20 @@ def create_app(
     @route("GET", "/v1/lists/{table_id}/targetable-people")
     async def query_people(request: Request) -> Response:
         params = read_request(request)
-        page = emulator.people.query_people(table(request), params)
+        lst = table(request)
+        page = emulator.people.query_people(lst, params)
+        if page["hasMore"]:
+            emulator.other_writer.between_pages(lst, "people")
         return json_response(200, people_page_body(page, emulator.dialect))
 
     @route("GET", "/v1/lists/{table_id}/rows")
     async def get_rows(request: Request) -> Response:
         params = read_request(request)
-        return ok(emulator.rows.get_rows(table(request), params))
+        lst = table(request)
+        page = emulator.rows.get_rows(lst, params)
+        if page["truncated"]:
+            emulator.other_writer.between_pages(lst, "rows")
+        return ok(page)
 
     def register_write(
         method: str, path: str, operation: Callable[[ListState, dict[str, Any]], Mapping[str, Any]]

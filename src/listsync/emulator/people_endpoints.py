@@ -338,7 +338,9 @@ class PeopleEndpoints:
         return {"updated": updated, "notFound": not_found}
 
     def delete_people(self, lst: ListState, body: Mapping[str, Any]) -> dict[str, Any]:
-        """DELETE targetable-people: remove the person each entry identifies (A17, A19)."""
+        """DELETE targetable-people: remove the person each entry identifies (A17, A19), or, when
+        the profile's ``delete_reach`` is ``all``, every person of the account it identifies
+        (A38); ``deleted`` counts the people removed."""
         deleted = 0
         not_found = []
         for change in self._matched_changes(lst, body, patching=False):
@@ -346,6 +348,11 @@ class PeopleEndpoints:
             person = _find_person(row, change.identity)
             if row is None or person is None:
                 not_found.append(change.not_found(lst))
+                continue
+            if self._dialect.delete_reach == "all":
+                kept = [p for p in row.people if not _has_identity(p, change.identity)]
+                deleted += len(row.people) - len(kept)
+                row.people[:] = kept
                 continue
             row.people.remove(person)
             deleted += 1

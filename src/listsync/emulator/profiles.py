@@ -2,9 +2,11 @@
 
 ``docs/assumptions.md`` decides every "not shown" of the spec one way; that reading is the
 ``reference`` profile and is what the emulator serves by default. A :class:`Dialect` holds one
-value per knob below; :data:`PROFILES` names five presets. Choose one with
-``EmulatorConfig(profile=...)`` or ``listsync emulator --profile NAME``, and change single knobs of
-it with ``EmulatorConfig(dialect_overrides={...})`` (say ``{"lag_seconds": 0.3}`` on ``hosted``).
+value per knob below; :data:`PROFILES` names six presets (``busy`` plays a List other people use,
+with another writer and deletes that reach every match, rather than another reading of a quiet
+List). Choose one with ``EmulatorConfig(profile=...)`` or ``listsync emulator --profile NAME``, and
+change single knobs of it with ``EmulatorConfig(dialect_overrides={...})`` (say
+``{"lag_seconds": 0.3}`` on ``hosted``).
 
 Knobs (reference value first; the assumption row each one varies):
 
@@ -41,6 +43,13 @@ Knobs (reference value first; the assumption row each one varies):
   space, ends trimmed), ``email_case`` (email lower-cased), ``url`` (``network_profile_url`` and
   ``avatar_url`` lower-cased, scheme https, no trailing slash). A PATCH ``match`` or a DELETE
   identity is put in the same forms before it is compared.
+- ``delete_reach`` ``one`` | ``all`` (A38): how far a DELETE of people reaches: the first person
+  of the account the entry identifies, or every one of them (all who share the phone number, or
+  the first and last name, an entry names).
+- ``other_writer_share`` 0, ``other_writer_every`` 3600 (A39): another writer of the List. While a
+  paged read is between pages (a page served with more to come), it deletes, adds and edits this
+  share of the people (a people read) or rows (a rows read) each, at most once every
+  ``other_writer_every`` seconds per List, so that a read again soon after is steady.
 - ``refusal_wording`` ``reference`` | ``other`` (A14, A20, A33): the messages of two List
   refusals. ``other`` words an unknown account on a people write ``404 Unknown account domain(s):
   <d1>, <d2>`` (for ``Account not found: ...``) and missing rows ``404 No such row(s): <ids>``
@@ -120,6 +129,9 @@ class Dialect(BaseModel):
     lag_seconds: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
     canonical_forms: frozenset[str] = frozenset()
     refusal_wording: RefusalWording = "reference"
+    delete_reach: Literal["one", "all"] = "one"
+    other_writer_share: float = Field(default=0.0, ge=0.0, le=1.0, allow_inf_nan=False)
+    other_writer_every: float = Field(default=3600.0, ge=0.0, allow_inf_nan=False)
 
     @field_validator("filter_names")
     @classmethod
@@ -194,4 +206,7 @@ PROFILES: dict[str, Dialect] = {
         canonical_forms=frozenset(CANONICAL_FORMS),
         refusal_wording="other",
     ),
+    # A List other people use: another writer moves 4% of it while a read is between pages, and
+    # a delete by phone or name removes every person who shares it.
+    "busy": Dialect(delete_reach="all", other_writer_share=0.04),
 }

@@ -18,6 +18,11 @@ The classes, and the fields they are accepted on:
 - ``url`` (the URL fields): ``http://`` and ``https://`` are one scheme, a trailing slash is
   nothing.
 
+Beside the forms, and kept with them, what a service's DELETE of people by phone number or by
+first and last name reaches (:data:`DELETE_REACH`, docs/assumptions.md A38): ``one`` person, or
+``all`` who share it. The spec does not say; the first delete that could reach more than one
+person shows it, and it is learned once, like a form.
+
 Numbers in another notation and enum labels for keys are forms of List cells, which the rows
 upsert already compares by value (:func:`~listsync.sync.rows.cells.cell_values_equal`).
 """
@@ -32,7 +37,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["FORM_CLASSES", "Forms", "fold", "fold_text", "learn_form", "merged_forms"]
+__all__ = [
+    "DELETE_REACH",
+    "FORM_CLASSES",
+    "REACHES",
+    "Forms",
+    "delete_reach",
+    "fold",
+    "fold_text",
+    "learn_form",
+    "merged_forms",
+]
 
 #: Every class of form, in the order they are applied.
 FORM_CLASSES = ("whitespace", "case", "url")
@@ -83,15 +98,33 @@ def learn_form(field: str, sent: Any, shown: Any) -> tuple[str, ...] | None:
     return None
 
 
+#: The entry of learned forms that holds how far a DELETE of people by phone or name reaches.
+DELETE_REACH = "delete_reach"
+#: What :data:`DELETE_REACH` may hold: the first person who has the phone or name, or all of them.
+REACHES = ("one", "all")
+
+
+def delete_reach(forms: Forms) -> str | None:
+    """How far the service's deletes by phone or name reach, as learned; None while unknown."""
+    learned = list(forms.get(DELETE_REACH, ()))
+    return learned[0] if learned else None
+
+
 def merged_forms(*sources: Forms) -> dict[str, list[str]]:
-    """The classes of every source, field by field, in :data:`FORM_CLASSES` order."""
+    """The classes of every source, field by field, in :data:`FORM_CLASSES` order; the
+    :data:`DELETE_REACH` of the last source that learned one."""
     merged: dict[str, set[str]] = {}
+    reach: list[str] = []
     for forms in sources:
         for field, classes in forms.items():
-            merged.setdefault(field, set()).update(classes)
-    return {
+            if field == DELETE_REACH:
+                reach = [name for name in REACHES if name in classes][:1] or reach
+            else:
+                merged.setdefault(field, set()).update(classes)
+    learned = {
         field: [name for name in FORM_CLASSES if name in classes] for field, classes in sorted(merged.items())
     }
+    return {**learned, DELETE_REACH: reach} if reach else learned
 
 
 def fold_text(column: pa.Array | pa.ChunkedArray, classes: Iterable[str]) -> pa.Array | pa.ChunkedArray:

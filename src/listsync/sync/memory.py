@@ -161,6 +161,10 @@ class MemoryGuard:
         self.planned_writes += writes
         self._check()
 
+    def forget_list(self) -> None:
+        """Forget the List items counted so far: the List is read again from the start."""
+        self.list_rows = 0
+
     def count_list(self, items: Iterable[T]) -> Iterator[T]:
         """``items`` (List people or rows of the run's shard, as read), counted as they go by.
 

@@ -120,12 +120,45 @@ def reference(source: dict[str, dict[str, dict[str, Any]]], current: list[Listed
             else:
                 listed[found]["taken"] = True
                 patched.append((domain, identity, listed[found]["identity"]))
-    deletes = [
-        (person["domain"], person["identity"])
-        for person in listed
+    going = [
+        position
+        for position, person in enumerate(listed)
         if mirror and not (person["taken"] or person["dup"]) and person["domain"] in source
     ]
+    copied = {(domain, identity) for domain, identity, _ in repairs}
+    meant = set(going) | {n for n, p in enumerate(listed) if (p["domain"], p["identity"]) in copied}
+    # A delete by phone or name reaches everyone of the account who has it (A38): held back when
+    # it would reach someone not meant to go.
+    held = {n for n in meant if any(m not in meant for m in reached_by(listed, n))}
+    deletes = [(listed[n]["domain"], listed[n]["identity"]) for n in going if n not in held]
+    repairs = [
+        repair
+        for repair in repairs
+        if (repair[0], repair[1]) not in {(listed[n]["domain"], listed[n]["identity"]) for n in held}
+    ]
     return adds, patched, conflicts, deletes, repairs
+
+
+def reached_by(listed: list[dict[str, Any]], position: int) -> list[int]:
+    """The List people of the account a delete by the person's identity at ``position`` reaches:
+    by phone, all with that phone number; by name, all with that first and last name, case aside."""
+    person = listed[position]
+    kind = person["identity"].partition(":")[0]
+    if kind not in ("phone", "name"):
+        return [position]
+
+    def key(fields: dict[str, Any]) -> object:
+        if kind == "phone":
+            return fields.get("phone_number")
+        first, last = fields.get("first_name"), fields.get("last_name")
+        return None if first is None or last is None else (first.lower(), last.lower())
+
+    wanted = key(person["fields"])
+    return [
+        n
+        for n, other in enumerate(listed)
+        if other["domain"] == person["domain"] and key(other["fields"]) == wanted
+    ]
 
 
 def random_sync(

@@ -97,6 +97,16 @@ def test_reads_by_key_compares_values_and_rereads_a_row_add_answered_by_a_5xx() 
                 "userId": "usr_1",
             },
         ),
+        (  # the first page again: the List did not move while it was read
+            "GET",
+            {
+                "columnId": "domain",
+                "operator": "is_not_empty",
+                "limit": "1000",
+                "offset": "0",
+                "userId": "usr_1",
+            },
+        ),
         ("POST", {}),
         ("GET", {"columnId": "domain", "operator": "eq", "query": "new.dev", "userId": "usr_1"}),
         ("POST", {}),

@@ -20,10 +20,10 @@ from listsync.client.writers import (
 )
 from listsync.sync.fan_out import fan_out
 from listsync.sync.people.plan import PeoplePlan, PlannedAdd, PlannedDelete, PlannedPatch, item_key
-from listsync.sync.people.read import NOT_IN_LIST, difference, people_index, read_accounts
+from listsync.sync.people.read import NOT_IN_LIST, difference, loose, people_index, read_accounts
 from listsync.sync.settings import PEOPLE_WRITE_KINDS as WRITE_KINDS
 from listsync.sync.settings import people_chunk_sizes as chunk_sizes
-from listsync.sync.steps import ProgressLogger, wait_for_late_writes
+from listsync.sync.steps import ProgressLogger, read_back_rounds, wait_for_late_writes
 
 if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient
@@ -53,7 +53,8 @@ class PeopleApplyResult:
     :ivar isolation_requests: those of ``requests`` spent taking apart requests the service
         refused whole, so that each refused person failed alone.
     :ivar resent: adds of unknown outcome sent again after a re-read found them absent.
-    :ivar copies_removed: extra copies of people deleted (``PeoplePlan.repairs``).
+    :ivar delete_reach: how far the service's deletes by phone or name reach (``one``, ``all``),
+        as the plan knew it or removing copies learned it; None while unknown.
     :ivar settle_after: when writes whose answer was lost can no longer land (client's clock).
     """
 
@@ -68,7 +69,7 @@ class PeopleApplyResult:
     requests: dict[str, int] = field(default_factory=lambda: dict.fromkeys(WRITE_KINDS, 0))
     isolation_requests: int = 0
     resent: int = 0
-    copies_removed: int = 0
+    delete_reach: str | None = None
     settle_after: float | None = None
 
     def count(self, kind: str, number: int) -> None:
@@ -90,6 +91,7 @@ def apply_people_plan(
     max_accounts: int = ACCOUNTS_PER_REQUEST,
     progress: ProgressLogger | None = None,
     page_size: int = 1000,
+    verify_timeout: float = 0.0,
 ) -> PeopleApplyResult:
     """Write a plan through the client's chunked writers: adds, then patches, then deletes.
 
@@ -109,7 +111,12 @@ def apply_people_plan(
     again blindly when its answer is lost (see ``ListSyncClient.add_people``); nor is any add the
     service answered with a 5xx. Once such a request can no longer land, its accounts are re-read
     and only the people still absent are sent again (at most :data:`MAX_ADD_ATTEMPTS` sends).
-    Extra copies of people the List holds several times (mirror mode) are removed before patches.
+    Extra copies of people the List holds several times (mirror mode) are removed before patches,
+    as far as the service's deletes by phone or name reach (``plan.delete_reach``; A38): one
+    copy a delete, or, where a delete reaches every copy, the identity deleted and one copy added
+    again, each step read back (waiting up to ``verify_timeout`` for the List to show it). Not
+    known yet, the first delete of a copy is sent alone and read back, and teaches it
+    (``result.delete_reach``).
 
     :param chunk_size: people per request, for every kind, or per kind as
         ``{"add": 500, "patch": 500, "delete": 500}`` (kinds left out use the default).
@@ -124,7 +131,9 @@ def apply_people_plan(
         max_accounts=max_accounts,
         progress=progress or ProgressLogger(plan.size, what=f"people sync of {table_id}", logger=log),
         reread=lambda domains: read_accounts(client, table_id, domains, page_size, plan.current_people)[0],
+        verify_timeout=verify_timeout,
     )
+    applier.result.delete_reach = plan.delete_reach
     # Adds are made objects a slice at a time (a fill night plans one for every person); the plan
     # holds them account by account, so a slice splits at most one account's people in two.
     for start in range(0, len(plan.adds), ADDS_AT_ONCE):
@@ -162,9 +171,11 @@ class _PeopleApplier:
         max_accounts: int,
         progress: ProgressLogger,
         reread: Callable[[list[str]], Iterable[Any]],
+        verify_timeout: float = 0.0,
     ) -> None:
         self.client = client
         self.reread = reread
+        self.verify_timeout = verify_timeout
         self.table_id = table_id
         self.sizes = sizes
         self.max_accounts = max_accounts
@@ -253,13 +264,79 @@ class _PeopleApplier:
             self.result.written[key] = "patch"
 
     def remove_copies(self, repairs: Sequence[PlannedDelete]) -> None:
-        """Delete the extra copies of people the List holds several times (counted apart)."""
+        """Remove the extra copies of people the List holds several times, as far as the
+        service's deletes reach (see :func:`apply_people_plan`); the copies the List shows removed
+        are counted by the read back."""
         if not repairs:
             return
         log.warning("The List holds %d extra copies of people; one copy of each is kept", len(repairs))
+        groups: dict[tuple[str, str], list[PlannedDelete]] = {}
+        for repair in repairs:
+            groups.setdefault((repair.account_domain, repair.identity), []).append(repair)
+        people = list(groups.values())
+        if self.result.delete_reach is None:
+            first = people[0]
+            self._delete_copies(first[:1])
+            left = self._copies_left([first], none_left=False)[0]
+            if left == 0:
+                self.result.delete_reach = "all"
+                self._as_one(first)
+                self._add_one_copy([first])
+            elif left == len(first):
+                self.result.delete_reach = "one"
+                self._delete_copies(first[1:])
+            else:
+                # Not shown within the read back's time: the rest is left to the next run.
+                log.warning("The delete of a copy is not shown yet: how far deletes reach stays unknown")
+                return
+            log.info(
+                "A delete by phone or name reaches %s person(s) of the account", self.result.delete_reach
+            )
+            people = people[1:]
+        if self.result.delete_reach == "one":
+            self._delete_copies([repair for group in people for repair in group])
+        elif people:
+            self._delete_copies([group[0] for group in people])
+            for group in people:
+                self._as_one(group)
+            self._copies_left(people, none_left=True)
+            self._add_one_copy(people)
+
+    def _delete_copies(self, repairs: Sequence[PlannedDelete]) -> None:
         report = self.write("delete", [AccountKeyed(item_key(r), r.account_domain, r.match) for r in repairs])
-        self.result.deleted -= len(report.written)
-        self.result.copies_removed += len(report.written)
+        self.result.deleted -= len(report.written)  # a repair, not a delete of the plan
+
+    def _as_one(self, group: list[PlannedDelete]) -> None:
+        """One delete of a person's identity removed every copy: the group's other copies are
+        read back as its first is, counted removed only if the List shows one copy left."""
+        first = item_key(group[0])
+        if first in self.result.written:
+            self.result.written.update(dict.fromkeys(map(item_key, group[1:]), "delete"))
+
+    def _copies_left(self, people: list[list[PlannedDelete]], *, none_left: bool) -> list[int]:
+        """How many copies of each person (a group of their extra copies) the List holds, read
+        back until it shows none (``none_left``: all were deleted) or, after one copy's delete,
+        one fewer or none, or until ``verify_timeout`` passes."""
+        counts = [len(group) + 1 for group in people]
+        domains = sorted({group[0].account_domain for group in people})
+
+        def waiting() -> bool:
+            done = [{0} if none_left else {0, len(group)} for group in people]
+            return any(count not in wanted for count, wanted in zip(counts, done, strict=True))
+
+        for _round in read_back_rounds(self.client, self.verify_timeout, waiting, "copies removed"):
+            index = people_index(self.reread(domains))
+            counts = [len(index.get(g[0].account_domain, {}).get(loose(g[0].identity), [])) for g in people]
+        return counts
+
+    def _add_one_copy(self, people: list[list[PlannedDelete]]) -> None:
+        """Add one copy again of each person whose copies a delete removed together."""
+        report = self.write(
+            "add",
+            [AccountKeyed(item_key(group[0]), group[0].account_domain, group[0].person) for group in people],
+            advance=False,
+        )
+        self.result.added -= len(report.written)  # a repair, not an add of the plan
 
     def settle_adds(self, adds: Iterable[PlannedAdd]) -> None:
         """Re-read the accounts of adds of unknown outcome; send again only the people still absent."""

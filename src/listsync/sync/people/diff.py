@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from listsync.client.models import person_match
 from listsync.extract.mapping import ACCOUNT_DOMAIN, PERSON_FIELDS
 from listsync.sync.digests import key_hashes, value_digests
-from listsync.sync.forms import Forms, fold_text
+from listsync.sync.forms import Forms, delete_reach, fold_text
 from listsync.sync.memory import give_back_freed_memory
 from listsync.sync.people.frames import (
     IDENTITY,
@@ -151,6 +151,7 @@ class _Planner:
             source_people=len(self.source),
             current_people=listed.read,
             list_unidentified=listed.unidentified,
+            delete_reach=delete_reach(self.forms),
         )
         self.ledger: PeopleLedger | None = None
         if last_applied is not None:
@@ -165,9 +166,8 @@ class _Planner:
         matches, duplicated = matching.found, matching.duplicated
         self.result.list_duplicates = int(duplicated.sum())
         claimed = np.zeros(len(self.list), dtype=bool)
-        if len(matching.copies):
-            claimed[matching.copies] = True  # removed as copies, not by the mirror deletes
-            self.result.repairs = self._deletes(matching.copies, matching.copy_numbers)
+        copies, copy_numbers = matching.copies, matching.copy_numbers
+        claimed[copies] = True  # removed as copies, not by the mirror deletes
         found = matches >= 0
         conflicts = found & np.append(duplicated, False)[matches]
         matched = found & ~conflicts
@@ -191,8 +191,13 @@ class _Planner:
             )
         patched = grouped[matched[grouped]]
         self._patches(patched, matches[patched])
+        deleted = np.flatnonzero(~claimed & ~duplicated & self.in_scope) if self.mirror else copies[:0]
+        held_copies, held_deletes = self._reaching_others(copies, deleted)
+        copies, copy_numbers = copies[~held_copies], copy_numbers[~held_copies]
+        deleted = deleted[~held_deletes]
+        if len(copies):
+            self.result.repairs = self._deletes(copies, copy_numbers)
         if self.mirror:
-            deleted = np.flatnonzero(~claimed & ~duplicated & self.in_scope)
             if self.last_applied is not None and self.ledger is not None:
                 # Not those an earlier run deleted that the List still shows, within the window.
                 rows = self.list.iloc[deleted]
@@ -201,6 +206,43 @@ class _Planner:
                 deleted, self.ledger.delete_keys = deleted[kept], keys[kept]
             self.result.deletes = self._deletes(deleted)
         return self.result
+
+    def _reaching_others(self, copies: np.ndarray, deleted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Which of the extra ``copies`` and of the people ``deleted`` (List positions) are not
+        to be deleted, because a delete by their phone or name could reach another person of the
+        account who is not meant to go (A38): by phone, anyone of the account with that phone
+        number; by name, anyone with that first and last name, case aside. A person's copies are
+        all meant to go (one is added again where a delete reaches every one). Each held delete
+        is a failure, with its reason: the List needs a hand."""
+        frame = self.list
+        identities = frame[IDENTITY].astype(object)
+        meant = np.zeros(len(frame), dtype=bool)
+        meant[deleted] = True
+        if len(copies):
+            people = frame["domain"].astype(object) + "\x1f" + identities
+            meant |= people.isin(set(people.iloc[copies])).to_numpy()
+        held = np.zeros(len(frame), dtype=bool)
+        for kind, fields in (("phone:", ["phone_number"]), ("name:", ["first_name", "last_name"])):
+            going = np.flatnonzero(meant & identities.str.startswith(kind).fillna(False).to_numpy(dtype=bool))
+            if not len(going) or any(name not in frame.columns for name in fields):
+                continue
+            keys = frame["domain"].astype(object)
+            for name in fields:
+                keys = keys + "\x1f" + frame[name].astype(object).str.lower()
+            reached = keys.isin(set(keys.iloc[going].dropna())).to_numpy()
+            everyone = keys[reached].value_counts()
+            shared = everyone.index[
+                everyone.to_numpy()
+                > keys[reached & meant].value_counts().reindex(everyone.index, fill_value=0).to_numpy()
+            ]
+            held[going[keys.iloc[going].isin(set(shared)).to_numpy()]] = True
+        for person in frame_records(frame, np.flatnonzero(held), ["domain", IDENTITY]):
+            self.result.deletes_held += 1
+            self.result.conflict_reasons.append(
+                f"{person[IDENTITY]} on account {person['domain']} is not deleted: another person of the "
+                "account shares that phone number or name, and a delete by it could remove them too"
+            )
+        return held[copies], held[deleted]
 
     def _deletes(
         self, positions: np.ndarray, copies: np.ndarray | None = None
@@ -214,7 +256,7 @@ class _Planner:
                 frame_records(people, np.arange(start, stop)), numbers[start:stop].tolist(), strict=True
             ):
                 domain, identity = person.pop("domain"), person.pop(IDENTITY)
-                deletes.append(PlannedDelete(domain, identity, _match_of(person, identity), copy))
+                deletes.append(PlannedDelete(domain, identity, _match_of(person, identity), copy, person))
             return deletes
 
         return PlannedWrites(len(positions), make)

@@ -51,13 +51,16 @@ class PlannedDelete:
     """A List person to remove, found by their identity (§4.6).
 
     ``copy`` is 0 for a person the extract no longer holds, and ``n`` for the ``n``-th extra copy
-    of a person the List holds several times (a repair: one copy stays).
+    of a person the List holds several times (a repair: one copy stays; where the service's
+    deletes reach every copy, the identity is deleted and one copy added again).
     """
 
     account_domain: str
     identity: str
     match: dict[str, Any]
     copy: int = 0
+    #: The List person's fields: a copy is added again from them where a delete removes every copy.
+    person: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 WriteT = TypeVar("WriteT", "PlannedAdd", "PlannedPatch", "PlannedDelete")
@@ -99,6 +102,21 @@ class PlannedWrites(Sequence[WriteT], Generic[WriteT]):
         if not 0 <= position < self._count:
             raise IndexError(index)
         return self._make(position, position + 1)[0]
+
+    def without(self, places: np.ndarray) -> PlannedWrites[WriteT]:
+        """These writes but those at ``places``."""
+        kept = np.setdiff1d(np.arange(self._count), places)
+        make = self._make
+
+        def made(start: int, stop: int) -> list[WriteT]:
+            wanted = kept[start:stop]
+            if not len(wanted):
+                return []
+            first = int(wanted[0])
+            span = make(first, int(wanted[-1]) + 1)
+            return [span[place - first] for place in wanted.tolist()]
+
+        return PlannedWrites(len(kept), made)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence) and not isinstance(other, str):
@@ -146,7 +164,28 @@ class PeoplePlan:
     conflict_reasons: list[str] = field(default_factory=list)
     not_added: int = 0
     not_updated: int = 0
+    #: Deletes and copies to remove held back: a delete by their phone or name could reach another
+    #: person of the account (their reasons are in ``conflict_reasons``).
+    deletes_held: int = 0
     ledger: PeopleLedger | None = None
+    #: How the List was read: reads again of a torn read, and whether the read planned from was
+    #: steady (:mod:`listsync.sync.steady`); what tore it when it was not.
+    rereads: int = 0
+    steady_read: bool = True
+    torn_reasons: list[str] = field(default_factory=list)
+    #: How far the service's deletes by phone or name reach, as learned (``one``, ``all``; None:
+    #: not known yet, learned from the first copy removed).
+    delete_reach: str | None = None
+
+    def drop_adds(self, places: np.ndarray) -> None:
+        """Plan no add at ``places`` (among :attr:`adds`), nor keep it in the ledger."""
+        if not len(places):
+            return
+        assert isinstance(self.adds, PlannedWrites)
+        self.adds = self.adds.without(places)
+        if self.ledger is not None:
+            self.ledger.add_keys = np.delete(self.ledger.add_keys, places)
+            self.ledger.add_sent = np.delete(self.ledger.add_sent, places)
 
     @property
     def size(self) -> int:

@@ -126,7 +126,8 @@ class ReadBack:
 
     :ivar status: ``"shown"`` (as written, or in the service's own form of it), ``"not_yet"`` (the
         List still shows what was there before: an add absent, a patched field at its old value, a
-        deleted person present; it may show the write later), or ``"drift"`` (anything else).
+        deleted person present; it may show the write later), ``"lost"`` (extra copies removed,
+        and the copy meant to stay with them), or ``"drift"`` (anything else).
     :ivar problem: what is not shown, or how the List differs, in words; None when shown.
     :ivar forms: field → the classes of form the service keeps the written value in.
     :ivar found: the List person's fields, when the write is an add or a patch found.
@@ -147,6 +148,8 @@ def read_back(
         copies = len(people.get(loose(item.identity), [])) if item.copy else 0
         if copies > 1:
             return ReadBack("not_yet", f"the List still holds {copies} copies")
+        if item.copy and not copies:
+            return ReadBack("lost", "no copy is left of the person meant to keep one")
         if not item.copy and any(key in people for key in keys):
             return ReadBack("not_yet", "still in the List")
         return ReadBack("shown")

@@ -7,20 +7,25 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from listsync.client.paging import ReadWatch
 from listsync.client.writers import (
     PEOPLE_PER_REQUEST,
 )
+from listsync.sync.forms import DELETE_REACH
 from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob, PlannedExtract
 from listsync.sync.memory import PEOPLE_COSTS, MemoryGuard, RowCosts, give_back_freed_memory
 from listsync.sync.people.apply import PeopleApplyResult, apply_people_plan, chunk_sizes
 from listsync.sync.people.diff import plan_people_sync
-from listsync.sync.people.frames import list_frame
-from listsync.sync.people.plan import PeoplePlan
+from listsync.sync.people.frames import ListPeople, list_frame
+from listsync.sync.people.plan import PeopleLedger, PeoplePlan
 from listsync.sync.people.prepare import PreparedPeople, prepare_people
-from listsync.sync.people.read import people_in_shard
+from listsync.sync.people.read import NOT_IN_LIST, difference, people_in_shard, people_index, read_accounts
 from listsync.sync.people.verify import SHOWN, UNCONFIRMED, PeopleVerification, verify_people
 from listsync.sync.settings import DeleteScope, SyncMode, SyncSettings, check_sync_options
 from listsync.sync.state import ADD, DELETE, PATCH, UNSEEN, StateEntries
+from listsync.sync.steady import read_steadily
 from listsync.sync.steps import build_summary
 
 if TYPE_CHECKING:
@@ -132,20 +137,30 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
         )
 
     def plan(self, prepared: PreparedPeople, memory: MemoryGuard) -> PeoplePlan:
-        records = self.client.iter_targetable_people_records(self.table_id, page_size=self.page_size)
-        listed = list_frame(
-            memory.count_list(records if self.shard is None else people_in_shard(records, self.shard))
-        )
+        def read(watch: ReadWatch) -> ListPeople:
+            memory.forget_list()
+            records = self.client.iter_targetable_people_records(
+                self.table_id, page_size=self.page_size, watch=watch
+            )
+            return list_frame(
+                memory.count_list(records if self.shard is None else people_in_shard(records, self.shard))
+            )
+
+        listed = read_steadily(read, sleep=self.client.sleep, what=f"the people of {self.table_id}")
         give_back_freed_memory()
         plan = plan_people_sync(
             prepared.frame,
-            listed,
+            listed.value,
             fields=set(self.column_map.values()),
-            mode=self.mode,
+            # A torn read may miss people who are there: none is deleted for it.
+            mode=self.mode if listed.steady or self.mode != "mirror" else "upsert",
             delete_scope=self.delete_scope,
             overwrite_with_null=self.settings.overwrite_with_null,
             last_applied=self.last_applied,
         )
+        plan.rereads, plan.steady_read, plan.torn_reasons = listed.rereads, listed.steady, listed.problems
+        if plan.ledger is not None and len(plan.ledger.absent_adds):
+            plan.drop_adds(self._settle_absent(plan, plan.ledger, confirmed=listed.steady))
         log.info(
             "Plan for %s: %d to add, %d to patch, %d to delete, %d extra copies to remove, %d unchanged "
             "(List holds %d people)",
@@ -168,6 +183,34 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
             )
         return plan
 
+    def _settle_absent(self, plan: PeoplePlan, ledger: PeopleLedger, *, confirmed: bool) -> np.ndarray:
+        """Read the accounts of the people the state says were applied and seen, whom the List
+        read did not show, afresh: the places among the plan's adds of those present after all
+        (all of them when the List read was not steady: no one is re-added from it)."""
+        absent = [plan.adds[place] for place in ledger.absent_adds.tolist()]
+        if not confirmed:
+            log.warning(
+                "%d people the last run saw in %s are missing from a read that was not steady: "
+                "they are not added again tonight",
+                len(absent),
+                self.table_id,
+            )
+            return ledger.settle_absent(np.ones(len(absent), dtype=bool), confirmed=False)
+        domains = sorted({add.account_domain for add in absent})
+        people, _how = read_accounts(self.client, self.table_id, domains, self.page_size, plan.current_people)
+        index = people_index(people)
+        present = np.array(
+            [difference(add, index.get(add.account_domain, {})) != NOT_IN_LIST for add in absent], dtype=bool
+        )
+        if present.any():
+            log.info(
+                "%d of %d people missing from the read of %s are there after all: not added again",
+                int(present.sum()),
+                len(absent),
+                self.table_id,
+            )
+        return ledger.settle_absent(present)
+
     def plan_entries(self, plan: PeoplePlan) -> Iterator[dict[str, Any]]:
         return plan.entries()
 
@@ -181,7 +224,12 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
     def apply(self, plan: PeoplePlan) -> _PeopleOutcome:
         client, table_id, page_size = self.client, self.table_id, self.page_size
         result = apply_people_plan(
-            plan, client, table_id=table_id, chunk_size=self.chunk_size, page_size=page_size
+            plan,
+            client,
+            table_id=table_id,
+            chunk_size=self.chunk_size,
+            page_size=page_size,
+            verify_timeout=self.settings.verify_timeout,
         )
         verification = verify_people(
             plan,
@@ -197,10 +245,13 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
         return {"column_map": dict(self.column_map), "default_region": self.default_region}
 
     def state_entries(self, plan: PeoplePlan, outcome: _PeopleOutcome) -> tuple[list[StateEntries], Forms]:
-        _result, verification = outcome
+        result, verification = outcome
+        forms = verification.forms
+        if result.delete_reach is not None:
+            forms = {**forms, DELETE_REACH: [result.delete_reach]}
         ledger = plan.ledger
         if ledger is None:
-            return [], verification.forms
+            return [], forms
         now = self.client.clock()
         shown, seen = verification.outcome, verification.seen
         entries = ledger.final()
@@ -217,7 +268,7 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
         start += len(plan.repairs)
         waiting = shown[start : start + len(ledger.delete_keys)] == UNCONFIRMED
         entries.append(StateEntries.of(ledger.delete_keys[waiting], 0, UNSEEN, now, DELETE))
-        return entries, verification.forms
+        return entries, forms
 
     def nothing_applied(self) -> _PeopleOutcome:
         return PeopleApplyResult(), PeopleVerification()
@@ -235,8 +286,9 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
                 "unchanged": plan.unchanged,
                 # Conflicts count as failed too, as rows blocked by a duplicate key do in upsert_rows:
                 # those people were not written, so the task fails once everything else is.
-                "failed": plan.conflicts + len(result.failed),
+                "failed": plan.conflicts + plan.deletes_held + len(result.failed),
                 "conflicts": plan.conflicts,
+                "deletes_held": plan.deletes_held,
                 "not_found": result.not_found,
                 "not_added": plan.not_added,
                 "not_updated": plan.not_updated,
@@ -245,13 +297,16 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
                 "list_unidentified": plan.list_unidentified,
                 "replaced": result.replaced,
                 "resent": result.resent,
-                "copies_removed": result.copies_removed,
+                "copies_removed": verification.copies_removed,
+                "lost": len(verification.lost),
                 "verified": verification.verified,
                 "drift": len(verification.drift),
                 "service_forms": verification.service_forms,
                 "unconfirmed": verification.unconfirmed,
                 "awaiting": 0 if plan.ledger is None else plan.ledger.awaiting,
                 "edited_in_list": 0 if plan.ledger is None else plan.ledger.edited_in_list,
+                "turned_up": 0 if plan.ledger is None else plan.ledger.turned_up,
+                "rereads": plan.rereads,
             },
             requests=result.requests,
             failure_reasons=[*plan.conflict_reasons, *result.failed.values()],
@@ -268,6 +323,8 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
             rejects_path=files.rejects_path,
             state=files.state,
             unconfirmed_reasons=verification.unconfirmed_reasons,
+            steady_read=plan.steady_read,
+            torn_reasons=plan.torn_reasons,
             planned={
                 "add": len(plan.adds),
                 "patch": len(plan.patches),

@@ -52,6 +52,9 @@ class PeopleVerification:
         ``UNCONFIRMED`` or ``NOT_SETTLED``.
     :ivar seen: per planned add or patch shown, the digest of the List person's values
         (:func:`~listsync.sync.state.value_digests` of the plan's fields); 0 elsewhere.
+    :ivar copies_removed: extra copies the List shows removed (one copy of the person left).
+    :ivar lost: ``"<account domain> <identity>"`` of the people whose extra copies were removed
+        and whom the List no longer holds at all: each also drift, and added again by the next run.
     """
 
     verified: int = 0
@@ -63,6 +66,8 @@ class PeopleVerification:
     unconfirmed_reasons: list[str] = field(default_factory=list)
     outcome: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
     seen: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
+    copies_removed: int = 0
+    lost: set[str] = field(default_factory=set)
 
 
 def verify_people(
@@ -167,6 +172,16 @@ class _ReadBack:
         self.pending[position] = False
         self.problems.pop(position, None)
         key = item_key(item)
+        if back.status == "lost":
+            # Counted once a person, however many copies were removed with them; never verified.
+            person = f"{item.account_domain} {item.identity}"
+            if person not in verification.lost:
+                verification.lost.add(person)
+                verification.drift.append(f"{kind} of {key}: {back.problem}")
+            result.unknown.pop(key, None)
+            return None
+        if isinstance(item, PlannedDelete) and item.copy:
+            verification.copies_removed += 1
         if key in result.unknown:
             _written_kind, reason = result.unknown.pop(key)
             if back.status == "drift":

@@ -72,6 +72,21 @@ class RowsPlan:
     not_added: int = 0
     not_updated: int = 0
     ledger: RowsLedger | None = None
+    #: How the List was read: reads again of a torn read, and whether the read planned from was
+    #: steady (:mod:`listsync.sync.steady`); what tore it when it was not.
+    rereads: int = 0
+    steady_read: bool = True
+    torn_reasons: list[str] = field(default_factory=list)
+
+    def drop_additions(self, places: np.ndarray) -> None:
+        """Plan no addition at ``places`` (among :attr:`additions`), nor keep it in the ledger."""
+        if not len(places):
+            return
+        dropped = set(places.tolist())
+        self.additions = [addition for place, addition in enumerate(self.additions) if place not in dropped]
+        if self.ledger is not None:
+            self.ledger.add_keys = np.delete(self.ledger.add_keys, places)
+            self.ledger.add_sent = np.delete(self.ledger.add_sent, places)
 
     @property
     def changed_rows(self) -> int:

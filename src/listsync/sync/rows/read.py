@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from listsync.client.models import Row, RowsPage
-from listsync.client.paging import iter_offset_pages
+from listsync.client.paging import ReadWatch, iter_offset_pages
 from listsync.sync.rows.list_rows import CurrentRow, ListColumn, ListRows
 from listsync.sync.rows.prepare import object_array
 
@@ -28,17 +28,28 @@ class _KeyedRows:
     on how the service pages a List without a filter), as the JSON objects the service sent;
     ``requests`` counts the GETs sent."""
 
-    def __init__(self, client: ListSyncClient, table_id: str, key_column: str, page_size: int) -> None:
+    def __init__(
+        self,
+        client: ListSyncClient,
+        table_id: str,
+        key_column: str,
+        page_size: int,
+        watch: ReadWatch | None = None,
+    ) -> None:
         self.client = client
         self.table_id = table_id
         self.key_column = key_column
         self.page_size = page_size
+        self.watch = watch
         self.requests = 0
         self._counting = threading.Lock()  # pages are asked for from several threads at once
 
     def __iter__(self) -> Iterator[Any]:
         return iter_offset_pages(
-            self._fetch, what=f"rows of {self.table_id}", in_flight=self.client.max_in_flight
+            self._fetch,
+            what=f"rows of {self.table_id}",
+            in_flight=self.client.max_in_flight,
+            watch=self.watch,
         )
 
     def _fetch(self, offset: int) -> tuple[list[Any], bool | None, int | None]:
@@ -128,6 +139,7 @@ def read_list_rows(
     shard: Shard | None = None,
     counted: Callable[[Iterator[int]], Iterable[int]] | None = None,
     page_size: int = ROWS_PAGE_SIZE,
+    watch: ReadWatch | None = None,
 ) -> tuple[ListRows, int]:
     """Read every List row whose ``key_column`` cell is not empty, page by page, into columns.
 
@@ -139,9 +151,10 @@ def read_list_rows(
     :param counted: passes one item per row kept, as they are kept, e.g.
         :meth:`~listsync.sync.memory.MemoryGuard.count_list`, which fails before the next page
         when they would take too much memory.
+    :param watch: notes the List moving under the read (:class:`~listsync.client.paging.ReadWatch`).
     :return: the rows and the GET requests sent.
     """
-    read = _KeyedRows(client, table_id, key_column, page_size)
+    read = _KeyedRows(client, table_id, key_column, page_size, watch)
     wanted = list(dict.fromkeys(columns))
     table = ListRows([], [], {column: ListColumn() for column in wanted})
     page: list[dict[str, Any]] = []

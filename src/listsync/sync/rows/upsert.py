@@ -7,6 +7,9 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
+
+from listsync.client.paging import ReadWatch
 from listsync.extract.mapping import rows_key_column
 from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob, PlannedExtract
 from listsync.sync.memory import MemoryGuard, RowCosts, give_back_freed_memory, rows_costs
@@ -20,12 +23,14 @@ from listsync.sync.rows.apply import (
     chunk_sizes,
 )
 from listsync.sync.rows.diff import plan_rows_upsert
-from listsync.sync.rows.plan import RowsPlan, plan_entries
+from listsync.sync.rows.list_rows import ListRows
+from listsync.sync.rows.plan import RowsLedger, RowsPlan, plan_entries
 from listsync.sync.rows.prepare import PreparedRows, prepare_rows
 from listsync.sync.rows.read import list_key_normalizer, read_list_rows
 from listsync.sync.rows.verify import RowsVerification, verify_rows
 from listsync.sync.settings import RowsMode, SyncSettings, check_rows_mode
 from listsync.sync.state import ADD, DELETE, PATCH, UNSEEN, StateEntries
+from listsync.sync.steady import read_steadily
 from listsync.sync.steps import build_summary
 
 if TYPE_CHECKING:
@@ -149,25 +154,38 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
         )
 
     def plan(self, prepared: PreparedRows, memory: MemoryGuard) -> RowsPlan:
-        current, self.read_requests = read_list_rows(
-            self.client,
-            self.table_id,
-            self.key_column,
-            prepared.frame.columns,
-            key_kind=self.key_kind,
-            shard=self.shard,
-            counted=memory.count_list,
-        )
+        columns = list(prepared.frame.columns)
+
+        def read(watch: ReadWatch) -> ListRows:
+            memory.forget_list()
+            current, requests = read_list_rows(
+                self.client,
+                self.table_id,
+                self.key_column,
+                columns,
+                key_kind=self.key_kind,
+                shard=self.shard,
+                counted=memory.count_list,
+                watch=watch,
+            )
+            self.read_requests += requests
+            return current
+
+        listed = read_steadily(read, sleep=self.client.sleep, what=f"the rows of {self.table_id}")
         give_back_freed_memory()
         plan = plan_rows_upsert(
             prepared.frame,
-            current,
+            listed.value,
             key_column=self.key_column,
-            delete_missing=self.delete_missing,
+            # A torn read may miss rows that are there: none is deleted for it.
+            delete_missing=self.delete_missing and listed.steady,
             overwrite_with_null=self.settings.overwrite_with_null,
             last_applied=self.last_applied,
             mode=self.mode,
         )
+        plan.rereads, plan.steady_read, plan.torn_reasons = listed.rereads, listed.steady, listed.problems
+        if plan.ledger is not None and len(plan.ledger.absent_adds):
+            plan.drop_additions(self._settle_absent(plan, plan.ledger, confirmed=listed.steady))
         _log.info(
             "Plan for %s: %d rows to add, %d cells to update on %d rows, %d rows to delete, %d unchanged "
             "(List holds %d keyed rows)",
@@ -188,6 +206,39 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
                 plan.blocked_by_duplicates,
             )
         return plan
+
+    def _settle_absent(self, plan: RowsPlan, ledger: RowsLedger, *, confirmed: bool) -> np.ndarray:
+        """Read the List's keys afresh for the rows the state says were applied and seen, which
+        the List read did not show: the places among the plan's additions of those present after
+        all (all of them when the List read was not steady: no row is re-added from it)."""
+        absent = [plan.additions[place].key for place in ledger.absent_adds.tolist()]
+        if not confirmed:
+            _log.warning(
+                "%d rows the last run saw in %s are missing from a read that was not steady: "
+                "they are not added again tonight",
+                len(absent),
+                self.table_id,
+            )
+            return ledger.settle_absent(np.ones(len(absent), dtype=bool), confirmed=False)
+
+        def read(watch: ReadWatch) -> set[str | None]:
+            keys, requests = read_list_rows(
+                self.client, self.table_id, self.key_column, [], key_kind=self.key_kind, watch=watch
+            )
+            self.read_requests += requests
+            return set(keys.keys)
+
+        again = read_steadily(read, sleep=self.client.sleep, what=f"the keys of {self.table_id}")
+        plan.rereads += again.rereads
+        present = np.array([key in again.value for key in absent], dtype=bool)
+        if present.any():
+            _log.info(
+                "%d of %d rows missing from the read of %s are there after all: not added again",
+                int(present.sum()),
+                len(absent),
+                self.table_id,
+            )
+        return ledger.settle_absent(present, confirmed=again.steady)
 
     def plan_entries(self, plan: RowsPlan) -> Iterator[dict[str, Any]]:
         return plan_entries(plan)
@@ -285,6 +336,8 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
                 "unconfirmed": len(verification.unconfirmed),
                 "awaiting": 0 if plan.ledger is None else plan.ledger.awaiting,
                 "edited_in_list": 0 if plan.ledger is None else plan.ledger.edited_in_list,
+                "turned_up": 0 if plan.ledger is None else plan.ledger.turned_up,
+                "rereads": plan.rereads,
             },
             requests={kind: applied.requests[kind] for kind in (ADD_ROWS, UPDATE_CELLS, DELETE_ROWS)},
             failure_reasons=reasons,
@@ -301,6 +354,8 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
             rejects_path=files.rejects_path,
             state=files.state,
             unconfirmed_reasons=verification.unconfirmed_reasons,
+            steady_read=plan.steady_read,
+            torn_reasons=plan.torn_reasons,
             planned={
                 "add_rows": len(plan.additions),
                 "update_cells": len(plan.changes),

@@ -1,0 +1,77 @@
+"""Reading a List that other people may be changing: a paged read whose pages do not join is read
+again, a bounded number of times, until one is steady (docs/assumptions.md A40).
+
+The service pages a List by offset (§4.3): an item removed or added before the page a read has
+reached shifts every later one, so the read skips some and sees others twice, and a diff taking it
+as the List would re-add the skipped people and delete nobody it should. A
+:class:`~listsync.client.paging.ReadWatch` notes such a torn read; :func:`read_steadily` reads
+again after a pause, up to :data:`MAX_REREADS` times, and says whether the read it returns is
+steady. A sync plans no delete and no re-add from a read that never was.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from listsync.client.paging import ReadWatch
+
+__all__ = ["MAX_REREADS", "REREAD_PAUSE", "SteadyRead", "read_steadily"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Reads again of a torn read, at most, before the run makes do with an unsteady one (A40).
+MAX_REREADS = 3
+#: Seconds before the first read again; doubled before each next one (2, 4, 8: 14 s in all).
+REREAD_PAUSE = 2.0
+
+
+@dataclass
+class SteadyRead(Generic[T]):
+    """What :func:`read_steadily` read: the last read's ``value``, whether it was ``steady``, the
+    ``rereads`` it took, and what tore the last one (``problems``, empty when steady)."""
+
+    value: T
+    steady: bool = True
+    rereads: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def read_steadily(
+    read: Callable[[ReadWatch], T],
+    *,
+    sleep: Callable[[float], None],
+    what: str,
+    max_rereads: int = MAX_REREADS,
+    pause: float = REREAD_PAUSE,
+) -> SteadyRead[T]:
+    """``read(watch)`` until its watch notes no torn page, or it was read again ``max_rereads``
+    times; pauses ``pause`` seconds before the first read again, doubling. Each read starts
+    afresh: ``read`` must give up what an earlier one held (a memory guard's count...)."""
+    rereads = 0
+    while True:
+        watch = ReadWatch()
+        value = read(watch)
+        if watch.steady:
+            if rereads:
+                log.info("The read of %s was steady after %d reads again", what, rereads)
+            return SteadyRead(value, True, rereads)
+        if rereads >= max_rereads:
+            log.warning(
+                "The read of %s was still torn after %d reads again (%s): the List is changing under "
+                "the sync; no delete and no re-add is planned from it",
+                what,
+                rereads,
+                "; ".join(watch.problems),
+            )
+            return SteadyRead(value, False, rereads, watch.problems)
+        delay = pause * 2**rereads
+        log.warning(
+            "The read of %s was torn (%s): reading it again in %g s", what, "; ".join(watch.problems), delay
+        )
+        sleep(delay)
+        rereads += 1
