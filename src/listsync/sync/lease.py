@@ -294,8 +294,17 @@ class RegisterLease:
         return None if value is None else LeaseRecord.from_json(value)
 
     def claim(self, record: LeaseRecord, lapsed: LeaseRecord | None) -> bool:
+        started = time.monotonic()
         self.store.set(self.key, record.to_bytes().decode())
-        self.sleep(REGISTER_SETTLE if self.settle is None else self.settle)
+        settle = REGISTER_SETTLE if self.settle is None else self.settle
+        # The protocol holds while a write lands well within the settle: say how long this one took.
+        log.info(
+            "Claimed the lease at %s in %.0f ms; reading it back after %g s",
+            self.where(),
+            (time.monotonic() - started) * 1000,
+            settle,
+        )
+        self.sleep(settle)
         current = self.read()
         return current is not None and current.token == record.token
 
