@@ -125,7 +125,8 @@ def test_people_known_by_profile_url_or_name_are_found_in_the_forms_the_state_ke
         fake_clock.sleep(0.5)
         again, writes = run(live, extract, state_path=state)
         assert writes == NO_WRITES
-        assert (again["unchanged"], again["added"], again["deleted"], again["edited_in_list"]) == (40, 0, 0, 0)
+        counts = ("unchanged", "added", "deleted", "edited_in_list")
+        assert [again[name] for name in counts] == [40, 0, 0, 0]
     assert list_people_view(live) == in_service_form(extract_people_view(extract), "hosted")
 
 
