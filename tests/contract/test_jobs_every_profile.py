@@ -730,7 +730,9 @@ def test_rows_a_service_keeps_in_its_own_forms_are_no_drift_and_not_written_agai
     forms = PROFILES[profile].canonical_forms
     assert first["service_forms"] == (60 if "number" in forms else 12)
 
-    # The next runs write nothing: the rows are as last sent and seen, whatever the forms.
+    # The next runs write nothing: the rows are as last sent and seen, whatever the forms. (An
+    # enum's label the List keeps as its key still differs from it: only the state's rule for
+    # an item in step tells those rows unchanged, on every profile.)
     for _ in range(2):
         fake_clock.sleep(0.5)
         counters = live.stats.requests.copy()
