@@ -111,6 +111,13 @@ class Cluster:
         value: dict[str, Any] = self.get(f"{path}/xcomEntries/return_value")["value"]
         return value
 
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
+        """The log of a task's try, as the UI shows it (the REST API's JSON, as text)."""
+        path = f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}/logs/{try_number}"
+        response = self.api.get(path, params={"full_content": True}, headers={"Accept": "application/json"})
+        response.raise_for_status()
+        return response.text
+
     def emulator(self, what: str) -> Any:
         response = httpx.get(f"{self.state['urls']['emulator']}/_emulator/{what}", timeout=30)
         response.raise_for_status()
@@ -370,6 +377,14 @@ def test_a_large_delete_is_applied_only_as_approved(cluster: Cluster):
     cluster.respond(APPROVAL, changed, "approve", "Approve")
     assert cluster.wait_for_run(APPROVAL, changed)["state"] == "failed"
     assert list_writes(cluster) == writes
+    # It failed because the plan made now is not the one approved, and for nothing else.
+    states = {
+        ti["task_id"]: ti["state"] for ti in cluster.task_instances(APPROVAL) if ti["dag_run_id"] == changed
+    }
+    assert states["apply"] == "failed"
+    log = cluster.task_log(APPROVAL, changed, "apply")
+    assert "PlanChangedError" in log
+    assert "the plan made now differs from the approved plan" in log
 
 
 def add_contacts(cluster: Cluster, count: int) -> set[tuple[str, str]]:

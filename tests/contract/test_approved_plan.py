@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from listsync.client import ListSyncClient
 from listsync.emulator import PROFILES
 from listsync.sync.approved import PlanChangedError, StalePlanError
 from listsync.sync.settings import SyncSettings
@@ -29,6 +30,7 @@ from .test_jobs_every_profile import (
     PEOPLE_WRITES,
     ROW_WRITES,
     ROWS_TABLE,
+    account_of,
     account_row,
     extract_people_view,
     extract_rows_view,
@@ -83,21 +85,50 @@ def test_an_approved_large_delete_is_applied_exactly_as_planned(
     assert list_people_view(live) == in_service_form(extract_people_view(CLEANED), profile)
 
 
+def add_by_hand(account: str) -> Callable[[ListSyncClient, list[dict[str, Any]]], None]:
+    """Someone adds a person to ``account`` by hand: the mirror would now delete them too, which no
+    one approved."""
+
+    def edit(client: ListSyncClient, _plan: list[dict[str, Any]]) -> None:
+        person = {"first_name": "Hand", "email": "hand@x.io"}
+        client.add_people(PEOPLE_TABLE, [{"accountDomain": account, "people": [person]}])
+
+    return edit
+
+
+def delete_the_last_planned_by_hand(client: ListSyncClient, plan: list[dict[str, Any]]) -> None:
+    """Someone deletes by hand the last person the plan deletes: the plan made now ends a line before."""
+    last = plan[-1]
+    assert last["identity"].startswith("email:")
+    person = {"email": last["identity"].removeprefix("email:")}
+    client.delete_people(PEOPLE_TABLE, [{"accountDomain": last["account_domain"], "people": [person]}])
+
+
+# (the edit after the review, where the plan made now first differs from the approved one)
+LIST_EDITS = {
+    # The List is read account by account: a person added on the first account is a delete among
+    # the others; on the last account of the extract, a delete after them all.
+    "added-in-the-middle": (add_by_hand(ACCOUNTS[0]), r"at line \d+: approved \{"),
+    "added-at-the-end": (
+        add_by_hand(account_of(199)),
+        r"at line 51: approved nothing \(the plan ends before\)",
+    ),
+    "one-delete-less": (delete_the_last_planned_by_hand, r"at line 50: approved \{.*\}, now nothing"),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(LIST_EDITS))
 @pytest.mark.parametrize("profile", SOLE_WRITER_PROFILES)
 def test_a_plan_whose_list_changed_since_the_review_is_refused_before_any_write(
-    live_emulator: Callable[..., LiveEmulator], profile: str, tmp_path: Path, fake_clock: Any
+    live_emulator: Callable[..., LiveEmulator], profile: str, edit: str, tmp_path: Path, fake_clock: Any
 ) -> None:
     live = live_emulator(tenant(profile))
     start_people_list(live, ACCOUNTS)
     run_people(live, FULL, settings=SyncSettings(state_path=tmp_path / "state"))
-    reviewed_plan(live, tmp_path / "plan.jsonl")
-    # After the review, someone adds a person by hand on an account of the extract: the mirror
-    # would now delete them too, which no one approved.
+    plan = reviewed_plan(live, tmp_path / "plan.jsonl")
+    change_list, where = LIST_EDITS[edit]
     with live.client() as client:
-        client.add_people(
-            PEOPLE_TABLE,
-            [{"accountDomain": ACCOUNTS[0], "people": [{"first_name": "Hand", "email": "hand@x.io"}]}],
-        )
+        change_list(client, plan)
     fake_clock.sleep(PROFILES[profile].lag_seconds + 0.5)  # the List shows the edit
     before = list_people_view(live)
     counters = live.stats.requests.copy()
@@ -108,7 +139,7 @@ def test_a_plan_whose_list_changed_since_the_review_is_refused_before_any_write(
         state_path=tmp_path / "state",
     )
 
-    with pytest.raises(PlanChangedError, match=r"differs from the approved plan \S+ at line \d+"):
+    with pytest.raises(PlanChangedError, match=r"differs from the approved plan \S+ " + where):
         run_people(live, CLEANED, mode="mirror", settings=approved)
 
     assert requests_since(live, counters, PEOPLE_WRITES) == dict.fromkeys(PEOPLE_WRITES, 0)

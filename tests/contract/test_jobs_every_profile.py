@@ -101,6 +101,8 @@ def tenant(profile: str) -> EmulatorConfig:
                         {"id": "active", "type": "boolean"},
                         {"id": "renewal", "type": "date"},
                         {"id": "meta", "type": "json"},
+                        {"id": "contact", "type": "text"},
+                        {"id": "website", "type": "text"},
                     ],
                 }
             ),
@@ -550,11 +552,11 @@ def list_rows_view(live: LiveEmulator) -> RowsView:
     }
 
 
-def run_rows(live: LiveEmulator, frame: pd.DataFrame, **options: Any) -> dict[str, Any]:
+def run_rows(
+    live: LiveEmulator, frame: pd.DataFrame, column_map: Mapping[str, str] = ROW_COLUMNS, **options: Any
+) -> dict[str, Any]:
     with live.client() as client:
-        return upsert_rows(
-            client, ROWS_TABLE, [frame], key_column="domain", column_map=ROW_COLUMNS, **options
-        )
+        return upsert_rows(client, ROWS_TABLE, [frame], key_column="domain", column_map=column_map, **options)
 
 
 def check_rows_run(
@@ -661,6 +663,93 @@ def test_rows_upsert_fills_converges_and_reruns_without_writes(
     assert requests_since(live, counters, ROW_WRITES) == {"add_rows": 0, "update_cells": 1, "delete_rows": 0}
     assert (repaired["edited_in_list"], repaired["cells_updated"], repaired["drift"]) == (1, 1, 0)
     assert list_rows_view(live) == changed
+
+
+# Rows whose text a service may keep in a form of its own.
+FORMED_COLUMNS = {
+    "Domain": "domain",
+    "Name": "name",
+    "Contact": "contact",
+    "Website": "website",
+    "Plan": "plan",
+    "Seats": "seats",
+}
+
+
+def formed_row(number: int, *, seats: int = 0) -> dict[str, Any]:
+    """A row of :data:`FORMED_COLUMNS`: runs of spaces in half the names, e-mail addresses in mixed
+    case, URLs over http with a trailing slash, an enum's label where its key is meant (every
+    fifth row), whole numbers; ``seats`` added to the row's seats."""
+    return {
+        "Domain": f"form{number:03d}.io",
+        "Name": f"Form  {number}  Inc" if number % 2 else f"Form {number}",
+        "Contact": f"Owner.{number}@Form{number:03d}.IO" if number % 3 else None,
+        "Website": f"http://Form{number:03d}.io/About/" if number % 4 == 1 else None,
+        "Plan": PLAN_OPTIONS[number % 3].title() if number % 5 == 0 else PLAN_OPTIONS[number % 3],
+        "Seats": number + 1 + seats,
+    }
+
+
+def formed_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    return pd.DataFrame(list(rows), columns=list(FORMED_COLUMNS), dtype=object)
+
+
+def rows_in_service_form(frame: pd.DataFrame, profile: str) -> RowsView:
+    """The rows of a :data:`FORMED_COLUMNS` extract as the profile's service keeps them, by this
+    test's own rules: an enum's label as its key (every profile); white space folded, e-mail
+    addresses in lower case, URLs in lower case over https without a trailing slash."""
+    forms = PROFILES[profile].canonical_forms
+    view: RowsView = {}
+    for raw in frame.to_dict("records"):
+        cells = {FORMED_COLUMNS[str(column)]: value for column, value in raw.items() if value is not None}
+        cells["plan"] = cells["plan"].lower()
+        if "whitespace" in forms:
+            cells["name"] = " ".join(cells["name"].split())
+        if "email_case" in forms and "contact" in cells:
+            cells["contact"] = cells["contact"].lower()
+        if "url" in forms and "website" in cells:
+            cells["website"] = re.sub(r"^http://", "https://", cells["website"].lower()).rstrip("/")
+        view[cells["domain"]] = cells
+    return view
+
+
+@pytest.mark.parametrize("profile", SOLE_WRITER_PROFILES)
+def test_rows_a_service_keeps_in_its_own_forms_are_no_drift_and_not_written_again(
+    live_emulator: Callable[..., LiveEmulator], profile: str, fake_clock: Any, tmp_path: Path
+) -> None:
+    live = live_emulator(tenant(profile))
+    extract = formed_frame(formed_row(number) for number in range(60))
+    settings = SyncSettings(state_path=tmp_path / "rows.state")
+
+    # No drift, or the run would raise SyncFailedError.
+    first = run_rows(live, extract, FORMED_COLUMNS, settings=settings)
+
+    assert list_rows_view(live) == rows_in_service_form(extract, profile)
+    assert (first["rows_added"], first["verified"], first["drift"], first["failed"]) == (60, 60, 0, 0)
+    # Every row on a service keeping numbers its own way (10.0 for 10); else those given a label.
+    forms = PROFILES[profile].canonical_forms
+    assert first["service_forms"] == (60 if "number" in forms else 12)
+
+    # The next runs write nothing: the rows are as last sent and seen, whatever the forms. (An
+    # enum's label the List keeps as its key still differs from it: only the state's rule for
+    # an item in step tells those rows unchanged, on every profile.)
+    for _ in range(2):
+        fake_clock.sleep(0.5)
+        counters = live.stats.requests.copy()
+        again = run_rows(live, extract, FORMED_COLUMNS, settings=settings)
+        assert requests_since(live, counters, ROW_WRITES) == dict.fromkeys(ROW_WRITES, 0)
+        assert (again["unchanged"], again["requests"]["total"]) == (60, 0)
+
+    # Rows whose seats change are compared cell by cell: their text, in the forms the state
+    # learned, is no change, so only the seats are sent.
+    changed = {1, 3, 7, 11}
+    second = formed_frame(formed_row(number, seats=100 * (number in changed)) for number in range(60))
+    fake_clock.sleep(0.5)
+    counters = live.stats.requests.copy()
+    summary = run_rows(live, second, FORMED_COLUMNS, settings=settings)
+    assert requests_since(live, counters, ROW_WRITES) == {"add_rows": 0, "update_cells": 1, "delete_rows": 0}
+    assert (summary["cells_updated"], summary["rows_updated"], summary["drift"]) == (4, 4, 0)
+    assert list_rows_view(live) == rows_in_service_form(second, profile)
 
 
 @pytest.mark.parametrize("profile", SOLE_WRITER_PROFILES)

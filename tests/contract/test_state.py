@@ -92,6 +92,44 @@ def test_with_its_state_deleted_a_sync_is_a_live_diff_again(
     assert list_people_view(live) == in_service_form(extract_people_view(people()), "hosted")
 
 
+def people_by_url_or_name() -> pd.DataFrame:
+    """People known only by a profile URL whose slug has capitals, or only by a name with a double
+    space: keys the hosted service keeps in its own forms (the URL in lower case, the space one)."""
+    rows = []
+    for number in range(40):
+        row = dict.fromkeys(PERSON_COLUMNS)
+        row.update(Company=ACCOUNTS[number % 4], First="Ann", Last=f"Lee{number:04d}")
+        if number % 2:
+            row["Profile"] = f"https://network.example/in/Ann-Lee{number:04d}"
+        else:
+            row["First"] = "Mary  Ann"
+        rows.append(row)
+    return people_frame(rows)
+
+
+def test_people_known_by_profile_url_or_name_are_found_in_the_forms_the_state_keeps(
+    live_emulator: Callable[..., LiveEmulator], fake_clock: Any, tmp_path: Path
+) -> None:
+    live = live_emulator(hosted(2.0))
+    start_people_list(live, ACCOUNTS[:4])
+    state = tmp_path / "people.state"
+    extract = people_by_url_or_name()
+
+    first, writes = run(live, extract, state_path=state)
+    assert (first["added"], first["service_forms"], first["drift"]) == (40, 40, 0)
+
+    # The List holds them under keys in its own forms: only the forms learned on the first run,
+    # kept with the state from run to run, match them to the extract's people. Two runs, so that
+    # a run that learns nothing new keeps the forms it was given.
+    for _ in range(2):
+        fake_clock.sleep(0.5)
+        again, writes = run(live, extract, state_path=state)
+        assert writes == NO_WRITES
+        counts = ("unchanged", "added", "deleted", "edited_in_list")
+        assert [again[name] for name in counts] == [40, 0, 0, 0]
+    assert list_people_view(live) == in_service_form(extract_people_view(extract), "hosted")
+
+
 def test_a_state_of_another_list_or_mapping_is_refused_naming_it(
     live_emulator: Callable[..., LiveEmulator], tmp_path: Path
 ) -> None:

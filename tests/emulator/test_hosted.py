@@ -75,7 +75,7 @@ def state_rows(client: TestClient) -> list[dict[str, Any]]:
 def test_overrides_change_the_named_knobs_of_the_profile_only():
     config = EmulatorConfig(profile="hosted", dialect_overrides={"lag_seconds": 0.3})
     assert config.dialect == PROFILES["hosted"].model_copy(update={"lag_seconds": 0.3})
-    assert config.dialect.canonical_forms == frozenset(("whitespace", "email_case", "url"))
+    assert config.dialect.canonical_forms == frozenset(("whitespace", "email_case", "url", "number"))
 
 
 def test_without_overrides_the_dialect_is_the_profile_itself():
@@ -286,6 +286,38 @@ def test_hosted_keeps_person_fields_in_its_own_forms(serve, fake_clock):
     assert answer.json()["data"] == {"added": 1, "updated": 0, "skipped": 0}
     fake_clock.sleep(2)
     assert people(client) == [{**KEPT, "target": True, "accountDomain": "acme.com", "rowId": "row_1"}]
+
+
+def test_hosted_keeps_row_cells_in_its_own_forms(serve):
+    client = serve("hosted", **forms_only())
+    messy = {
+        "domain": "acme.com",
+        "name": "  Acme \t  Corp ",
+        "owner": " Ann.Lee@ACME.com ",
+        "metadata": {"site": "HTTP://Acme.com/"},
+        "arr": 1200,
+        "health_score": 0.5,
+        "plan": "Team",
+    }
+    answer = client.post(ROWS, json={"rows": [{"cells": messy}]})
+    # The answer shows the cells as kept, as a read does.
+    kept = {**messy, "name": "Acme Corp", "owner": "ann.lee@acme.com", "arr": 1200.0, "plan": "team"}
+    assert answer.json()["data"]["rows"][0]["cells"] == kept
+    assert isinstance(state_rows(client)[0]["cells"]["arr"], float)  # read as 1200.0
+    updates = [
+        {"rowId": "row_1", "columnId": "owner", "value": "https://CRM.example/Users/Ann/"},
+        {"rowId": "row_1", "columnId": "name", "value": "Acme  Inc"},
+        {"rowId": "row_1", "columnId": "arr", "value": 7},
+    ]
+    client.patch(CELLS, json={"updates": updates})
+    cells = state_rows(client)[0]["cells"]
+    assert (cells["owner"], cells["name"], cells["arr"]) == ("https://crm.example/users/ann", "Acme Inc", 7.0)
+
+
+def test_a_text_cell_is_lower_cased_only_when_it_is_an_e_mail_address_or_a_url(serve):
+    client = serve("hosted", **forms_only())
+    client.post(ROWS, json={"rows": [{"cells": {"domain": "a.com", "name": "ACME Inc", "owner": "Ann LEE"}}]})
+    assert state_rows(client)[0]["cells"] == {"domain": "a.com", "name": "ACME Inc", "owner": "Ann LEE"}
 
 
 def test_the_reference_keeps_values_as_sent(serve):

@@ -119,7 +119,7 @@ def test_reference_is_the_default_dialect_and_the_default_profile():
             "hosted",
             {
                 "lag_seconds": 2.0,
-                "canonical_forms": frozenset(("whitespace", "email_case", "url")),
+                "canonical_forms": frozenset(("whitespace", "email_case", "url", "number")),
                 "refusal_wording": "other",
             },
         ),

@@ -16,7 +16,7 @@ import pytest
 
 from listsync.operators.asset_state import AssetStateStore, list_asset_state_store
 from listsync.sync.digests import key_hashes, value_digests
-from listsync.sync.forms import fold, fold_text, learn_form, merged_forms
+from listsync.sync.forms import fold, fold_text, learn_cell_form, learn_form, merged_forms
 from listsync.sync.state import (
     ADD,
     UNSEEN,
@@ -55,6 +55,27 @@ def test_a_difference_is_a_service_form_only_when_the_service_could_have_made_it
     field: str, sent: Any, shown: Any, form: tuple[str, ...] | None
 ) -> None:
     assert learn_form(field, sent, shown) == form
+
+
+@pytest.mark.parametrize(
+    ("sent", "shown", "form"),
+    [
+        ("Acme  Corp", "Acme Corp", ("whitespace",)),
+        ("Owner@Acme.COM", "owner@acme.com", ("case",)),
+        ("Acme.COM", "acme.com", ("case",)),
+        ("http://Acme.com/About/", "https://acme.com/about", ("case", "url")),
+        # A List says nothing of a column's meaning: the text written decides. A name is not an
+        # e-mail address, so its case is its own.
+        ("Acme Corp", "ACME CORP", None),
+        ("Owner@Acme.com", "Boss@Acme.com", None),
+        ("10", 10, None),
+        (10, 10.0, None),  # numbers compare by value, no class needed
+    ],
+)
+def test_a_cells_form_is_learned_by_the_shape_of_the_text_written(
+    sent: Any, shown: Any, form: tuple[str, ...] | None
+) -> None:
+    assert learn_cell_form(sent, shown) == form
 
 
 @pytest.mark.parametrize(

@@ -38,11 +38,13 @@ Knobs (reference value first; the assumption row each one varies):
   targetable-people, GET rows and the ``rowCount`` of GET /v1/lists[/{tableId}], like a service
   with a queue behind its write API. Writes are validated against, and applied to, the List as it
   is; only those reads serve it as it was ``lag_seconds`` ago (``/_emulator/state`` shows it now).
-- ``canonical_forms`` empty (A33): the forms in which a person's fields are stored on add and
-  patch, of :data:`CANONICAL_FORMS`: ``whitespace`` (each text field's runs of whitespace made one
-  space, ends trimmed), ``email_case`` (email lower-cased), ``url`` (``network_profile_url`` and
-  ``avatar_url`` lower-cased, scheme https, no trailing slash). A PATCH ``match`` or a DELETE
-  identity is put in the same forms before it is compared.
+- ``canonical_forms`` empty (A33): the forms in which a person's fields and a row's cells are
+  stored on add, patch and cell update, of :data:`CANONICAL_FORMS`: ``whitespace`` (each text
+  field's or text cell's runs of whitespace made one space, ends trimmed), ``email_case`` (email
+  lower-cased; a text cell holding an e-mail address too), ``url`` (``network_profile_url`` and
+  ``avatar_url``, and a text cell holding an http(s) URL: lower-cased, scheme https, no trailing
+  slash), ``number`` (a number cell kept as a floating-point number: ``10`` read as ``10.0``). A
+  PATCH ``match`` or a DELETE identity is put in the same forms before it is compared.
 - ``delete_reach`` ``one`` | ``all`` (A38): how far a DELETE of people reaches: the first person
   of the account the entry identifies, or every one of them (all who share the phone number, or
   the first and last name, an entry names).
@@ -69,8 +71,8 @@ ResetFormat = Literal["iso", "epoch"]
 WriteCounts = Literal["reference", "renamed", "none"]
 RefusalWording = Literal["reference", "other"]
 
-# canonical_forms: the forms a service may keep person fields in (see the module docstring).
-CANONICAL_FORMS = ("whitespace", "email_case", "url")
+# canonical_forms: the forms a service may keep person fields and cells in (see the module docstring).
+CANONICAL_FORMS = ("whitespace", "email_case", "url", "number")
 
 # The spec's two unnamed GET targetable-people filters and the account-domain filter: role -> name.
 REFERENCE_FILTER_NAMES: dict[str, str] = {

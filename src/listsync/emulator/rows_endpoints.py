@@ -1,7 +1,7 @@
 """The rows endpoints of a List: POST rows, PATCH cells and DELETE rows (spec §4.7–4.9), each cell
-checked against its column's type and unique account domains kept (A23), and GET rows in its
-documented modes (A22, A27). The common ground of the List endpoints is
-:mod:`~listsync.emulator.lists`'s."""
+checked against its column's type, kept in the profile's canonical forms, and unique account
+domains kept (A23), and GET rows in its documented modes (A22, A27). The common ground of the List
+endpoints is :mod:`~listsync.emulator.lists`'s."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 
 from listsync.emulator.config import ColumnConfig
 from listsync.emulator.lists import ListOperations
+from listsync.emulator.people_endpoints import canonical_url
 from listsync.emulator.request_checks import bad_request, body_array, body_object, int_param
 from listsync.emulator.store import ApiError, ListState, Row, normalize_domain
 from listsync.emulator.windows import iso_utc
@@ -55,6 +56,27 @@ def _check_value(column: ColumnConfig, value: object, path: str) -> object:
             if value in (option.key, option.label):
                 return option.key
         raise bad_request(f"{path} must be one of {', '.join(o.key for o in column.options)}")
+    return value
+
+
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+_WEB_URL = re.compile(r"https?://\S+", re.IGNORECASE)
+
+
+def canonical_cell(value: object, forms: frozenset[str]) -> object:
+    """A checked cell value in the profile's ``canonical_forms``: text with its runs of white space
+    made one space and its ends trimmed (``whitespace``), an e-mail address in lower case
+    (``email_case``), an http(s) URL in the ``url`` form (:func:`canonical_url`); a number as a
+    floating-point one (``number``: ``10`` is kept, and read, as ``10.0``)."""
+    if isinstance(value, str):
+        if "whitespace" in forms:
+            value = " ".join(value.split())
+        if "email_case" in forms and _EMAIL.fullmatch(value.strip()):
+            value = value.lower()
+        if "url" in forms and _WEB_URL.fullmatch(value.strip()):
+            value = canonical_url(value)
+    elif "number" in forms and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
     return value
 
 
@@ -158,6 +180,13 @@ class RowsEndpoints:
         self._lists = lists
         self._dialect = lists.dialect
         self._caps = lists.dialect.caps
+        self._forms = lists.dialect.canonical_forms
+
+    def _kept(self, column: ColumnConfig, value: object, path: str) -> object:
+        """A cell value checked against its column (:func:`_check_value`) and in the profile's
+        canonical forms; an enum's key and a date are kept as checked."""
+        checked = _check_value(column, value, path)
+        return canonical_cell(checked, self._forms) if column.type in ("text", "number") else checked
 
     def _refuse_missing_rows(self, lst: ListState, row_ids: Iterable[str]) -> None:
         """``404 Rows not found: <ids>`` (A20; also DELETE rows when ``missing_row_delete`` is
@@ -199,9 +228,7 @@ class RowsEndpoints:
         for index, raw in enumerate(body_array(body, "rows", self._caps["rows"])):
             cells = body_object(body_object(raw, f"rows[{index}]").get("cells"), f"rows[{index}].cells")
             checked = {
-                column_id: _check_value(
-                    self._column(lst, column_id), value, f"rows[{index}].cells.{column_id}"
-                )
+                column_id: self._kept(self._column(lst, column_id), value, f"rows[{index}].cells.{column_id}")
                 for column_id, value in cells.items()
             }
             # Ids are drawn only once the request is known to be valid (placeholder keys until then).
@@ -230,7 +257,7 @@ class RowsEndpoints:
         final: dict[str, dict[str, Any]] = {}
         for index, update in enumerate(updates):
             column = self._column(lst, update["columnId"])
-            value = _check_value(column, update["value"], f"updates[{index}].value")
+            value = self._kept(column, update["value"], f"updates[{index}].value")
             final.setdefault(update["rowId"], dict(lst.rows[update["rowId"]].cells))[column.id] = value
         self._check_unique(lst, final)
         stamp = iso_utc(self._lists.clock())

@@ -18,13 +18,17 @@ The classes, and the fields they are accepted on:
 - ``url`` (the URL fields): ``http://`` and ``https://`` are one scheme, a trailing slash is
   nothing.
 
+The text cells of a List's rows are learned the same way, per column. A rows List says nothing of
+what a column holds, so the value written decides: ``whitespace`` for any text, ``case`` too for
+an e-mail address, a domain or a URL, and ``url`` too for a URL (:func:`learn_cell_form`). Numbers
+in another notation and enum labels stored as their keys are forms of List cells as well, which the
+rows upsert compares by value (:func:`~listsync.sync.rows.cells.cell_values_equal`) and needs no
+class for.
+
 Beside the forms, and kept with them, what a service's DELETE of people by phone number or by
 first and last name reaches (:data:`DELETE_REACH`, docs/assumptions.md A38): ``one`` person, or
 ``all`` who share it. The spec does not say; the first delete that could reach more than one
 person shows it, and it is learned once, like a form.
-
-Numbers in another notation and enum labels for keys are forms of List cells, which the rows
-upsert already compares by value (:func:`~listsync.sync.rows.cells.cell_values_equal`).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ __all__ = [
     "delete_reach",
     "fold",
     "fold_text",
+    "learn_cell_form",
     "learn_form",
     "merged_forms",
 ]
@@ -62,6 +67,11 @@ Forms = Mapping[str, Sequence[str]]
 _SCHEME = re.compile(r"^http://", re.IGNORECASE)
 # The white space RE2 (Arrow's regular expressions) knows as \s, so both folds agree.
 _SPACES = re.compile(r"\s+", re.ASCII)
+# What a text cell holds, by its shape alone: e-mail addresses, domains and URLs are the values
+# whose case says nothing (hosts are case-insensitive; the local part in practice).
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+_DOMAIN = re.compile(r"(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,}", re.IGNORECASE)
+_URL = re.compile(r"https?://\S+", re.IGNORECASE)
 
 
 def accepted_classes(field: str) -> tuple[str, ...]:
@@ -85,12 +95,36 @@ def fold(value: str, classes: Iterable[str]) -> str:
     return value
 
 
+def cell_classes(value: str) -> tuple[str, ...]:
+    """The classes of form accepted for a List cell whose text is ``value``: by its shape, as the
+    module says."""
+    text = value.strip()
+    if _URL.fullmatch(text):
+        return FORM_CLASSES
+    if _EMAIL.fullmatch(text) or _DOMAIN.fullmatch(text):
+        return ("whitespace", "case")
+    return ("whitespace",)
+
+
 def learn_form(field: str, sent: Any, shown: Any) -> tuple[str, ...] | None:
     """The fewest classes of form accepted for ``field`` that make ``shown`` of ``sent``; None
     when none do (a different value altogether, or not text)."""
-    if not (isinstance(sent, str) and isinstance(shown, str)) or sent == shown:
+    if not isinstance(sent, str):
         return None
-    classes = accepted_classes(field)
+    return _fewest(accepted_classes(field), sent, shown)
+
+
+def learn_cell_form(sent: Any, shown: Any) -> tuple[str, ...] | None:
+    """:func:`learn_form` for a List cell: the classes accepted are those of the text written
+    (:func:`cell_classes`)."""
+    if not isinstance(sent, str):
+        return None
+    return _fewest(cell_classes(sent), sent, shown)
+
+
+def _fewest(classes: tuple[str, ...], sent: str, shown: Any) -> tuple[str, ...] | None:
+    if not isinstance(shown, str) or sent == shown:
+        return None
     for size in range(1, len(classes) + 1):
         for chosen in combinations(classes, size):
             if fold(sent, chosen) == fold(shown, chosen):

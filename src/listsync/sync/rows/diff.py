@@ -13,6 +13,7 @@ import pandas as pd
 import pyarrow as pa
 
 from listsync.sync.digests import digest_text, joined_hashes, key_hashes
+from listsync.sync.forms import Forms
 from listsync.sync.rows.cells import NONE_KIND, NUMBER_KIND, OTHER_KIND, to_cell_value, value_kinds
 from listsync.sync.rows.list_rows import CurrentRow, ListColumn, ListRows
 from listsync.sync.rows.plan import CellChange, DuplicateKey, RowAddition, RowRemoval, RowsLedger, RowsPlan
@@ -54,8 +55,10 @@ def plan_rows_upsert(
     :param last_applied: the upsert's state, for a three-way diff (as for people,
         :func:`~listsync.sync.people.plan.plan_people_sync`): a row whose extract cells are the
         ones last sent and whose List cells are the ones seen after is unchanged; writes the List
-        has not shown yet, younger than the visibility window, are not planned again. The plan
-        then carries a :class:`RowsLedger`. None: a live diff alone.
+        has not shown yet, younger than the visibility window, are not planned again; text
+        cells are compared in the forms the service was seen to keep their column in
+        (:mod:`listsync.sync.forms`). The plan then carries a :class:`RowsLedger`. None: a live
+        diff alone.
     :param mode: ``"upsert"`` adds and updates; ``"update_only"`` adds no row (those it would add
         are counted in ``not_added``); ``"insert_only"`` updates no cell (the rows it would update
         are counted in ``not_updated``). ``delete_missing`` goes with ``"upsert"`` alone.
@@ -158,6 +161,8 @@ class _RowsDiff:
     def plan(self, delete_missing: bool, last_applied: LastApplied | None, mode: RowsMode) -> RowsPlan:
         plan = RowsPlan(key_column=self.key_column, list_rows=len(self.current))
         self.last_applied = last_applied
+        # The forms the service was seen to keep each column's text in: no change in themselves.
+        self.forms: Forms = {} if last_applied is None else last_applied.forms
         if last_applied is not None:
             plan.ledger = self.ledger = RowsLedger(columns=self.columns)
             self.key_hashes = key_hashes(pd.Series(self.keys, dtype=object))
@@ -282,7 +287,11 @@ class _RowsDiff:
                 where = compared[kinds[compared] != NONE_KIND]
                 befores.append(np.full(len(where), None, dtype=object))
             else:
-                where = compared[~listed.equal(wanted[compared], list_rows[compared], kinds[compared])]
+                where = compared[
+                    ~listed.equal(
+                        wanted[compared], list_rows[compared], kinds[compared], self.forms.get(column, ())
+                    )
+                ]
                 befores.append(listed.values(list_rows[where]))
             found_rows.append(where)
             found_columns.append(np.full(len(where), index))

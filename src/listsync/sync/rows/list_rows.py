@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from listsync.sync.forms import fold, fold_text
 from listsync.sync.rows.cells import NONE_KIND, OTHER_KIND, TEXT_KIND, cells_equal
 from listsync.sync.rows.prepare import object_array
 
@@ -154,17 +155,23 @@ class ListColumn:
             values.append(value)
         return object_array(values, len(values))
 
-    def equal(self, wanted: np.ndarray, rows: np.ndarray, kinds: np.ndarray) -> np.ndarray:
+    def equal(
+        self, wanted: np.ndarray, rows: np.ndarray, kinds: np.ndarray, classes: Sequence[str] = ()
+    ) -> np.ndarray:
         """:func:`~listsync.sync.rows.cells.cells_equal` of the extract's values ``wanted`` (of ``kinds``,
         :func:`~listsync.sync.rows.cells.value_kinds`)
-        and the cells of ``rows``."""
+        and the cells of ``rows``; text on both sides in the form ``classes`` make of it (the
+        forms the service was seen to keep the column in, :mod:`listsync.sync.forms`)."""
         form = self._form()
         if form == _TEXT and np.isin(kinds, (NONE_KIND, TEXT_KIND)).all():
             try:
                 texts = pa.array(wanted, type=pa.string())
             except UnicodeEncodeError:  # a lone surrogate: compared as Python values
-                return cells_equal(wanted, self.values(rows), kinds)
-            return _same_strings(texts, self._strings(rows))
+                return cells_equal(_folded(wanted, classes), _folded(self.values(rows), classes), kinds)
+            have = self._strings(rows)
+            if classes:
+                texts, have = fold_text(texts, classes), fold_text(have, classes)
+            return _same_strings(texts, have)
         if form == _JSON:
             # Each text is dropped as soon as Arrow holds it: no column of Python strings at once.
             texts = _json_page(
@@ -178,7 +185,16 @@ class ListColumn:
                     wanted[containers], self.values(rows[containers]), kinds[containers]
                 )
             return equal
-        return cells_equal(wanted, self.values(rows), kinds)
+        return cells_equal(_folded(wanted, classes), _folded(self.values(rows), classes), kinds)
+
+
+def _folded(values: np.ndarray, classes: Sequence[str]) -> np.ndarray:
+    """The text among ``values`` in the form ``classes`` make of it; the rest as it is."""
+    if not classes:
+        return values
+    return object_array(
+        (fold(value, classes) if isinstance(value, str) else value for value in values), len(values)
+    )
 
 
 def _json_text(value: Any) -> bytes:

@@ -84,7 +84,8 @@ def upsert_rows(
         rows that differ, left as they are), ``failed`` (extract
         rows not written, including those blocked by a duplicate key, and rows not deleted),
         ``duplicate_keys_in_list``, ``rows_resent`` (row adds sent again after a re-read);
-        ``unconfirmed``, ``awaiting``, ``edited_in_list`` and ``state``, as for people;
+        ``service_forms``, ``unconfirmed``, ``awaiting``, ``edited_in_list`` and ``state``, as
+        for people;
         ``requests`` (writes by kind and their ``total``), ``read_requests`` (GET rows),
         ``planned`` counts, ``failure_reasons``, the table, key and mode, and the file paths.
         A dry run writes nothing, so its write counts are 0 and ``planned`` tells what a run would do.
@@ -300,7 +301,10 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
             for text, key, sent, kind in written
             if verification.unconfirmed.get(text) == _WRITE_KINDS[kind]
         ]
-        return [*ledger.final(), StateEntries.listed(shown), StateEntries.listed(waiting)], {}
+        return (
+            [*ledger.final(), StateEntries.listed(shown), StateEntries.listed(waiting)],
+            verification.forms,
+        )
 
     def nothing_applied(self) -> _RowsOutcome:
         return ApplyOutcome(), RowsVerification()
@@ -333,6 +337,7 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
                 "list_rows": plan.list_rows,
                 "verified": verification.verified,
                 "drift": len(verification.drift),
+                "service_forms": verification.service_forms,
                 "unconfirmed": len(verification.unconfirmed),
                 "awaiting": 0 if plan.ledger is None else plan.ledger.awaiting,
                 "edited_in_list": 0 if plan.ledger is None else plan.ledger.edited_in_list,

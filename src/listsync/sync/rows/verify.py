@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from listsync.sync.fan_out import fan_out
+from listsync.sync.forms import learn_cell_form, merged_forms
 from listsync.sync.rows.apply import ApplyOutcome
 from listsync.sync.rows.cells import cell_values_equal
 from listsync.sync.rows.diff import row_digests
@@ -39,6 +40,9 @@ class RowsVerification:
     :ivar unconfirmed_reasons: what was not shown, one line each (the first few).
     :ivar seen: key → the digest of the row's cells as shown, for rows added or updated whose
         every write the List shows (:func:`~listsync.sync.rows.diff.row_digests`).
+    :ivar service_forms: writes the List shows in a form of its own: text in a learned class of
+        form, a number in another notation, an enum label as its key.
+    :ivar forms: column → the classes of form learned from them (:mod:`listsync.sync.forms`).
     """
 
     verified: int = 0
@@ -47,6 +51,8 @@ class RowsVerification:
     unconfirmed: dict[str, str] = field(default_factory=dict)
     unconfirmed_reasons: list[str] = field(default_factory=list)
     seen: dict[str, int] = field(default_factory=dict)
+    service_forms: int = 0
+    forms: dict[str, list[str]] = field(default_factory=dict)
 
 
 def verify_rows(
@@ -65,9 +71,11 @@ def verify_rows(
     them than pages of the List, by one read of the List. A write the List does not show yet (a
     row absent, a cell at its old value, a deleted row present) is read again, with growing
     pauses, until it shows or ``verify_timeout`` seconds have passed; then an acknowledged one is
-    ``unconfirmed``. An acknowledged write the List contradicts is drift; a write of unknown
-    outcome is settled: found applied, it is counted as written, else it fails with its reason.
-    An added key the List holds twice is drift too.
+    ``unconfirmed``. A written value shown in the service's own form counts in
+    ``service_forms``, and a text cell's form is learned for its column. An acknowledged write
+    the List contradicts otherwise is drift; a write of unknown outcome is settled: found
+    applied, it is counted as written, else it fails with its reason. An added key the List
+    holds twice is drift too.
     """
     verification = RowsVerification()
     unknown_changes, outcome.unknown_changes = outcome.unknown_changes, []
@@ -82,6 +90,7 @@ def verify_rows(
     for _round in read_back_rounds(client, verify_timeout, read.waiting, "rows writes"):
         read.round()
     read.give_up(verify_timeout)
+    verification.forms = merged_forms(*read.learned)
     outcome.count_updated_rows()
     if plan.ledger is not None:
         read.digest_shown(plan.ledger.columns)
@@ -115,6 +124,8 @@ class _ReadBack:
         #: Rows shown, by key, and the keys whose update the List does not show.
         self.shown: dict[str, CurrentRow] = {}
         self.unshown: set[str] = set()
+        #: The forms each write shown in the service's own form taught.
+        self.learned: list[dict[str, tuple[str, ...]]] = []
 
     def waiting(self) -> bool:
         return bool(self.adds or self.changes or self.removals)
@@ -164,20 +175,26 @@ class _ReadBack:
             if len(by_key.get(key, [])) > 1:
                 self._check(f"the List holds the key in {len(by_key[key])} rows", f"add of {key!r}")
                 continue
-            problem = _cells_differ(self.additions[key].cells, holders[0])
-            self._check(problem, f"add of {key!r}")
-            if problem is None:
+            shown = _shown(self.additions[key].cells, holders[0])
+            self._check(shown.problem, f"add of {key!r}")
+            if shown.problem is None:
+                self._learn(shown)
                 self.shown[key] = holders[0]
 
     def _check_changes(self, rows: Mapping[str, CurrentRow]) -> None:
         waiting = []
         for change, reason in self.changes:
-            problem = _change_differs(change, rows)
             row = rows.get(change.row_id)
+            shown = (
+                _Shown(f"row {change.row_id} is not in the List")
+                if row is None
+                else _shown({change.column_id: change.after}, row)
+            )
+            problem = shown.problem
             if (
                 problem is not None
                 and row is not None
-                and _cells_differ({change.column_id: change.before}, row) is None
+                and _shown({change.column_id: change.before}, row).problem is None
             ):
                 self.problems["update", change.key] = (
                     f"column {change.column_id!r} is still {change.before!r}"
@@ -200,10 +217,18 @@ class _ReadBack:
                     )
                 )
             if problem is None and row is not None:
+                self._learn(shown)
                 self.shown[change.key] = row
             else:
                 self.unshown.add(change.key)
         self.changes = waiting
+
+    def _learn(self, shown: _Shown) -> None:
+        """Count a write shown in the service's own form, and learn the text forms it shows."""
+        if shown.own_form:
+            self.verification.service_forms += 1
+        if shown.forms:
+            self.learned.append(shown.forms)
 
     def _check_removals(self, rows: Mapping[str, CurrentRow]) -> None:
         waiting = []
@@ -315,18 +340,36 @@ def _rows_by_id(
     return found, requests
 
 
-def _cells_differ(wanted: Mapping[str, Any], row: CurrentRow) -> str | None:
-    """How the row's cells differ from ``wanted``; a value the List stores in another form and shows
-    as written (an enum label stored as its key) is no difference."""
+@dataclass(frozen=True)
+class _Shown:
+    """How a row shows the cells written to it.
+
+    :ivar problem: how a cell differs from what was written (None: each is shown, in some form).
+    :ivar forms: column → the classes of form a text cell is shown in
+        (:func:`~listsync.sync.forms.learn_cell_form`).
+    :ivar own_form: some cell is shown in a form of the service's own: a text form, a number in
+        another notation (``10.0`` for ``10``), an enum label stored as its key.
+    """
+
+    problem: str | None = None
+    forms: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    own_form: bool = False
+
+
+def _shown(wanted: Mapping[str, Any], row: CurrentRow) -> _Shown:
+    """How ``row`` shows the cells ``wanted`` (the values sent)."""
+    forms: dict[str, tuple[str, ...]] = {}
+    own_form = False
     for column, value in wanted.items():
         current = row.cells.get(column)
-        if not (cell_values_equal(value, current) or cell_values_equal(value, row.shown.get(column))):
-            return f"column {column!r} is {current!r}, expected {value!r}"
-    return None
-
-
-def _change_differs(change: CellChange, rows: Mapping[str, CurrentRow]) -> str | None:
-    row = rows.get(change.row_id)
-    if row is None:
-        return f"row {change.row_id} is not in the List"
-    return _cells_differ({change.column_id: change.after}, row)
+        if cell_values_equal(value, current):
+            own_form |= type(value) is not type(current)
+            continue
+        if cell_values_equal(value, row.shown.get(column)):
+            own_form = True  # shown as written, stored otherwise: an enum label as its key
+            continue
+        form = learn_cell_form(value, current)
+        if form is None:
+            return _Shown(f"column {column!r} is {current!r}, expected {value!r}")
+        forms[column] = form
+    return _Shown(None, forms, own_form or bool(forms))
