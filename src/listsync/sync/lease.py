@@ -77,8 +77,8 @@ LOCK_TIMEOUT = 1800.0
 #: The holder renews every quarter of it, so three renewals in a row may fail before it is lost.
 LEASE_EXPIRY = 60.0
 #: How long a taker of a :class:`RegisterLease` waits between writing its record and reading it
-#: back, in seconds. A set of Airflow's asset state store takes tens of milliseconds (through the
-#: execution API); two seconds is a margin of two orders of magnitude.
+#: back, in seconds. A set of Airflow's asset state store takes tens of milliseconds through the
+#: execution API (docs/assumptions.md A41); two seconds is a margin of fifty times the slowest seen.
 REGISTER_SETTLE = 2.0
 
 
