@@ -216,3 +216,36 @@ def test_a_write_still_not_shown_after_the_visibility_window_is_sent_again(
     fake_clock.sleep(700)  # the first adds are now older than the window
     after, writes = run(live, by_email, **options)
     assert writes["add"] == 1 and (after["awaiting"], after["added"], after["unconfirmed"]) == (0, 3, 3)
+
+
+@pytest.mark.parametrize("profile", ["reference", "hosted"])
+def test_a_person_in_step_is_unchanged_though_the_list_shows_another_value_than_was_sent(
+    profile: str, live_emulator: Callable[..., LiveEmulator], fake_clock: Any, tmp_path: Path
+) -> None:
+    # An empty target, sent with overwrite_with_null, is a cleared target, which the service gives
+    # its default again (true with an e-mail or a phone, A27): the List never shows what was sent,
+    # and no form explains it. Only the state's rule for an item in step (extract as last sent,
+    # List as last seen) tells these people unchanged.
+    live = live_emulator(hosted(0.0) if profile == "hosted" else tenant(profile))
+    start_people_list(live, ACCOUNTS[:8])
+    columns = {**PERSON_COLUMNS, "Target": "target"}
+    rows = [{**person_row(number), "Target": None} for number in range(40)]
+
+    def sync() -> tuple[dict[str, Any], dict[str, int]]:
+        counters = live.stats.requests.copy()
+        settings = SyncSettings(
+            state_path=tmp_path / "people.state", overwrite_with_null=True, verify_timeout=1
+        )
+        with live.client() as client:
+            frame = pd.DataFrame(rows, columns=list(columns), dtype=object)
+            summary = sync_people(client, PEOPLE_TABLE, [frame], columns, mode="mirror", settings=settings)
+        return summary, requests_since(live, counters, PEOPLE_WRITES)
+
+    first, _ = sync()
+    assert (first["added"], first["drift"], first["unconfirmed"]) == (40, 0, 0)
+    fake_clock.sleep(0.5)
+
+    for _night in range(2):
+        again, writes = sync()
+        assert writes == NO_WRITES
+        assert (again["unchanged"], again["unconfirmed"], again["edited_in_list"]) == (40, 0, 0)
