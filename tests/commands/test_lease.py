@@ -119,8 +119,15 @@ def in_list(base_url: str, table: str, job: str) -> Counter[str]:
     )
 
 
-@pytest.mark.parametrize("job", ["mirror", "upsert", "rows"])
-@pytest.mark.parametrize("where", ["state folder", "object storage"])
+@pytest.mark.parametrize(
+    ("job", "where"),
+    [
+        ("mirror", "state folder"),
+        ("upsert", "state folder"),
+        ("rows", "state folder"),
+        ("mirror", "object storage"),
+    ],
+)
 def test_two_runs_at_once_write_once(job: str, where: str, emulator: LiveEmulator, tmp_path: Path) -> None:
     pairs = []
     for offset, table in zip(OFFSETS, tables("rows" if job == "rows" else "people"), strict=True):
