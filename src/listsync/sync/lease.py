@@ -426,12 +426,12 @@ class Lease:
 
     def _held_message(self, current: LeaseRecord | None) -> str:
         holder = "another run" if current is None else current.describe()
-        lapses = "" if current is None else f"; it lapses at {_utc(current.expires)} unless renewed"
+        lapses = "by itself" if current is None else f"at {_utc(current.expires)}, unless renewed meanwhile"
         return (
             f"{self.what} is being written by {holder} (its lease at {self.store.where()}); waited "
             f"{self.waited:.0f} s (lock_timeout, --lock-timeout), nothing was read or written. Run again "
-            f"once it is done. If that holder is gone, its lease lapses {self.expiry:.0f} s after its "
-            f"last renewal{lapses}; to clear it at once, {self.store.how_to_clear()}"
+            f"once it is done. If that holder is gone, its lease lapses {lapses}; to clear it at once, "
+            f"{self.store.how_to_clear()}"
         )
 
     def _renew_until_stopped(self) -> None:
