@@ -47,7 +47,7 @@ sent together):
 
 For people and rows, the duplicates the faulty run left (measured before any other run) must show
 in that run's summary: ``drift``, ``failed``, or a count of the repair (``resent``,
-``copies_removed``, ``rows_resent``).
+``copies_removed``, ``resent``).
 
 The emulator runs in a child process (``child_emulator.py``), one for the whole benchmark, reset
 before each cell. Run: ``.venv/bin/python benchmarks/chaos.py [--jobs people,rows,events]
@@ -425,7 +425,7 @@ PEOPLE_CLAIMS = (
     "replaced",
     "copies_removed",
 )
-ROWS_CLAIMS = ("rows_added", "rows_resent", "copies_removed", "verified", "drift", "failed")
+ROWS_CLAIMS = ("added", "resent", "copies_removed", "verified", "drift", "failed")
 
 
 def converge(
@@ -445,7 +445,7 @@ def converge(
     cell.claimed = claimed(summary, names, cell)
     _, cell.dup_after_faulty = measure(control.state(cell))
     cell.reported = summary is None or any(
-        summary.get(name) for name in ("failed", "drift", "resent", "rows_resent", "copies_removed")
+        summary.get(name) for name in ("failed", "drift", "resent", "copies_removed")
     )
     cell.runs, later = 1, []
     for number in range(2, max_runs + 1):
@@ -800,7 +800,7 @@ def main() -> None:
         "left; reported = its summary showed failed, drift, resent or copies_removed.",
         "rows": "upsert_rows: 3,000 rows keyed by domain onto an empty List without unique domains, "
         "chunks of 100. Duplicated = keys held by more than one row; reported = the faulty run's "
-        "summary showed failed, drift, rows_resent or copies_removed.",
+        "summary showed failed, drift, resent or copies_removed.",
         "events": "ingest_events: 3,000 events with references (page_visit 600, seats_used 2,250, "
         f"deal_stage 150), windows of {WINDOW:g} s, checkpoint in a dict-backed CheckpointStore. "
         "Duplicated = references stored more than once (extra copies in brackets); reported = "

@@ -447,19 +447,19 @@ class Accounts:
         good = [sum(not a.bad for a in night) for night in (self.first_night, self.second_night)]
         added = sum(not a.bad for a in self.new)
         second = {
-            "rows_added": added,
-            "rows_updated": len(self.changed),
+            "added": added,
+            "updated": len(self.changed),
             "cells_updated": self.changed_cells,
-            "rows_deleted": sum(not a.bad for a in self.removed),
+            "deleted": sum(not a.bad for a in self.removed),
             "unchanged": good[1] - added - len(self.changed),
         }
-        nothing = {"rows_added": 0, "rows_updated": 0, "cells_updated": 0, "rows_deleted": 0}
-        return [{**nothing, "rows_added": good[0], "unchanged": 0}, second, {**nothing, "unchanged": good[1]}]
+        nothing = {"added": 0, "updated": 0, "cells_updated": 0, "deleted": 0}
+        return [{**nothing, "added": good[0], "unchanged": 0}, second, {**nothing, "unchanged": good[1]}]
 
     def minimum_writes(self) -> list[int]:
         """The fewest write requests each night's writes fit in (500 rows added, 1,000 cells
         updated, 1,000 rows deleted a request)."""
-        caps = {"rows_added": 500, "cells_updated": 1000, "rows_deleted": 1000}
+        caps = {"added": 500, "cells_updated": 1000, "deleted": 1000}
         return [
             sum(math.ceil(counts[kind] / cap) for kind, cap in caps.items()) for counts in self.expected()
         ]
@@ -479,9 +479,9 @@ class Accounts:
             f"other than the bare domain (a scheme, www., a path, capitals, spaces); {bad[0]:,} bad rows "
             "on night 1, "
             f"{bad[1]:,} on nights 2 and 3; night 2: {len(self.second_night):,} rows "
-            f"({len(self.removed):,} removed, {expected['rows_deleted']:,} of them in the List; "
+            f"({len(self.removed):,} removed, {expected['deleted']:,} of them in the List; "
             f"{len(self.changed):,} with {self.changed_cells:,} cells changed; {len(self.new):,} new, "
-            f"{expected['rows_added']:,} of them good)"
+            f"{expected['added']:,} of them good)"
         )
 
 
@@ -534,7 +534,7 @@ def job_row(night: Night, minimum: list[int]) -> str:
         f"| {night.latency * 1000:g} ms | {night.in_flight} | {night.night} | {night.seconds:.1f} "
         f"| {figures['rss']:,.0f} | {figures['estimate']:,.0f} ({figures['estimate'] / figures['rss']:.2f}) "
         f"| {s['requests']['total']:,} ({minimum[night.night - 1]:,}) | {figures['all_requests']:,} "
-        f"| {s['rows_added']:,} / {s['rows_updated']:,} ({s['cells_updated']:,}) / {s['rows_deleted']:,} / "
+        f"| {s['added']:,} / {s['updated']:,} ({s['cells_updated']:,}) / {s['deleted']:,} / "
         f"{s['unchanged']:,} | {s['rejected']:,} | {s['failed']:,} | {s['drift']:,} "
         f"| {s.get('unconfirmed', 0):,} | {timed} |"
     )
@@ -559,7 +559,7 @@ def job_report(accounts: Accounts, nights: list[Night], latency: float) -> list[
             "unconfirmed",
             "duplicates",
             "duplicate_keys_in_list",
-            "rows_resent",
+            "resent",
         ):
             if s.get(count):
                 odd.append(f"{count} {s[count]}")
@@ -719,8 +719,8 @@ def main() -> None:
     minimum = math.ceil(changed_cells / 1000) + math.ceil(new / 500)
     lines += [
         f"ours: {ours_seconds:.2f} s end to end (prepare, read List, plan, write); "
-        f"{summary['cells_updated']:,} cells updated on {summary['rows_updated']:,} rows, "
-        f"{summary['rows_added']:,} rows added, {summary['unchanged']:,} unchanged, "
+        f"{summary['cells_updated']:,} cells updated on {summary['updated']:,} rows, "
+        f"{summary['added']:,} rows added, {summary['unchanged']:,} unchanged, "
         f"{summary['failed']} failed",
         f"of which reading the List over HTTP ({math.ceil(existing / 1000)} GET pages of 1,000, "
         f"both runs pay it): {read_seconds:.2f} s",

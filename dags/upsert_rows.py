@@ -4,7 +4,7 @@ Only the columns in ``column_map`` are compared and written, so this DAG can ref
 score and the owner every hour while the nightly sync owns the other columns. Rows whose account
 is not yet in the List are added with these columns only; nothing is deleted
 (``delete_missing=False``). A refresh that must never create accounts takes
-``mode="update_only"`` (the rows the List lacks are counted in ``rows_not_added``). Trigger it by
+``mode="update_only"`` (the rows the List lacks are counted in ``not_added``). Trigger it by
 hand, or give it a schedule.
 """
 

@@ -204,9 +204,9 @@ def relative(path: str | Path) -> str:
 # (summary key, label) of the counts the report shows.
 READ_COUNTS = (("read", "read"), ("rejected", "rejected"), ("duplicates", "duplicates"))
 ROW_WRITE_COUNTS = (
-    ("rows_added", "rows added"),
+    ("added", "rows added"),
     ("cells_updated", "cells updated"),
-    ("rows_deleted", "rows deleted"),
+    ("deleted", "rows deleted"),
     ("unchanged", "unchanged"),
     ("failed", "failed"),
 )
@@ -262,7 +262,7 @@ def check_against_emulator(
         name: list_writes(after[1])[name] - list_writes(before[1])[name] for name in LIST_WRITE_ENDPOINTS
     }
     problems = []
-    expected_rows = rows_before + rows["rows_added"] - rows["rows_deleted"]
+    expected_rows = rows_before + rows["added"] - rows["deleted"]
     if rows_after != expected_rows:
         problems.append(f"the List holds {rows_after} rows, the summary implies {expected_rows}")
     expected_people = people_before + people["added"] - people["deleted"]

@@ -297,7 +297,7 @@ def test_nightly_dag_fills_the_list_then_later_runs_write_nothing_however_starte
         normalize_domain(a["canonical_domain"]) for a in dataset.accounts if a["canonical_domain"]
     }
     assert set(by_domain) == expected_domains
-    assert len(rows) == len(expected_domains) == summary["rows"]["rows_added"]
+    assert len(rows) == len(expected_domains) == summary["rows"]["added"]
     assert summary["rows"]["read"] == len(dataset.accounts)
     account_rejects = read_jsonl(summary["rows"]["rejects_path"])
     assert len(account_rejects) == summary["rows"]["rejected"]
@@ -487,7 +487,7 @@ def test_segment_lists_dag_fills_each_list_from_a_map_index_named_after_it(
         of_the_plan = [a for a in dataset.accounts if a["plan"] == plan]
         domains = {normalize_domain(a["canonical_domain"]) for a in of_the_plan if a["canonical_domain"]}
         assert {row["cells"]["domain"] for row in lists[table_id]["rows"]} == domains
-        assert (summary["read"], summary["rows_added"]) == (len(of_the_plan), len(domains))
+        assert (summary["read"], summary["added"]) == (len(of_the_plan), len(domains))
         plan_file = Path(summary["plan_path"])
         assert plan_file.name == f"{table_id}.plan.jsonl"
         assert len(plan_file.read_text().splitlines()) == len(domains)

@@ -182,7 +182,7 @@ def emulator_snapshot(rows: int, people_per_row: int, writes: int) -> tuple[dict
 
 def run_summary(rows_added: int, people_added: int, requests: int) -> dict:
     return {
-        "rows": {"rows_added": rows_added, "rows_deleted": 0, "requests": {"total": requests}},
+        "rows": {"added": rows_added, "deleted": 0, "requests": {"total": requests}},
         "people": {"added": people_added, "deleted": 0, "requests": {"total": 0}},
     }
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from airflow.sdk import BaseNotifier
 
-from listsync.notifications import AlertThresholds, SyncNotifier, crossed_thresholds
+from listsync.notifications import AlertThresholds, SyncNotifier, crossed_thresholds, summary_of
 from listsync.operators.people import SyncTargetablePeopleOperator
 
 from .support import LiveEmulator
@@ -101,7 +101,7 @@ def people(**counts: Any) -> dict[str, Any]:
         ),
         # A rows summary has the same read, rejected and drift counts.
         (
-            {"read": 5, "rejected": 0, "rows_added": 5, "cells_updated": 0, "drift": 1, "unconfirmed": 1},
+            {"read": 5, "rejected": 0, "added": 5, "cells_updated": 0, "drift": 1, "unconfirmed": 1},
             None,
             AlertThresholds(alert_on_drift=True),
             [
@@ -448,3 +448,12 @@ def test_drift_and_unconfirmed_writes_alert_on_a_successful_run(
     assert alert["listsync"]["summary"][finding] == 1
     assert "updated 1" in alert["body"]
     assert_rendered_from_listsync(sent)
+
+
+def test_a_summary_an_older_listsync_returned_is_read_under_todays_names() -> None:
+    assert summary_of({"read": 5, "rows_added": 5, "rows_not_added": 1}) == {
+        "read": 5,
+        "added": 5,
+        "not_added": 1,
+    }
+    assert summary_of({"rows_added": 5}) is None

@@ -62,6 +62,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from airflow.sdk import BaseNotifier
 
+from listsync.sync.summary import HEADLINE_COUNTS, counts_of, upgraded
+
 if TYPE_CHECKING:
     from airflow.sdk import Context
     from airflow.sdk.types import DagRunProtocol, RuntimeTaskInstanceProtocol
@@ -76,24 +78,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: Counts the message lists, in this order, those the summary holds: people syncs count people
-#: (``added``...), row syncs rows and cells (``rows_added``, ``cells_updated``...).
-COUNTS = (
-    "read",
-    "rejected",
-    "duplicates",
-    "added",
-    "updated",
-    "deleted",
-    "rows_added",
-    "rows_updated",
-    "cells_updated",
-    "rows_deleted",
-    "unchanged",
-    "failed",
-    "drift",
-    "unconfirmed",
-)
 #: Reasons of each kind the message lists, most frequent first.
 MAX_REASONS = 3
 #: Longest exception message an alert line carries.
@@ -211,10 +195,11 @@ def previous_successful_summary(
 
 
 def summary_of(value: Any) -> Mapping[str, Any] | None:
-    """``value`` when it is a sync's summary (a mapping with a ``read`` count), else None: what
+    """``value`` when it is a sync's summary (a mapping with a ``read`` count), its counts under
+    today's names (one an older listsync returned may name them otherwise), else None: what
     another task returned (a DAG's last task, a report) is not read as one."""
     if isinstance(value, Mapping) and isinstance(value.get("read"), int):
-        return value
+        return upgraded(value)
     return None
 
 
@@ -347,10 +332,10 @@ def _message(subject: str, context: Context, summary: Mapping[str, Any] | None, 
     if summary is None:
         lines.append("No summary: the task ended before the sync had one.")
         return "\n".join(lines)
-    counts = ", ".join(f"{name} {summary[name]}" for name in COUNTS if isinstance(summary.get(name), int))
-    requests = summary.get("requests")
-    if isinstance(requests, Mapping) and isinstance(requests.get("total"), int):
-        counts += f"; {requests['total']} write request(s)"
+    held = counts_of(summary)
+    counts = ", ".join(f"{name} {held[name]}" for name in HEADLINE_COUNTS if name in held)
+    if "requests_total" in held:
+        counts += f"; {held['requests_total']} write request(s)"
     lines.append(f"Counts: {counts}")
     reasons = summary.get("failure_reasons")
     if isinstance(reasons, Mapping) and reasons:

@@ -234,9 +234,9 @@ def test_a_nightly_run_triggered_on_the_cluster_leaves_the_list_its_summary_desc
 
     # The List started empty: it holds the rows and people the run says it added, the accounts
     # its plan lists, and the emulator received the write requests the summary counts.
-    assert rows["rows_added"] > 0 and people["added"] > 0
+    assert rows["added"] > 0 and people["added"] > 0
     assert rows["failed"] == people["failed"] == 0
-    assert len(held) == rows["rows_added"] - rows["rows_deleted"]
+    assert len(held) == rows["added"] - rows["deleted"]
     assert {row["cells"]["domain"] for row in held} == plan_keys(rows["plan_path"], "add", "key")
     assert sum(len(row["people"]) for row in held) == people["added"] - people["deleted"]
     assert {row["accountDomain"] for row in held if row["people"]} == plan_keys(

@@ -60,7 +60,7 @@ def test_upsert_rows_writes_then_reruns_without_writes(
 ) -> None:
     assert upsert_rows(rows_emulator, accounts) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["rows_added"] == 2 and summary["requests"]["total"] == 1
+    assert summary["added"] == 2 and summary["requests"]["total"] == 1
     # CSV cells are text; --json-column parses ARR into numbers and Meta into an object.
     assert rows_emulator.rows(TABLE) == [
         {"domain": "acme.com", "arr": 100, "metadata": {"tier": 1}},
@@ -89,7 +89,7 @@ def test_update_only_updates_the_rows_held_and_adds_none(
     rows_emulator.seed(TABLE, {"domain": "acme.com", "arr": 5})
     assert upsert_rows(rows_emulator, accounts, "--mode", "update_only") == 0
     summary = json.loads(capsys.readouterr().out)
-    assert (summary["rows_updated"], summary["rows_added"], summary["rows_not_added"]) == (1, 0, 1)
+    assert (summary["updated"], summary["added"], summary["not_added"]) == (1, 0, 1)
     assert rows_emulator.rows(TABLE) == [{"domain": "acme.com", "arr": 100, "metadata": {"tier": 1}}]
 
 

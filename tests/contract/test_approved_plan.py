@@ -175,6 +175,6 @@ def test_a_stale_plan_is_refused_and_a_rows_plan_applies_like_a_people_plan(
         delete_missing=True,
         settings=SyncSettings(approved_plan=path, max_plan_age=3 * 24 * 3600),
     )
-    assert summary["rows_deleted"] == len(read_jsonl(path)) == 10
+    assert summary["deleted"] == len(read_jsonl(path)) == 10
     assert list_rows_view(live) == extract_rows_view(cleaned)
     assert ROWS_TABLE in live.state.lists

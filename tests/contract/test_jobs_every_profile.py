@@ -572,12 +572,12 @@ def check_rows_run(
         if before[key].get(column) != after[key].get(column)
     }
     changed_rows = {key for key, _ in cells}
-    counts = ("rows_added", "rows_updated", "cells_updated", "rows_deleted", "unchanged", "failed", "drift")
+    counts = ("added", "updated", "cells_updated", "deleted", "unchanged", "failed", "drift")
     assert {name: summary[name] for name in counts} == {
-        "rows_added": len(added),
-        "rows_updated": len(changed_rows),
+        "added": len(added),
+        "updated": len(changed_rows),
         "cells_updated": len(cells),
-        "rows_deleted": len(gone),
+        "deleted": len(gone),
         "unchanged": len(common) - len(changed_rows),
         "failed": 0,
         "drift": 0,
@@ -644,7 +644,7 @@ def test_rows_upsert_fills_converges_and_reruns_without_writes(
     converged = list_rows_view(live)
     assert converged == changed
     check_rows_run(summary, filled, converged, requests_since(live, counters, ROW_WRITES))
-    assert summary["rows_added"] and summary["cells_updated"] and summary["rows_deleted"]
+    assert summary["added"] and summary["cells_updated"] and summary["deleted"]
 
     fake_clock.sleep(0.5)
     counters = live.stats.requests.copy()
@@ -767,7 +767,7 @@ def test_a_refused_row_and_a_refused_cell_update_fail_alone(
     summary = raised.value.summary
     good = rows_frame(row for number, row in enumerate(rows) if number != 117)
     assert list_rows_view(live) == extract_rows_view(good)  # the rest of the chunk is written
-    assert (summary["rows_added"], summary["failed"]) == (159, 1)
+    assert (summary["added"], summary["failed"]) == (159, 1)
     [(reason, count)] = summary["failure_reasons"].items()
     assert count == 1 and re.search(r"rows\[\d+\]\.cells\.arr must be a number", reason), reason
     assert summary["isolation_requests"] > 0
@@ -792,7 +792,7 @@ def test_a_refused_row_and_a_refused_cell_update_fail_alone(
     expected = extract_rows_view(changed)
     expected["row023.io"]["plan"] = before["row023.io"]["plan"]  # refused: left as it was
     assert list_rows_view(live) == expected
-    assert (summary["cells_updated"], summary["rows_updated"], summary["failed"]) == (220, 110, 1)
+    assert (summary["cells_updated"], summary["updated"], summary["failed"]) == (220, 110, 1)
     [(reason, count)] = summary["failure_reasons"].items()
     assert count == 1, summary["failure_reasons"]
     assert re.search(r"updates\[\d+\]\.value must be one of free, team, enterprise", reason), reason

@@ -134,7 +134,7 @@ def test_three_nights_of_the_rows_upsert_on_a_busy_list(
         assert {domain: listed.get(domain) for domain in crm} == crm
         moves = [move for move in live.other_writer.moves if move["list"] == "tbl_rows"]
         if night == 0:  # the List was empty: its read had no page to tear
-            assert (moves, summary["rows_added"], summary["rereads"]) == ([], 300, 0)
+            assert (moves, summary["added"], summary["rereads"]) == ([], 300, 0)
             continue
         (move,) = moves[night - 1 :]
         others = {cells["domain"] for cells in move["added"]}
@@ -144,17 +144,17 @@ def test_three_nights_of_the_rows_upsert_on_a_busy_list(
         deleted = [bare_domain(cells["domain"]) for cells in move["deleted"]]
         edited = [bare_domain(cells["domain"]) for cells in move["edited"] if cells["domain"] in crm]
         assert deleted and edited
-        counts = ("rows_added", "rows_updated", "rows_deleted", "failed", "drift", "turned_up")
+        counts = ("added", "updated", "deleted", "failed", "drift", "turned_up")
         assert {name: summary[name] for name in counts} == {
-            "rows_added": len([domain for domain in deleted if domain in crm]),
-            "rows_updated": len(edited),
-            "rows_deleted": 0,
+            "added": len([domain for domain in deleted if domain in crm]),
+            "updated": len(edited),
+            "deleted": 0,
             "failed": 0,
             "drift": 0,
             "turned_up": 0,
         }, summary
         assert summary["rereads"] >= 1 and summary["steady_read"] is True
-        assert summary["edited_in_list"] == summary["rows_added"] + len(edited)
+        assert summary["edited_in_list"] == summary["added"] + len(edited)
 
 
 def test_a_read_never_steady_plans_no_delete(

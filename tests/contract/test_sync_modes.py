@@ -135,7 +135,7 @@ def test_rows_update_only_adds_no_row_and_insert_only_changes_no_row(
     changed = sum(filled[key] != updated[key] for key in filled)
     assert changed > 10
     assert requests_since(live, counters, ROW_WRITES)["add_rows"] == 0
-    assert (summary["rows_added"], summary["rows_updated"], summary["rows_not_added"]) == (0, changed, 10)
+    assert (summary["added"], summary["updated"], summary["not_added"]) == (0, changed, 10)
 
     fake_clock.sleep(0.5)
     counters = live.stats.requests.copy()
@@ -143,9 +143,9 @@ def test_rows_update_only_adds_no_row_and_insert_only_changes_no_row(
     inserted = list_rows_view(live)
     assert inserted == {**updated, **{key: views[2][key] for key in views[2].keys() - updated.keys()}}
     assert requests_since(live, counters, ROW_WRITES)["update_cells"] == 0
-    assert (summary["rows_added"], summary["rows_updated"], summary["rows_not_updated"]) == (15, 0, 20)
+    assert (summary["added"], summary["updated"], summary["not_updated"]) == (15, 0, 20)
 
     fake_clock.sleep(0.5)
     summary = run_rows(live, third, settings=settings)
     assert list_rows_view(live) == views[2]
-    assert (summary["rows_added"], summary["rows_updated"], summary["rows_not_updated"]) == (0, 20, 0)
+    assert (summary["added"], summary["updated"], summary["not_updated"]) == (0, 20, 0)

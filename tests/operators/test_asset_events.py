@@ -107,5 +107,5 @@ def test_each_list_of_a_mapped_upsert_gets_its_own_event(
 
     host = emulator.url.split("://", 1)[1].rstrip("/")
     (event,) = list_events(f"listsync://{host}/{other.id}")
-    assert event["rows_added"] == 2
+    assert event["added"] == 2
     assert list_events(f"listsync://{host}/{ROWS_TABLE}") == []  # unchanged: no event

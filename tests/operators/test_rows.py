@@ -299,7 +299,7 @@ def test_plan_and_rejects_may_go_to_object_storage(
 
     summary = operator.execute({})
 
-    assert (summary["rows_added"], summary["rejected"]) == (1, 1)
+    assert (summary["added"], summary["rejected"]) == (1, 1)
     assert summary["plan_path"].endswith("out/plan.jsonl")
     assert json.loads((tmp_path / "out" / "plan.jsonl").read_text())["key"] == "acme.com"
     reject = json.loads((tmp_path / "out" / "rejects.jsonl").read_text())

@@ -197,7 +197,7 @@ def test_three_people_runs_are_recorded_with_their_summaries(
         ("crm_sync", "sync_people", f"scheduled__2027-01-1{number}") for number in (1, 2, 3)
     ]
     # The rows upsert's counts stay empty in a people run's row.
-    assert {(row["rows_added"], row["cells_updated"], row["read_requests"]) for row in rows} == {
+    assert {(row["list_rows"], row["cells_updated"], row["read_requests"]) for row in rows} == {
         (None, None, None)
     }
 
@@ -256,9 +256,9 @@ def test_a_rows_upsert_is_recorded_with_its_summary(
 
     [row] = warehouse.run_rows()
     assert_row_holds(row, run)
-    assert (row["rows_added"], row["rows_updated"], row["cells_updated"], row["rows_deleted"]) == (1, 1, 1, 0)
+    assert (row["added"], row["updated"], row["cells_updated"], row["deleted"]) == (1, 1, 1, 0)
     assert row["read_requests"] == summary["read_requests"] > 0
-    assert (row["mode"], row["added"], row["list_people"]) == ("upsert", None, None)
+    assert (row["mode"], row["conflicts"], row["list_people"]) == ("upsert", None, None)
 
 
 def test_a_failed_sync_is_recorded_with_its_summary_and_error(

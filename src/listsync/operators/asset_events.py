@@ -25,13 +25,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from listsync.assets import SCHEME, service_namespace
+from listsync.sync.summary import WRITE_COUNTS, counts_of
 
-__all__ = ["WRITE_COUNTS", "emit_list_event", "written"]
+__all__ = ["emit_list_event", "written"]
 
 log = logging.getLogger(__name__)
-
-#: The summary counts of what a sync changed in the List (people, rows), summed by :func:`written`.
-WRITE_COUNTS = ("added", "updated", "deleted", "copies_removed", "rows_added", "rows_updated", "rows_deleted")
 
 
 def written(summary: Mapping[str, Any]) -> int:
@@ -62,15 +60,11 @@ def emit_list_event(
         and urlsplit(asset.uri).path.strip("/") == table_id
     ]
     asset = named[0] if named else Asset(uri=f"{service_namespace(base_url)}/{table_id}")
-    extra = {name: value for name, value in summary.items() if _is_count(value)}
-    extra["requests"] = summary.get("requests", {}).get("total", 0)
+    extra = counts_of(summary)
+    extra["requests"] = extra.pop("requests_total", 0)
     for alias in aliases:
         context["outlet_events"][alias].add(asset, extra=extra)
     log.info(
         "Asset event for %s (%d written) through %s", asset.uri, written(summary), [a.name for a in aliases]
     )
     return True
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

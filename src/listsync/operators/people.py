@@ -29,9 +29,7 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
     that look like a broken extract are refused (see ``max_delete_fraction``). Rejected rows go
     to a rejects file with their reasons.
 
-    Returns the JSON summary: rows ``read``, ``rejected``, ``duplicates``; people ``added``,
-    ``updated``, ``deleted``, ``unchanged``, ``failed``; ``planned`` and ``requests`` by kind;
-    ``normalization_version``; ``plan_path`` and ``rejects_path``; ``failure_reasons``.
+    Returns the JSON summary (to XCom), a :class:`~listsync.sync.summary.PeopleSummary`.
 
     It also takes the settings both List syncs share (``dry_run``, ``max_delete_fraction``,
     ``overwrite_with_null``, ``fail_on_error``, ``rejects_path``, ``plan_path``,

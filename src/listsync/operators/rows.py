@@ -22,7 +22,8 @@ class UpsertRowsOperator(ListSyncPlanOperator):
     values compare canonically (``10`` equals ``10.0``, JSON objects whatever their key order), so
     a second run over the same extract sends no write. Row adds whose outcome is unknown (a
     dropped connection) are re-read by key before anything is sent again, so a retry never
-    duplicates a row. Returns the JSON summary (to XCom).
+    duplicates a row. Returns the JSON summary (to XCom), a
+    :class:`~listsync.sync.summary.RowsSummary`.
 
     It also takes the settings both List syncs share (``dry_run``, ``max_delete_fraction``,
     ``overwrite_with_null``, ``fail_on_error``, ``rejects_path``, ``plan_path``,

@@ -2,7 +2,7 @@
 remember what was applied. :mod:`~listsync.sync.job` is the skeleton both follow,
 :mod:`~listsync.sync.steps` the steps they share; :mod:`~listsync.sync.people` and
 :mod:`~listsync.sync.rows` are the two syncs, :class:`~listsync.sync.settings.SyncSettings` the
-settings they share::
+settings they share, :mod:`~listsync.sync.summary` what they return::
 
     from listsync.extract import Rejects, read_extract
     from listsync.sync import SyncSettings, prepare_people, sync_people
@@ -30,10 +30,14 @@ if TYPE_CHECKING:
     from listsync.sync.rows.prepare import PreparedRows, prepare_rows
     from listsync.sync.rows.upsert import upsert_rows
     from listsync.sync.settings import SyncSettings
+    from listsync.sync.summary import ListSyncSummary, PeopleSummary, RowsSummary
 
 __all__ = [
+    "ListSyncSummary",
+    "PeopleSummary",
     "PreparedPeople",
     "PreparedRows",
+    "RowsSummary",
     "SyncSettings",
     "prepare_people",
     "prepare_rows",
@@ -49,6 +53,9 @@ _MODULES = {
     "prepare_rows": "listsync.sync.rows.prepare",
     "upsert_rows": "listsync.sync.rows.upsert",
     "SyncSettings": "listsync.sync.settings",
+    "ListSyncSummary": "listsync.sync.summary",
+    "PeopleSummary": "listsync.sync.summary",
+    "RowsSummary": "listsync.sync.summary",
 }
 
 

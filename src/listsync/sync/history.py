@@ -48,57 +48,16 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
+from listsync.sync.summary import COUNT_NAMES, counts_of
+
 __all__ = ["COUNT_COLUMNS", "MAX_ERROR_LENGTH", "SyncRun", "record_run", "run_recorded"]
 
 log = logging.getLogger(__name__)
 
-#: The counts a run's row holds, each in a BIGINT column of its name: the top-level counts of the
-#: people sync's and the rows upsert's summaries (a run fills those of its own job, the others
-#: are NULL), and ``requests_total``, the summary's ``requests["total"]``.
-COUNT_COLUMNS = (
-    "read",
-    "passed",
-    "rejected",
-    "duplicates",
-    "other_shards",
-    "added",
-    "updated",
-    "deleted",
-    "rows_added",
-    "rows_updated",
-    "cells_updated",
-    "rows_deleted",
-    "unchanged",
-    "failed",
-    "conflicts",
-    "deletes_held",
-    "not_found",
-    "not_added",
-    "not_updated",
-    "rows_not_added",
-    "rows_not_updated",
-    "duplicate_keys_in_list",
-    "list_people",
-    "list_duplicates",
-    "list_unidentified",
-    "list_rows",
-    "replaced",
-    "resent",
-    "rows_resent",
-    "copies_removed",
-    "verified",
-    "drift",
-    "service_forms",
-    "unconfirmed",
-    "awaiting",
-    "edited_in_list",
-    "turned_up",
-    "rereads",
-    "lost",
-    "requests_total",
-    "isolation_requests",
-    "read_requests",
-)
+#: The counts a run's row holds, each in a BIGINT column of its name: those of either job's
+#: summary (:mod:`listsync.sync.summary`; a run fills its own job's, the others are NULL) and
+#: ``requests_total``, the summary's ``requests["total"]``.
+COUNT_COLUMNS = COUNT_NAMES
 
 #: A run's ``error`` is kept to one line of at most this many characters.
 MAX_ERROR_LENGTH = 2000
@@ -330,9 +289,7 @@ def _existing_columns(inspector: sa.Inspector, table: sa.Table) -> list[str]:
 
 def _run_values(run: SyncRun) -> dict[str, Any]:
     summary = run.summary or {}
-    counts = {name: summary.get(name) for name in COUNT_COLUMNS}
-    requests = summary.get("requests")
-    counts["requests_total"] = requests.get("total") if isinstance(requests, Mapping) else None
+    counts = counts_of(summary)
     return {
         "run_id": run.run_id,
         "job": run.job,
@@ -348,7 +305,7 @@ def _run_values(run: SyncRun) -> dict[str, Any]:
         "dag_id": run.dag_id,
         "task_id": run.task_id,
         "airflow_run_id": run.airflow_run_id,
-        **{name: value if _is_count(value) else None for name, value in counts.items()},
+        **{name: counts.get(name) for name in COUNT_COLUMNS},
         "lease_wait_seconds": _seconds(summary.get("lease_wait_seconds")),
         "lease_waited_for": _text(summary.get("lease_waited_for")),
         "lease_held_by": _text(summary.get("lease_held_by")),
@@ -362,10 +319,6 @@ def _text(value: Any) -> str | None:
 
 def _seconds(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _one_line(error: str) -> str:

@@ -58,6 +58,7 @@ from listsync.sync.steps import (
     prepare_with_rejects,
     write_requested_plan,
 )
+from listsync.sync.summary import ListSyncSummary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -189,8 +190,8 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
     @abstractmethod
     def summary(
         self, extract: PlannedExtract, plan: PlanT, outcome: OutcomeT, files: JobFiles
-    ) -> dict[str, Any]:
-        """The JSON summary (``build_summary``); it must count ``failed`` and ``drift``."""
+    ) -> ListSyncSummary:
+        """The job's summary (``build_summary``)."""
 
     def run(self) -> dict[str, Any]:
         """Run the job; return its summary.
@@ -306,13 +307,13 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
             entries, forms = self.state_entries(plan, outcome)
             save_state(store, scope, entries, [forms_kept, forms], clock=self.client.clock)
         where = None if store is None else store.where(scope)
-        summary = self.summary(extract, plan, outcome, JobFiles(plan_path, rejects_path, where))
-        summary.update(
-            lease_wait_seconds=0.0 if lease is None else round(lease.waited, 1),
-            lease_waited_for=None if lease is None else lease.waited_for,
-            lease_held_by=held_by,
-        )
+        made = self.summary(extract, plan, outcome, JobFiles(plan_path, rejects_path, where))
+        made.lease_wait_seconds = 0.0 if lease is None else round(lease.waited, 1)
+        made.lease_waited_for = None if lease is None else lease.waited_for
+        made.lease_held_by = held_by
+        # XCom and the command line take the summary as JSON, as readers of earlier versions did.
+        summary = made.model_dump(mode="json")
         self.log.info("%s summary: %s", self.title, json.dumps(summary))
-        if (summary["failed"] or summary["drift"]) and settings.fail_on_error and not settings.dry_run:
+        if (made.failed or made.drift) and settings.fail_on_error and not settings.dry_run:
             raise SyncFailedError(summary)
         return summary

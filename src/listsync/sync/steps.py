@@ -11,14 +11,14 @@ into a plan; before the plan is applied, the same few steps run for every job:
 - :func:`check_delete_safety` refuses deletes that look like a broken extract rather than a real
   change (an empty extract, or more deletes than ``max_delete_fraction`` of the List);
 - :class:`ProgressLogger` logs progress while the plan is applied, at least every 10 %;
-- :func:`build_summary` assembles the JSON summary an operator returns to XCom and the command
-  line prints; :func:`combine_summaries` adds up the summaries of the shards of one sync.
+- :func:`build_summary` makes the job's summary (:mod:`listsync.sync.summary`), whose JSON an
+  operator returns to XCom and the command line prints; :func:`combine_summaries` adds up the
+  summaries of the shards of one sync.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import math
 import os
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from listsync.errors import ListSyncError
 from listsync.files import OpenableFile, write_json_lines
+from listsync.sync.summary import ListSyncSummary
 
 if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient
@@ -121,6 +122,7 @@ class PreparedExtract(Protocol):
 
 
 PreparedT = TypeVar("PreparedT", bound=PreparedExtract)
+SummaryT = TypeVar("SummaryT", bound=ListSyncSummary)
 
 
 def prepare_with_rejects(
@@ -250,35 +252,31 @@ class ProgressLogger:
 
 
 def build_summary(
-    counts: Mapping[str, int],
+    summary_type: type[SummaryT],
     *,
     requests: Mapping[str, int],
     failure_reasons: Iterable[str] = (),
     drift_reasons: Iterable[str] = (),
-    **fields: Any,
-) -> dict[str, Any]:
-    """Assemble the JSON summary of a sync, the value an operator returns to XCom.
+    **values: Any,
+) -> SummaryT:
+    """The summary of a sync (:mod:`listsync.sync.summary`), its reasons counted and cut short.
 
-    :param counts: the accounting of the job, in the order to show (e.g. ``read``, ``rejected``,
-        ``duplicates``, ``added``, ``updated``, ``deleted``, ``unchanged``, ``failed``).
+    :param summary_type: the job's summary (``PeopleSummary``, ``RowsSummary``).
     :param requests: write requests sent, by kind (e.g. ``{"add": 3, "patch": 1, "delete": 0}``);
         a ``total`` is added.
     :param failure_reasons: one reason per failed item; the summary counts them by reason and
         keeps the :data:`MAX_FAILURE_REASONS` most frequent.
     :param drift_reasons: one line per write the re-read after applying contradicts; the summary
         keeps the first :data:`MAX_FAILURE_REASONS`.
-    :param fields: further JSON-serialisable values (table id, mode, normalisation version,
-        plan and rejects paths...), placed after the counts.
-    :return: a dict that ``json.dumps`` accepts as is.
+    :param values: the summary's other fields, by name.
+    :raises pydantic.ValidationError: a value the summary does not declare, or of another type.
     """
-    by_reason = Counter(failure_reasons)
-    summary: dict[str, Any] = {**fields, **counts}
-    summary["requests"] = {**requests, "total": sum(requests.values())}
-    summary["failure_reasons"] = dict(by_reason.most_common(MAX_FAILURE_REASONS))
-    summary["drift_reasons"] = list(itertools.islice(drift_reasons, MAX_FAILURE_REASONS))
-    # Fail here, in the job, rather than later when Airflow serialises the XCom.
-    json.dumps(summary)
-    return summary
+    return summary_type(
+        **values,
+        requests={**requests, "total": sum(requests.values())},
+        failure_reasons=dict(Counter(failure_reasons).most_common(MAX_FAILURE_REASONS)),
+        drift_reasons=list(itertools.islice(drift_reasons, MAX_FAILURE_REASONS)),
+    )
 
 
 def combine_summaries(summaries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from listsync.extract.rejects import Rejects, TooManyRejectsError
 from listsync.files import write_json_lines
@@ -19,6 +20,7 @@ from listsync.sync.steps import (
     prepare_with_rejects,
     write_requested_plan,
 )
+from listsync.sync.summary import PeopleSummary
 
 from ...support import read_jsonl
 
@@ -166,37 +168,49 @@ def test_progress_of_an_empty_plan_logs_nothing(caplog: pytest.LogCaptureFixture
 
 def test_summary_counts_requests_and_failure_reasons() -> None:
     summary = build_summary(
-        {"read": 5, "added": 2, "failed": 3},
+        PeopleSummary,
+        read=5,
+        added=2,
+        failed=3,
         requests={"add": 1, "patch": 2},
         failure_reasons=["Account not found: a.com", "boom", "Account not found: a.com"],
         table_id="tbl_1",
-        plan_path=None,
+        mode="upsert",
+        delete_scope="list",
+        normalization_version="1",
     )
 
-    assert summary == {
-        "table_id": "tbl_1",
-        "plan_path": None,
-        "read": 5,
-        "added": 2,
-        "failed": 3,
-        "requests": {"add": 1, "patch": 2, "total": 3},
-        "failure_reasons": {"Account not found: a.com": 2, "boom": 1},
-        "drift_reasons": [],
-    }
+    assert (summary.read, summary.added, summary.failed, summary.table_id) == (5, 2, 3, "tbl_1")
+    assert summary.requests == {"add": 1, "patch": 2, "total": 3}
+    assert summary.failure_reasons == {"Account not found: a.com": 2, "boom": 1}
+    assert summary.drift_reasons == []
+
+
+SUMMARY_OF_A_LIST = {
+    "table_id": "tbl_1",
+    "mode": "upsert",
+    "delete_scope": "list",
+    "normalization_version": "1",
+}
 
 
 def test_summary_keeps_only_the_most_frequent_reasons() -> None:
     reasons = ["common"] * 3 + [f"rare {i}" for i in range(MAX_FAILURE_REASONS * 2)]
 
-    summary = build_summary({}, requests={}, failure_reasons=reasons)
+    summary = build_summary(PeopleSummary, requests={}, failure_reasons=reasons, **SUMMARY_OF_A_LIST)
 
-    assert len(summary["failure_reasons"]) == MAX_FAILURE_REASONS
-    assert summary["failure_reasons"]["common"] == 3
+    assert len(summary.failure_reasons) == MAX_FAILURE_REASONS
+    assert summary.failure_reasons["common"] == 3
 
 
-def test_summary_refuses_values_json_cannot_hold() -> None:
-    with pytest.raises(TypeError):
-        build_summary({}, requests={}, started=object())
+@pytest.mark.parametrize(
+    "values",
+    [{"started": "today"}, {"added": -1}, {"plan_path": object()}],
+    ids=["undeclared", "negative count", "not JSON"],
+)
+def test_summary_refuses_values_it_does_not_declare(values: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        build_summary(PeopleSummary, requests={}, **SUMMARY_OF_A_LIST, **values)
 
 
 class _Stats:

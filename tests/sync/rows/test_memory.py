@@ -76,7 +76,7 @@ def test_an_upsert_under_the_limit_runs(seeded: LiveEmulator) -> None:
             settings=SyncSettings(max_memory=limit(3, 20, writes=3)),
         )
 
-    assert (summary["rows_added"], summary["list_rows"]) == (3, 20)
+    assert (summary["added"], summary["list_rows"]) == (3, 20)
     assert seeded.stats.requests[GET_ROWS] >= 1
 
 

@@ -106,15 +106,14 @@ def test_four_shards_one_after_another_do_what_the_whole_upsert_does(
     assert items == Counter((entry["action"], entry["key"]) for entry in lines(tmp_path / "plan-whole.jsonl"))
     assert set(items.values()) == {1}
     written = {
-        name: sum(summary[name] for summary in shards)
-        for name in ("rows_added", "cells_updated", "rows_deleted")
+        name: sum(summary[name] for summary in shards) for name in ("added", "cells_updated", "deleted")
     }
     assert written == {
-        "rows_added": whole["planned"]["add_rows"],
+        "added": whole["planned"]["add_rows"],
         "cells_updated": whole["planned"]["update_cells"],
-        "rows_deleted": whole["planned"]["delete_rows"],
+        "deleted": whole["planned"]["delete_rows"],
     }
-    assert written == {"rows_added": len(NEW), "cells_updated": len(CHANGED), "rows_deleted": len(DROPPED)}
+    assert written == {"added": len(NEW), "cells_updated": len(CHANGED), "deleted": len(DROPPED)}
 
     # The List is the whole upsert's: run unsharded now, it has nothing left to write.
     after = run(emulator, source, tmp_path, "after")
@@ -124,7 +123,7 @@ def test_four_shards_one_after_another_do_what_the_whole_upsert_does(
     )
 
     combined = combine_summaries(shards)
-    assert (combined["rows_added"], combined["rows_deleted"], combined["list_rows"]) == (10, 10, 20)
+    assert (combined["added"], combined["deleted"], combined["list_rows"]) == (10, 10, 20)
     assert (combined["read"], combined["other_shards"]) == (whole["read"], 0)
     assert combined["passed"] + combined["rejected"] + combined["duplicates"] == whole["read"]
 

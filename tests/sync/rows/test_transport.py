@@ -74,7 +74,7 @@ def test_reads_by_key_compares_values_and_rereads_a_row_add_answered_by_a_5xx() 
         )
 
     # Enum cells whose computedValue is the label still match by value: only new.dev is written.
-    assert (summary["unchanged"], summary["rows_added"], summary["rows_resent"]) == (2, 1, 1)
+    assert (summary["unchanged"], summary["added"], summary["resent"]) == (2, 1, 1)
     assert summary["requests"] == {"add_rows": 2, "update_cells": 0, "delete_rows": 0, "total": 2}
     assert seen == [
         (

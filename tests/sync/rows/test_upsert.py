@@ -120,8 +120,8 @@ def test_upsert_converges_and_a_rerun_writes_nothing(emulator: LiveEmulator, tmp
     }
     assert rows["acme.com"]["metadata"] == {"tier": 1}
     assert summary["read"] == 4 and summary["rejected"] == 1
-    assert (summary["rows_added"], summary["rows_updated"], summary["cells_updated"]) == (1, 1, 2)
-    assert (summary["rows_deleted"], summary["unchanged"], summary["failed"]) == (1, 1, 0)
+    assert (summary["added"], summary["updated"], summary["cells_updated"]) == (1, 1, 2)
+    assert (summary["deleted"], summary["unchanged"], summary["failed"]) == (1, 1, 0)
     assert summary["requests"] == {"add_rows": 1, "update_cells": 1, "delete_rows": 1, "total": 3}
     assert emulator.requests(*ROW_WRITES) == dict.fromkeys(emulator.requests(*ROW_WRITES), 1)
     rejects = (tmp_path / "rejects.jsonl").read_text()
@@ -174,7 +174,7 @@ def test_dry_run_writes_the_plan_and_sends_nothing(emulator: LiveEmulator, tmp_p
     assert emulator.rows(TABLE) == before
     assert emulator.requests(*ROW_WRITES) == dict.fromkeys(emulator.requests(*ROW_WRITES), 0)
     assert summary["dry_run"] is True and summary["requests"]["total"] == 0
-    assert (summary["rows_added"], summary["cells_updated"], summary["rows_deleted"]) == (0, 0, 0)
+    assert (summary["added"], summary["cells_updated"], summary["deleted"]) == (0, 0, 0)
     assert summary["planned"] == {"add_rows": 1, "update_cells": 1, "update_rows": 1, "delete_rows": 1}
     entries = plan_file(tmp_path)
     assert [entry["action"] for entry in entries] == ["add", "update", "delete"]
@@ -186,7 +186,7 @@ def test_dry_run_writes_the_plan_and_sends_nothing(emulator: LiveEmulator, tmp_p
 def test_missing_rows_are_kept_without_delete_missing(emulator: LiveEmulator, tmp_path: Path) -> None:
     emulator.seed(TABLE, {"domain": "acme.com", "name": "Acme"}, {"domain": "other.io", "name": "Other"})
     summary = run(emulator, extract(account("acme.com", "Acme")), tmp_path)
-    assert summary["rows_deleted"] == 0
+    assert summary["deleted"] == 0
     assert set(by_domain(emulator)) == {"acme.com", "other.io"}
 
 
@@ -245,8 +245,8 @@ def test_a_dropped_row_add_is_reread_and_never_duplicated(
     summary = run(emulator, frames, tmp_path, chunk_size=2)
 
     assert set(by_domain(emulator)) == {"a.io", "b.io", "c.io"}  # by_domain fails on a duplicate
-    assert summary["rows_added"] == 3 and summary["failed"] == 0
-    assert summary["rows_resent"] == resent
+    assert summary["added"] == 3 and summary["failed"] == 0
+    assert summary["resent"] == resent
     # Each row of the first chunk was looked up once by key before anything was sent again, and
     # the three rows were read back by id once written.
     assert summary["read_requests"] == 1 + 2 + 1
@@ -258,7 +258,7 @@ def test_row_adds_never_confirmed_fail_without_duplicates(emulator: LiveEmulator
     emulator.faults.add([FaultRule(endpoint=POST_ROWS, kind="drop_before", times=3)])
     with pytest.raises(SyncFailedError, match="outcome unknown after 3 sends") as raised:
         run(emulator, extract(account("a.io", "A")), tmp_path)
-    assert raised.value.summary["failed"] == 1 and raised.value.summary["rows_added"] == 0
+    assert raised.value.summary["failed"] == 1 and raised.value.summary["added"] == 0
     assert emulator.rows(TABLE) == []
 
 
@@ -318,7 +318,7 @@ def test_acknowledged_writes_the_list_never_shows_are_unconfirmed_not_failures(
             settings=SyncSettings(max_delete_fraction=1.0, verify_timeout=10),
         )
 
-    assert (summary["rows_added"], summary["cells_updated"], summary["rows_deleted"]) == (1, 1, 1)
+    assert (summary["added"], summary["cells_updated"], summary["deleted"]) == (1, 1, 1)
     assert (summary["verified"], summary["drift"], summary["failed"], summary["unconfirmed"]) == (1, 0, 0, 2)
     assert summary["unconfirmed_reasons"] == [
         "update of 'a.io': column 'name' is still 'A' after 10 s",
@@ -378,7 +378,7 @@ def test_cell_updates_and_deletes_of_unknown_outcome_are_settled_by_the_read_bac
         summary = run(
             emulator, frames, tmp_path, delete_missing=True, settings=SyncSettings(max_delete_fraction=1.0)
         )
-        assert (summary["cells_updated"], summary["rows_deleted"], summary["failed"]) == (1, 1, 0)
+        assert (summary["cells_updated"], summary["deleted"], summary["failed"]) == (1, 1, 0)
         assert summary["verified"] == 2
     else:
         with pytest.raises(SyncFailedError) as raised:
@@ -390,7 +390,7 @@ def test_cell_updates_and_deletes_of_unknown_outcome_are_settled_by_the_read_bac
                 settings=SyncSettings(max_delete_fraction=1.0),
             )
         summary = raised.value.summary
-        assert (summary["cells_updated"], summary["rows_deleted"], summary["failed"]) == (0, 0, 2)
+        assert (summary["cells_updated"], summary["deleted"], summary["failed"]) == (0, 0, 2)
         assert all("outcome unknown" in reason for reason in summary["failure_reasons"])
         assert by_domain(emulator)["a.io"]["name"] == "A"
 
@@ -425,7 +425,7 @@ def test_a_row_add_answered_after_the_timeout_is_reread_once_it_has_landed(
     late[0].join()
 
     assert set(by_domain(emulator)) == {"a.io"}  # by_domain fails on a duplicate
-    assert (summary["rows_added"], summary["rows_resent"], summary["failed"]) == (1, 0, 0)
+    assert (summary["added"], summary["resent"], summary["failed"]) == (1, 0, 0)
 
 
 def test_copies_a_lost_add_left_are_deleted_down_to_one(live_emulator: Callable[..., LiveEmulator]) -> None:
@@ -454,5 +454,5 @@ def test_an_enum_label_the_list_stores_as_its_key_is_not_drift(
     # The List keeps the option's key and shows its label: what the extract wrote is there.
     summary = run(emulator, extract(account("a.io", "A", plan="Team")), tmp_path)
 
-    assert (summary["rows_added"], summary["verified"], summary["drift"], summary["failed"]) == (1, 1, 0, 0)
+    assert (summary["added"], summary["verified"], summary["drift"], summary["failed"]) == (1, 1, 0, 0)
     assert by_domain(emulator)["a.io"]["plan"] == "team"

@@ -27,6 +27,7 @@ from listsync.sync.settings import DeleteScope, SyncMode, SyncSettings, check_sy
 from listsync.sync.state import ADD, DELETE, PATCH, UNSEEN, StateEntries
 from listsync.sync.steady import read_steadily
 from listsync.sync.steps import build_summary
+from listsync.sync.summary import PeopleSummary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -71,18 +72,7 @@ def sync_people(
         null overwrites, the dry run, the failure policy, the plan and rejects files, the shard
         (by normalised account domain), the memory limit and the state
         (:class:`~listsync.sync.settings.SyncSettings`).
-    :return: the summary: ``shard``; rows ``read``, ``rejected``, ``duplicates``,
-        ``other_shards``; people ``added``,
-        ``updated``, ``deleted``, ``unchanged``, ``failed`` (people not written, including the
-        ``conflicts``: extract people whose identity several List people share), ``conflicts``,
-        ``not_found``; ``not_added`` (``update_only``: extract people the List lacks, left out),
-        ``not_updated`` (``insert_only``: List people that differ, left as they are);
-        ``service_forms`` (writes the List shows in a form of its own),
-        ``unconfirmed`` (acknowledged writes not shown within ``verify_timeout``), ``awaiting``
-        (writes of an earlier run still not shown, not sent again), ``edited_in_list`` (people
-        edited in the List by hand since the last run, repaired); ``state`` (where it is kept);
-        ``planned`` and ``requests`` by kind; ``normalization_version``; ``plan_path`` and
-        ``rejects_path``; ``failure_reasons``.
+    :return: the summary, :class:`~listsync.sync.summary.PeopleSummary` as JSON.
     :raises UnsafeDeleteError: the planned deletes look like a broken extract (nothing written).
     :raises TooManyRejectsError: more than ``max_reject_fraction`` of the rows were rejected.
     :raises SyncFailedError: some people failed and ``fail_on_error``.
@@ -275,39 +265,39 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
 
     def summary(
         self, extract: PlannedExtract, plan: PeoplePlan, outcome: _PeopleOutcome, files: JobFiles
-    ) -> dict[str, Any]:
+    ) -> PeopleSummary:
         result, verification = outcome
+        ledger = plan.ledger
         return build_summary(
-            {
-                **extract.stats.to_dict(),
-                "added": result.added,
-                "updated": result.updated,
-                "deleted": result.deleted,
-                "unchanged": plan.unchanged,
-                # Conflicts count as failed too, as rows blocked by a duplicate key do in upsert_rows:
-                # those people were not written, so the task fails once everything else is.
-                "failed": plan.conflicts + plan.deletes_held + len(result.failed),
-                "conflicts": plan.conflicts,
-                "deletes_held": plan.deletes_held,
-                "not_found": result.not_found,
-                "not_added": plan.not_added,
-                "not_updated": plan.not_updated,
-                "list_people": plan.current_people,
-                "list_duplicates": plan.list_duplicates,
-                "list_unidentified": plan.list_unidentified,
-                "replaced": result.replaced,
-                "resent": result.resent,
-                "copies_removed": verification.copies_removed,
-                "lost": len(verification.lost),
-                "verified": verification.verified,
-                "drift": len(verification.drift),
-                "service_forms": verification.service_forms,
-                "unconfirmed": verification.unconfirmed,
-                "awaiting": 0 if plan.ledger is None else plan.ledger.awaiting,
-                "edited_in_list": 0 if plan.ledger is None else plan.ledger.edited_in_list,
-                "turned_up": 0 if plan.ledger is None else plan.ledger.turned_up,
-                "rereads": plan.rereads,
-            },
+            PeopleSummary,
+            **extract.stats.to_dict(),
+            added=result.added,
+            updated=result.updated,
+            deleted=result.deleted,
+            unchanged=plan.unchanged,
+            # Conflicts count as failed too, as rows blocked by a duplicate key do in upsert_rows:
+            # those people were not written, so the task fails once everything else is.
+            failed=plan.conflicts + plan.deletes_held + len(result.failed),
+            conflicts=plan.conflicts,
+            deletes_held=plan.deletes_held,
+            not_found=result.not_found,
+            not_added=plan.not_added,
+            not_updated=plan.not_updated,
+            list_people=plan.current_people,
+            list_duplicates=plan.list_duplicates,
+            list_unidentified=plan.list_unidentified,
+            replaced=result.replaced,
+            resent=result.resent,
+            copies_removed=verification.copies_removed,
+            lost=len(verification.lost),
+            verified=verification.verified,
+            drift=len(verification.drift),
+            service_forms=verification.service_forms,
+            unconfirmed=verification.unconfirmed,
+            awaiting=0 if ledger is None else ledger.awaiting,
+            edited_in_list=0 if ledger is None else ledger.edited_in_list,
+            turned_up=0 if ledger is None else ledger.turned_up,
+            rereads=plan.rereads,
             requests=result.requests,
             failure_reasons=[*plan.conflict_reasons, *result.failed.values()],
             drift_reasons=verification.drift,

@@ -32,6 +32,7 @@ from listsync.sync.settings import RowsMode, SyncSettings, check_rows_mode
 from listsync.sync.state import ADD, DELETE, PATCH, UNSEEN, StateEntries
 from listsync.sync.steady import read_steadily
 from listsync.sync.steps import build_summary
+from listsync.sync.summary import RowsSummary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -77,18 +78,8 @@ def upsert_rows(
         null overwrites, the dry run, the failure policy, the plan and rejects files, the shard
         (by normalised key), the memory limit and the state
         (:class:`~listsync.sync.settings.SyncSettings`).
-    :return: the summary: ``shard``; extract rows ``read``, ``rejected``, ``duplicates``,
-        ``other_shards``; ``rows_added``,
-        ``rows_updated``, ``cells_updated``, ``rows_deleted``, ``unchanged``, ``rows_not_added``
-        (``update_only``: rows the List lacks, left out), ``rows_not_updated`` (``insert_only``:
-        rows that differ, left as they are), ``failed`` (extract
-        rows not written, including those blocked by a duplicate key, and rows not deleted),
-        ``duplicate_keys_in_list``, ``rows_resent`` (row adds sent again after a re-read);
-        ``service_forms``, ``unconfirmed``, ``awaiting``, ``edited_in_list`` and ``state``, as
-        for people;
-        ``requests`` (writes by kind and their ``total``), ``read_requests`` (GET rows),
-        ``planned`` counts, ``failure_reasons``, the table, key and mode, and the file paths.
-        A dry run writes nothing, so its write counts are 0 and ``planned`` tells what a run would do.
+    :return: the summary, :class:`~listsync.sync.summary.RowsSummary` as JSON. A dry run writes
+        nothing, so its write counts are 0 and ``planned`` tells what a run would do.
     :raises ColumnMappingError: the map does not fit the extract, or does not map one column to
         ``key_column``.
     :raises TooManyRejectsError: more than ``max_reject_fraction`` of the rows were rejected.
@@ -311,7 +302,7 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
 
     def summary(
         self, extract: PlannedExtract, plan: RowsPlan, outcome: _RowsOutcome, files: JobFiles
-    ) -> dict[str, Any]:
+    ) -> RowsSummary:
         applied, verification = outcome
         reasons = [
             f"key {duplicate.key!r} is held by {len(duplicate.row_ids)} List rows; remove the duplicates"
@@ -320,30 +311,30 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
         ]
         reasons.extend(f"{kind}: {reason}" for kind, _, reason in applied.failures)
         failed_rows = applied.failed_keys("add") | applied.failed_keys("update")
+        ledger = plan.ledger
         return build_summary(
-            {
-                **extract.stats.to_dict(),
-                "rows_added": len(applied.rows_added),
-                "rows_updated": applied.rows_updated,
-                "cells_updated": applied.cells_updated,
-                "rows_deleted": applied.rows_deleted,
-                "unchanged": plan.unchanged,
-                "rows_not_added": plan.not_added,
-                "rows_not_updated": plan.not_updated,
-                "failed": plan.blocked_by_duplicates + len(failed_rows) + len(applied.failed_keys("delete")),
-                "duplicate_keys_in_list": len(plan.duplicate_keys),
-                "rows_resent": applied.resent_rows,
-                "copies_removed": applied.copies_removed,
-                "list_rows": plan.list_rows,
-                "verified": verification.verified,
-                "drift": len(verification.drift),
-                "service_forms": verification.service_forms,
-                "unconfirmed": len(verification.unconfirmed),
-                "awaiting": 0 if plan.ledger is None else plan.ledger.awaiting,
-                "edited_in_list": 0 if plan.ledger is None else plan.ledger.edited_in_list,
-                "turned_up": 0 if plan.ledger is None else plan.ledger.turned_up,
-                "rereads": plan.rereads,
-            },
+            RowsSummary,
+            **extract.stats.to_dict(),
+            added=len(applied.rows_added),
+            updated=applied.rows_updated,
+            cells_updated=applied.cells_updated,
+            deleted=applied.rows_deleted,
+            unchanged=plan.unchanged,
+            not_added=plan.not_added,
+            not_updated=plan.not_updated,
+            failed=plan.blocked_by_duplicates + len(failed_rows) + len(applied.failed_keys("delete")),
+            duplicate_keys_in_list=len(plan.duplicate_keys),
+            resent=applied.resent_rows,
+            copies_removed=applied.copies_removed,
+            list_rows=plan.list_rows,
+            verified=verification.verified,
+            drift=len(verification.drift),
+            service_forms=verification.service_forms,
+            unconfirmed=len(verification.unconfirmed),
+            awaiting=0 if ledger is None else ledger.awaiting,
+            edited_in_list=0 if ledger is None else ledger.edited_in_list,
+            turned_up=0 if ledger is None else ledger.turned_up,
+            rereads=plan.rereads,
             requests={kind: applied.requests[kind] for kind in (ADD_ROWS, UPDATE_CELLS, DELETE_ROWS)},
             failure_reasons=reasons,
             drift_reasons=verification.drift,
