@@ -177,7 +177,7 @@ def test_history_options_that_do_not_go_together_exit_2(
 
 
 def test_an_operator_with_a_history_table_and_no_connection_fails_at_parse_time() -> None:
-    with pytest.raises(ValueError, match="history_table and history_conn_id go together"):
+    with pytest.raises(ValueError, match="history_table needs history_conn_id"):
         SyncTargetablePeopleOperator(
             task_id="t", table_id=TABLE, column_map=COLUMN_MAP, source="x.csv", history_table="runs"
         )

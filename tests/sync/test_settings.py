@@ -1,14 +1,27 @@
-"""``SyncSettings``: the settings both List syncs share, their defaults and their checks."""
+"""The settings of the List jobs: their declaration, ``SyncSettings``, their defaults and checks, and
+the operators' parameters and the command line's options held to the declaration."""
 
 from __future__ import annotations
 
+import argparse
+import inspect
 import math
+import re
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from listsync.sync.settings import VERIFY_TIMEOUT, VISIBILITY_WINDOW, SyncSettings
+from listsync.sync.settings import (
+    JOBS,
+    SHARED,
+    VERIFY_TIMEOUT,
+    VISIBILITY_WINDOW,
+    Job,
+    SyncSettings,
+    settings_of,
+)
 
 
 def test_the_defaults_are_a_plain_upsert_that_fails_on_error() -> None:
@@ -77,3 +90,71 @@ def test_auto_memory_is_left_to_where_the_sync_runs(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(settings, "default_max_memory", machine_memory)
 
     assert SyncSettings().max_memory == "auto"
+
+
+# --- every view of a setting is held to its declaration ---------------------------------------
+
+OPERATORS = {"people": "SyncTargetablePeopleOperator", "rows": "UpsertRowsOperator"}
+COMMANDS = {"people": "sync-people", "rows": "upsert-rows"}
+
+
+def one_line(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_every_setting_is_an_operator_parameter_with_its_default_and_its_help(job: Job) -> None:
+    import listsync.operators
+
+    operator = getattr(listsync.operators, OPERATORS[job])
+    parameters: dict[str, inspect.Parameter] = {}
+    for cls in reversed(operator.__mro__):
+        if "__init__" in vars(cls):
+            parameters.update(inspect.signature(cls.__init__).parameters)
+    docs = one_line(" ".join(cls.__doc__ or "" for cls in operator.__mro__))
+
+    for setting in settings_of(job).values():
+        assert parameters[setting.name].default == setting.default, setting.name
+        assert f":param {setting.name}: {one_line(setting.help)}" in docs, setting.name
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_every_setting_is_a_command_line_option_with_its_default_and_its_help(job: Job) -> None:
+    from listsync.cli import build_parser
+
+    parser = build_parser()
+    commands = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    options = {action.dest: action for action in commands.choices[COMMANDS[job]]._actions}
+
+    for setting in settings_of(job).values():
+        option = options[setting.name]
+        assert option.option_strings == [setting.option], setting.name
+        # The command line takes chunk sizes as repeated N or KIND=N: none given is the default.
+        assert option.default == ([] if setting.name == "chunk_size" else setting.default), setting.name
+        assert one_line(setting.help.replace("``", "")) in one_line(option.help), setting.name
+
+
+def test_every_sync_settings_field_is_a_declared_setting_of_both_jobs() -> None:
+    declared = {field.name for field in fields(SyncSettings)} - {"lease_holder", "lease_location"}
+
+    assert declared <= set(SHARED)
+    assert {name: getattr(SyncSettings(), name) for name in declared} == {
+        name: SHARED[name].default for name in declared
+    }
+
+
+def settings_table() -> str:
+    """README's table of the settings both List syncs share, as they are declared."""
+    lines = ["| Setting | Default | |", "|---|---|---|"]
+    for setting in SHARED.values():
+        default = "none" if setting.default is None else f"`{setting.default!r}`"
+        lines.append(f"| `{setting.name}` | {default} | {setting.help.replace('``', '`')} |")
+    return "\n".join(lines)
+
+
+def test_the_readme_lists_every_shared_setting_as_declared() -> None:
+    text = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"<!-- settings -->\n(.*?)\n<!-- /settings -->", text, re.S)
+    assert found, "README.md has no <!-- settings --> block"
+    expected = settings_table()
+    assert found.group(1) == expected, f"README's settings differ; the block should be:\n{expected}"

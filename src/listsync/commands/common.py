@@ -44,7 +44,6 @@ __all__ = [
     "default_state_dir",
     "log_warnings_to_stderr",
     "masked_secrets",
-    "max_in_flight_argument",
     "one_line",
     "print_summary",
     "read_frames",
@@ -148,16 +147,6 @@ def add_service_arguments(
     if user_id:
         service.add_argument("--user-id", help="the service user to act as (userId)")
     return service
-
-
-def max_in_flight_argument(text: str) -> int:
-    """``--max-in-flight``: a whole number from 1 to 64."""
-    from listsync.client.in_flight import check_max_in_flight
-
-    try:
-        return check_max_in_flight(int(text))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 64, got {text!r}") from exc
 
 
 def _positive_seconds(text: str) -> float:

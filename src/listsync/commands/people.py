@@ -29,14 +29,13 @@ from listsync.commands.common import (
     report,
     run_and_report,
 )
-from listsync.commands.plan_options import add_plan_arguments, recorded, sync_settings
+from listsync.commands.plan_options import add_plan_arguments, add_setting, recorded, sync_settings
 
-__all__ = ["API_KEY_ENV", "MODES", "WRITE_KINDS", "register", "run"]
+__all__ = ["API_KEY_ENV", "WRITE_KINDS", "register", "run"]
 
-# The request kinds and modes of a people sync (listsync.sync.people), spelt here so --help
+# The request kinds of a people sync (listsync.sync.people), spelt here so --help
 # stays cheap.
 WRITE_KINDS = ("add", "patch", "delete")
-MODES = ("upsert", "mirror", "update_only", "insert_only")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -63,31 +62,27 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
 
     sync = parser.add_argument_group("sync")
-    sync.add_argument(
-        "--mode",
-        choices=MODES,
-        default="upsert",
-        help=(
-            "upsert (default: add and patch), mirror (also delete people not in the extract), "
-            "update_only (patch, add no one), insert_only (add, patch no one)"
-        ),
-    )
+    from listsync.sync.settings import SYNC_MODES, settings_of
+
+    declared = settings_of("people")
+    add_setting(sync, declared["mode"], choices=SYNC_MODES)
     sync.add_argument(
         "--delete-scope",
         choices=("accounts_in_source", "list"),
         default="accounts_in_source",
         help="where mirror mode deletes (default accounts_in_source)",
     )
-    sync.add_argument(
-        "--chunk-size",
+    add_setting(
+        sync,
+        declared["chunk_size"],
         type=chunk_size_argument(WRITE_KINDS, "people"),
         action="append",
         default=[],
         metavar="N|KIND=N",
-        help="people per request (at most 500), for all kinds or one of add, patch, delete; repeatable",
+        default_text=f"{declared['chunk_size'].default}; repeat to set kinds apart",
     )
     sync.add_argument("--default-region", default="US", help="region of phone numbers without + (default US)")
-    add_plan_arguments(sync, noun="people", overwrite_help="an empty value in the extract erases the List's")
+    add_plan_arguments(sync, job="people")
 
     add_service_arguments(parser)
     parser.set_defaults(func=run)

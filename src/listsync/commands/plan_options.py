@@ -13,153 +13,96 @@ from listsync.commands.common import (
     OUTPUT_ADVICE,
     STATE_DIR_ENV,
     default_state_dir,
-    max_in_flight_argument,
 )
 
 if TYPE_CHECKING:
     from listsync.files import OpenableFile
-    from listsync.sync.history import Job, SyncRun
-    from listsync.sync.settings import SyncSettings
+    from listsync.sync.history import SyncRun
+    from listsync.sync.settings import Job, Setting, SyncSettings
 
-__all__ = ["add_plan_arguments", "recorded", "state_file", "sync_settings"]
+__all__ = ["add_plan_arguments", "add_setting", "recorded", "state_file", "sync_settings"]
 
 
-def add_plan_arguments(group: argparse._ArgumentGroup, *, noun: str, overwrite_help: str) -> None:
-    """Add the options of a List write that plans first (``sync-people``, ``upsert-rows``): the
-    delete and reject limits, null overwrites, the dry run, the failure policy, the files,
-    the shard, the memory limit and the state, which :func:`sync_settings` makes the job's
-    :class:`~listsync.sync.settings.SyncSettings`.
+def add_setting(
+    group: argparse._ArgumentGroup, setting: Setting, *, default_text: str | None = None, **options: Any
+) -> None:
+    """Add ``setting``'s option (:attr:`~listsync.sync.settings.Setting.option`) to ``group``,
+    its default and help from its declaration: a flag for a bool (``--no-...`` for one on by
+    default), else an option taking a value; ``options`` go to ``add_argument`` (a ``type``, a
+    ``metavar``...).
 
-    :param noun: what the job writes, for the help ("people", "rows").
-    :param overwrite_help: the help of ``--overwrite-with-null``.
+    :param default_text: what the help says of the default, where the command line's differs
+        from the declaration's.
     """
-    from listsync.client.in_flight import MAX_IN_FLIGHT
+    if isinstance(setting.default, bool):
+        options.setdefault("action", "store_false" if setting.default else "store_true")
+        options.setdefault("dest", setting.name)
+    else:
+        options.setdefault("default", setting.default)
+    shown = options.get("default")
+    said = "" if shown in (None, []) or isinstance(shown, bool) else f" (default {shown})"
+    if default_text is not None:
+        said = f" (default: {default_text})"
+    # argparse formats help with %, and the declaration's help is reStructuredText.
+    text = setting.help.replace("``", "").replace("%", "%%")
+    if setting.default is True:
+        text = f"turn {setting.name} off: {text}"
+    group.add_argument(setting.option, help=text + said, **options)
 
-    group.add_argument(
-        "--max-delete-fraction",
-        type=float,
-        default=0.1,
-        help=f"largest share of the List's {noun} one run may delete (default 0.1)",
-    )
-    group.add_argument("--overwrite-with-null", action="store_true", help=overwrite_help)
-    group.add_argument(
-        "--max-reject-fraction",
-        type=float,
-        default=1.0,
-        help="fail before writing when a larger share of rows is rejected (default 1.0)",
-    )
-    group.add_argument("--dry-run", action="store_true", help="plan and write the plan file; send no write")
-    group.add_argument(
-        "--max-in-flight",
-        type=max_in_flight_argument,
-        default=MAX_IN_FLIGHT,
-        metavar="N",
-        help=f"most requests to the List at once, 1 to 64; halved while the service pushes back "
-        f"(default {MAX_IN_FLIGHT})",
-    )
-    group.add_argument(
-        "--no-fail-on-error",
-        dest="fail_on_error",
-        action="store_false",
-        help=f"exit 0 even when some {noun} could not be written (they are counted in the summary)",
-    )
-    group.add_argument("--rejects-path", metavar="FILE", help="write rejected rows here as JSON lines")
-    group.add_argument("--plan-path", metavar="FILE", help="write the plan here as JSON lines")
-    group.add_argument(
-        "--shard",
-        metavar="I/N",
-        help="sync only shard I of N (0 <= I < N) of the accounts or keys, split by a hash; "
-        "the N runs together sync the whole List",
-    )
-    group.add_argument(
-        "--max-memory",
-        default="auto",
-        metavar="SIZE",
-        help="fail as soon as the rows read would take more memory than SIZE (bytes, or e.g. 2GiB, "
-        "500MB); auto (default): three quarters of the machine's or container's memory; off: no limit",
-    )
-    from listsync.sync.settings import MAX_PLAN_AGE, VERIFY_TIMEOUT, VISIBILITY_WINDOW
 
-    group.add_argument(
-        "--state-path",
+def add_plan_arguments(group: argparse._ArgumentGroup, *, job: Job) -> None:
+    """Add the options of a List write that plans first (``sync-people``, ``upsert-rows``), each
+    made from its declaration (:data:`~listsync.sync.settings.SETTINGS`) but ``mode`` and
+    ``chunk_size``, which the command adds with their parsers: the delete and reject limits, null
+    overwrites, the dry run, the failure policy, the files, the shard, the memory limit, the
+    state, the lease and the history, which :func:`sync_settings` makes the job's
+    :class:`~listsync.sync.settings.SyncSettings`.
+    """
+    from listsync.sync.settings import settings_of
+
+    declared = settings_of(job)
+    seconds: dict[str, Any] = {"type": float, "metavar": "SECONDS"}
+    for name, options in (
+        ("max_delete_fraction", {"type": float}),
+        ("overwrite_with_null", {}),
+        ("max_reject_fraction", {"type": float}),
+        ("dry_run", {}),
+        ("max_in_flight", {"type": int, "metavar": "N"}),
+        ("fail_on_error", {}),
+        ("rejects_path", {"metavar": "FILE"}),
+        ("plan_path", {"metavar": "FILE"}),
+        ("shard", {"metavar": "I/N"}),
+        ("max_memory", {"metavar": "SIZE"}),
+    ):
+        add_setting(group, declared[name], **options)
+    add_setting(
+        group,
+        declared["state_path"],
         metavar="FILE",
-        help="where the sync keeps what it applied, for the next run's three-way diff (default: a "
-        f"file under ${STATE_DIR_ENV}, else $XDG_STATE_HOME/listsync, else ~/.local/state/listsync, "
-        "named after the service, the List, the shard and the mapping)",
+        default_text=f"a file under ${STATE_DIR_ENV}, else $XDG_STATE_HOME/listsync, else "
+        "~/.local/state/listsync, named after the service, the List, the shard and the mapping",
     )
     group.add_argument(
         "--no-state", action="store_true", help="keep no state: every run diffs against the live List alone"
     )
-    group.add_argument(
-        "--fresh-state",
-        action="store_true",
-        help="do not use the state kept: diff against the live List alone, then keep a new state",
-    )
-    group.add_argument(
-        "--verify-timeout",
-        type=float,
-        default=VERIFY_TIMEOUT,
-        metavar="SECONDS",
-        help="how long the read back waits for writes the List does not show yet; what is still "
-        f"not shown is counted unconfirmed (default {VERIFY_TIMEOUT:g})",
-    )
-    group.add_argument(
-        "--visibility-window",
-        type=float,
-        default=VISIBILITY_WINDOW,
-        metavar="SECONDS",
-        help="how long a write the List has not shown is not sent again by a later run "
-        f"(default {VISIBILITY_WINDOW:g})",
-    )
-    group.add_argument(
-        "--approved-plan",
-        metavar="FILE",
-        help="the plan file of a reviewed --dry-run: plan again and apply only if the plan is that file, "
-        "line for line (then --max-delete-fraction does not hold back its reviewed deletes)",
-    )
-    group.add_argument(
-        "--max-plan-age",
-        type=float,
-        default=MAX_PLAN_AGE,
-        metavar="SECONDS",
-        help=f"refuse an --approved-plan written longer ago than this (default {MAX_PLAN_AGE:g}, a day)",
-    )
-    from listsync.sync.lease import LEASE_EXPIRY, LOCK_TIMEOUT
-
-    group.add_argument(
-        "--lock-timeout",
-        type=float,
-        default=LOCK_TIMEOUT,
-        metavar="SECONDS",
-        help="how long to wait while another run of this List (job and shard) holds its lease, then "
-        f"fail with nothing written, naming the holder (default {LOCK_TIMEOUT:g}); the lease is a file "
-        "next to the state",
-    )
-    group.add_argument(
-        "--lease-expiry",
-        type=float,
-        default=LEASE_EXPIRY,
-        metavar="SECONDS",
-        help="how long a lease outlives its holder's last renewal: a run killed mid-write holds the next "
-        f"one back this long at most (default {LEASE_EXPIRY:g})",
-    )
-    group.add_argument(
-        "--history-table",
-        metavar="TABLE",
-        help="record each run (times, List, mode, every count of the summary) as a row of TABLE "
-        "(name or schema.name) at --history-url; created if missing",
-    )
+    for name, options in (
+        ("fresh_state", {}),
+        ("verify_timeout", seconds),
+        ("visibility_window", seconds),
+        ("approved_plan", {"metavar": "FILE"}),
+        ("max_plan_age", seconds),
+        ("lock_timeout", seconds),
+        ("lease_expiry", seconds),
+        ("history_table", {"metavar": "TABLE"}),
+        ("history_rejects_table", {"metavar": "TABLE"}),
+    ):
+        add_setting(group, declared[name], **options)
     group.add_argument(
         "--history-url",
         metavar="URL",
         default=os.environ.get(HISTORY_URL_ENV),
         help=f"the SQLAlchemy URL of the database holding --history-table (default ${HISTORY_URL_ENV}, "
         "which keeps a password out of the process list)",
-    )
-    group.add_argument(
-        "--history-rejects-table",
-        metavar="TABLE",
-        help="with --history-table, also copy each rejected row (from --rejects-path) to TABLE",
     )
 
 
@@ -169,16 +112,13 @@ def sync_settings(args: argparse.Namespace) -> SyncSettings:
     ``--state-path``, else in a file of its own under the state folder (named after the service,
     the List, the shard and the mapping), else, with ``--no-state``, nowhere.
 
-    :raises ValueError: history options that do not go together, a setting
-        :class:`~listsync.sync.settings.SyncSettings` refuses
-        (``--max-delete-fraction`` or ``--max-reject-fraction`` not between 0 and 1, ``--shard``
-        not ``I/N``, ``--max-memory`` not a size, a negative ``--verify-timeout`` or
-        ``--visibility-window``), the message naming the option; or no file can be written at
-        ``--rejects-path``, ``--plan-path`` or ``--state-path``.
+    :raises ValueError: history options that do not go together, a value its setting's check
+        refuses (:data:`~listsync.sync.settings.SETTINGS`), the message naming the option; or no
+        file can be written at ``--rejects-path``, ``--plan-path`` or ``--state-path``.
     """
     from listsync.files import check_output_file
     from listsync.sync.lease import this_process
-    from listsync.sync.settings import SyncSettings
+    from listsync.sync.settings import SHARED, SyncSettings, check_history
     from listsync.sync.state import StateDirectory
 
     folder = StateDirectory(default_state_dir(), args.base_url.rstrip("/"))
@@ -186,6 +126,7 @@ def sync_settings(args: argparse.Namespace) -> SyncSettings:
     if not args.no_state:
         state = folder if not args.state_path else state_file(args.state_path)
     try:
+        SHARED["max_in_flight"].checked(args.max_in_flight)
         settings = SyncSettings(
             max_delete_fraction=args.max_delete_fraction,
             overwrite_with_null=args.overwrite_with_null,
@@ -217,10 +158,12 @@ def sync_settings(args: argparse.Namespace) -> SyncSettings:
         raise ValueError(
             f"{option}: {error}" if isinstance(getattr(args, setting), str) else f"{option} {rest}"
         ) from None
-    if (args.history_table or args.history_rejects_table) and not (args.history_table and args.history_url):
-        raise ValueError(
-            f"--history-table needs --history-url (or ${HISTORY_URL_ENV}); --history-rejects-table needs both"
-        )
+    check_history(
+        args.history_table,
+        args.history_rejects_table,
+        args.history_url,
+        names=("--history-table", "--history-rejects-table", f"--history-url (or ${HISTORY_URL_ENV})"),
+    )
     for what, option, path in (
         ("the rejects file", "--rejects-path", args.rejects_path),
         ("the plan file", "--plan-path", args.plan_path),

@@ -29,14 +29,13 @@ from listsync.commands.common import (
     report,
     run_and_report,
 )
-from listsync.commands.plan_options import add_plan_arguments, recorded, sync_settings
+from listsync.commands.plan_options import add_plan_arguments, add_setting, recorded, sync_settings
 
-__all__ = ["API_KEY_ENV", "MODES", "WRITE_KINDS", "register", "run"]
+__all__ = ["API_KEY_ENV", "WRITE_KINDS", "register", "run"]
 
-# The request kinds and modes of a rows upsert (listsync.sync.rows), spelt here so --help stays
+# The request kinds of a rows upsert (listsync.sync.rows), spelt here so --help stays
 # cheap.
 WRITE_KINDS = ("add_rows", "update_cells", "delete_rows")
-MODES = ("upsert", "update_only", "insert_only")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -82,31 +81,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
 
     upsert = parser.add_argument_group("upsert")
-    upsert.add_argument(
-        "--mode",
-        choices=MODES,
-        default="upsert",
-        help="upsert (default: add and update), update_only (add no row), insert_only (update no row)",
-    )
+    from listsync.sync.settings import ROWS_MODES, settings_of
+
+    declared = settings_of("rows")
+    add_setting(upsert, declared["mode"], choices=ROWS_MODES)
     upsert.add_argument(
         "--delete-missing",
         action="store_true",
         help="delete List rows whose key is not in the extract (with --mode upsert)",
     )
-    upsert.add_argument(
-        "--chunk-size",
+    add_setting(
+        upsert,
+        declared["chunk_size"],
         type=chunk_size_argument(WRITE_KINDS, "items"),
         action="append",
         default=[],
         metavar="N|KIND=N",
-        help=(
-            "items per request, for all kinds or one of add_rows (at most 500), update_cells, "
-            "delete_rows (at most 1000); repeatable"
-        ),
+        default_text="the service's caps; repeat to set kinds apart",
     )
-    add_plan_arguments(
-        upsert, noun="rows", overwrite_help="an empty value in the extract clears the List's cell"
-    )
+    add_plan_arguments(upsert, job="rows")
 
     add_service_arguments(parser)
     parser.set_defaults(func=run)

@@ -22,18 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from listsync.client.in_flight import MAX_IN_FLIGHT, check_max_in_flight
 from listsync.extract.options import check_encoding, resolve_timezone
 from listsync.operators.asset_state import names_list, state_asset
 from listsync.operators.extract import check_extract_arguments, checked_storage_path, read_operator_extract
-from listsync.sync.lease import LEASE_EXPIRY, LOCK_TIMEOUT
-from listsync.sync.settings import (
-    MAX_MEMORY_AUTO,
-    MAX_PLAN_AGE,
-    VERIFY_TIMEOUT,
-    VISIBILITY_WINDOW,
-    SyncSettings,
-)
+from listsync.sync.settings import SHARED, SyncSettings, check_history, with_param_docs
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -274,76 +266,67 @@ class ListSyncExtractOperator(BaseOperator):
 class ListSyncPlanOperator(ListSyncExtractOperator):
     """An operator that makes a List match an extract: it plans, checks deletes, then writes.
 
-    Its parameters ``max_delete_fraction``, ``overwrite_with_null``, ``fail_on_error``,
-    ``max_reject_fraction``, ``shard``, ``max_memory``, ``state_path``, ``fresh_state``,
-    ``verify_timeout`` and ``visibility_window``, with ``dry_run``, ``rejects_path`` and
-    ``plan_path``, are the settings both List syncs share: :class:`~listsync.sync.settings.SyncSettings`
-    says what each does. They are checked when the DAG is parsed, those that may hold a template
-    (the files, ``shard``, ``dry_run``, ``max_delete_fraction``) once rendered, as the task runs; a
-    task that breaks one of their limits fails without retries (:meth:`failing_the_airflow_way`).
-    ``dry_run`` and ``max_delete_fraction`` may be templates rendering to text (``"True"``,
-    ``"0.25"``), so that a run triggered with params can set them (a reviewed clean-up allowed a
-    larger delete for one night). What is the operator's own:
+    Its parameters after ``table_id``, ``column_map`` and ``user_id`` are the settings both List
+    syncs share, documented below from their declaration (:data:`~listsync.sync.settings.SETTINGS`),
+    which also checks them. They are checked when the DAG is parsed, those that may hold a
+    template (the files, ``shard``, ``dry_run``, ``max_delete_fraction``, ``approved_plan``) once
+    rendered, as the task runs; a task that breaks one of their limits fails without retries
+    (:meth:`failing_the_airflow_way`). ``dry_run`` and ``max_delete_fraction`` may be templates
+    rendering to text (``"True"``, ``"0.25"``), so that a run triggered with params can set them
+    (a reviewed clean-up allowed a larger delete for one night). On an operator, the files
+    (``rejects_path``, ``plan_path``, ``state_path``, ``approved_plan``) may be object-storage
+    URIs; ``shard`` may be mapped (``.expand(shard=[f"{i}/4" for i in range(4)])``); ``"auto"``
+    ``max_memory`` is worked out on the worker; with no ``state_path``, the state and the lease
+    live in the Airflow asset state store of the task's List asset (an inlet or outlet
+    ``listsync://<host>/<tableId>``), else of its connection's state asset, which the operator
+    adds to its inlets (:mod:`listsync.operators.asset_state`); ``history_table`` is on
+    ``history_conn_id``, and a row that cannot be written is logged and fails nothing.
 
     :param table_id: the List.
     :param column_map: extract column → what it fills in the List.
     :param user_id: the service user to act as; overrides the connection's ``user_id``.
-    :param plan_path: a local path or an object-storage URI, as ``rejects_path``.
-    :param shard: may be mapped, e.g. ``.expand(shard=[f"{i}/4" for i in range(4)])``.
-    :param max_memory: ``"auto"`` (the default) is three quarters of the worker's memory (or its
-        container's), worked out on the worker.
-    :param state_path: a local path or an object-storage URI. None (default): the Airflow asset
-        state store of the task's List asset (an inlet or outlet ``listsync://<host>/<tableId>``),
-        else of its connection's state asset, which the operator adds to its inlets
-        (:mod:`listsync.operators.asset_state`).
-    :param lock_timeout: seconds the task waits while another run of its List (job and shard)
-        holds the List's lease, then fails with nothing written, naming the holder (default
-        1800). The lease is kept beside the state (:mod:`listsync.sync.lease`).
-    :param lease_expiry: seconds a lease outlives its holder's last renewal: a worker lost
-        mid-run holds the next run back this long at most (default 60).
-    :param max_in_flight: the most requests to the List at once (pages read, write chunks, read
-        backs), from 1 to 64; the client halves it while the service pushes back (429, 5xx, no
-        answer) and grows it back (:mod:`listsync.client.in_flight`). Default 4.
-    :param history_table: a table (``name`` or ``schema.name``) on ``history_conn_id`` that gets a
-        row for each run, successful or failed: its times, the List, the mode, every count of
-        the summary and the summary itself (:mod:`listsync.sync.history`); created if missing.
-        A row that cannot be written is logged as an error and fails nothing.
     :param history_conn_id: an Airflow database connection (postgres, sqlite...: any hook with a
         SQLAlchemy engine, as ``sql_conn_id``) holding ``history_table``.
-    :param history_rejects_table: with ``history_table``, a table that gets each rejected row of
-        a run (its row number, reasons and values), copied from a local ``rejects_path``.
-    :param approved_plan: the plan file of a reviewed dry run (a local path or an object-storage
-        URI; templated): applied only if the plan made now is that file line for line, and the
-        file no older than ``max_plan_age`` seconds (default a day); see
-        :mod:`listsync.sync.approved`.
     :param kwargs: the parameters of :class:`ListSyncExtractOperator` and ``BaseOperator``.
     """
+
+    #: The shared settings the List operators template (``dry_run`` as ``is_dry_run``).
+    templated_settings = (
+        "max_delete_fraction",
+        "dry_run",
+        "rejects_path",
+        "plan_path",
+        "state_path",
+        "shard",
+        "approved_plan",
+    )
+    __doc__ = with_param_docs(__doc__, SHARED.values(), templated=templated_settings)
 
     def __init__(
         self,
         *,
         table_id: str,
         column_map: Mapping[str, str],
-        max_delete_fraction: float | str = 0.1,
-        overwrite_with_null: bool = False,
-        fail_on_error: bool = True,
-        plan_path: str | None = None,
+        max_delete_fraction: float | str = SHARED["max_delete_fraction"].default,
+        overwrite_with_null: bool = SHARED["overwrite_with_null"].default,
+        fail_on_error: bool = SHARED["fail_on_error"].default,
+        plan_path: str | None = SHARED["plan_path"].default,
         user_id: str | None = None,
-        max_reject_fraction: float = 1.0,
-        shard: str | None = None,
-        max_memory: int | str | None = MAX_MEMORY_AUTO,
-        state_path: str | None = None,
-        fresh_state: bool = False,
-        verify_timeout: float = VERIFY_TIMEOUT,
-        visibility_window: float = VISIBILITY_WINDOW,
-        max_in_flight: int = MAX_IN_FLIGHT,
-        history_table: str | None = None,
+        max_reject_fraction: float = SHARED["max_reject_fraction"].default,
+        shard: str | None = SHARED["shard"].default,
+        max_memory: int | str | None = SHARED["max_memory"].default,
+        state_path: str | None = SHARED["state_path"].default,
+        fresh_state: bool = SHARED["fresh_state"].default,
+        verify_timeout: float = SHARED["verify_timeout"].default,
+        visibility_window: float = SHARED["visibility_window"].default,
+        max_in_flight: int = SHARED["max_in_flight"].default,
+        history_table: str | None = SHARED["history_table"].default,
         history_conn_id: str | None = None,
-        history_rejects_table: str | None = None,
-        approved_plan: str | None = None,
-        max_plan_age: float = MAX_PLAN_AGE,
-        lock_timeout: float = LOCK_TIMEOUT,
-        lease_expiry: float = LEASE_EXPIRY,
+        history_rejects_table: str | None = SHARED["history_rejects_table"].default,
+        approved_plan: str | None = SHARED["approved_plan"].default,
+        max_plan_age: float = SHARED["max_plan_age"].default,
+        lock_timeout: float = SHARED["lock_timeout"].default,
+        lease_expiry: float = SHARED["lease_expiry"].default,
         **kwargs: Any,
     ) -> None:
         super().__init__(**with_state_asset(kwargs, table_id=table_id, state_path=state_path))
@@ -351,14 +334,16 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         self.lease_expiry = lease_expiry
         self.approved_plan = approved_plan
         self.max_plan_age = max_plan_age
-        if (history_table or history_rejects_table) and not (history_table and history_conn_id):
-            raise ValueError(
-                "history_table and history_conn_id go together (history_rejects_table with them)"
-            )
+        check_history(
+            history_table,
+            history_rejects_table,
+            history_conn_id,
+            names=("history_table", "history_rejects_table", "history_conn_id"),
+        )
         self.history_table = history_table
         self.history_conn_id = history_conn_id
         self.history_rejects_table = history_rejects_table
-        self.max_in_flight = check_max_in_flight(max_in_flight)
+        self.max_in_flight = SHARED["max_in_flight"].checked(max_in_flight)
         self.table_id = table_id
         self.column_map = column_map
         self.max_delete_fraction = max_delete_fraction

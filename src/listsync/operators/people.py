@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from listsync.client.writers import PEOPLE_PER_REQUEST
 from listsync.operators.base import ListSyncPlanOperator, holds_template
-from listsync.sync.settings import DeleteScope, SyncMode, check_sync_options, people_chunk_sizes
+from listsync.sync.settings import DeleteScope, SyncMode, check_sync_options, settings_of, with_param_docs
+
+_DECLARED = settings_of("people")
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -31,13 +32,9 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
 
     Returns the JSON summary (to XCom), a :class:`~listsync.sync.summary.PeopleSummary`.
 
-    It also takes the settings both List syncs share (``dry_run``, ``max_delete_fraction``,
-    ``overwrite_with_null``, ``fail_on_error``, ``rejects_path``, ``plan_path``,
-    ``max_reject_fraction``, ``shard``, ``max_memory``, ``state_path``, ``fresh_state``,
-    ``verify_timeout``, ``visibility_window``) as keyword parameters, each documented once, at
-    :class:`~listsync.sync.settings.SyncSettings`; what the operator adds to them (templated
-    files and shard, object-storage paths, the asset state store as the state's default home)
-    at :class:`~listsync.operators.base.ListSyncPlanOperator`.
+    It also takes the settings both List syncs share as keyword parameters, documented at
+    :class:`~listsync.operators.base.ListSyncPlanOperator`; ``mode`` and ``chunk_size`` are
+    documented below from their declaration (:data:`~listsync.sync.settings.SETTINGS`).
 
     :param table_id: the List to sync. (templated)
     :param column_map: extract column → person field (``first_name``, ``last_name``, ``email``,
@@ -47,15 +44,8 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
         lines). Give this or ``sql``. (templated)
     :param sql: a query giving the extract, run on ``sql_conn_id``. (templated)
     :param sql_conn_id: the Airflow database connection ``sql`` runs on.
-    :param mode: ``"upsert"`` (add and patch, never delete), ``"mirror"`` (also delete people
-        not in the extract), ``"update_only"`` (patch the people the List holds, add no one) or
-        ``"insert_only"`` (add the people the List lacks, patch no one). (templated)
     :param delete_scope: in mirror mode, ``"accounts_in_source"`` (delete only within accounts the
         extract names) or ``"list"`` (anywhere in the List). (templated)
-    :param max_delete_fraction: (templated) see :class:`~listsync.sync.settings.SyncSettings`.
-    :param dry_run: (templated, as ``is_dry_run``) see :class:`~listsync.sync.settings.SyncSettings`.
-    :param chunk_size: people per request, one number or per kind
-        (``{"add": 500, "patch": 500, "delete": 500}``); at most 500.
     :param listsync_conn_id: the connection to the service.
     :param user_id: the service user to act as; overrides the connection's ``user_id``. (templated)
     :param default_region: region of phone numbers written without ``+`` (ISO 3166 code).
@@ -80,14 +70,18 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
         "approved_plan",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql", "column_map": "json"}
+    # The job's own settings are documented from their declaration, once.
+    __doc__ = with_param_docs(
+        __doc__, [_DECLARED["mode"], _DECLARED["chunk_size"]], templated=template_fields
+    )
     ui_color = "#d7ecfa"
 
     def __init__(
         self,
         *,
-        mode: SyncMode = "upsert",
+        mode: SyncMode = _DECLARED["mode"].default,
         delete_scope: DeleteScope = "accounts_in_source",
-        chunk_size: int | Mapping[str, int] = PEOPLE_PER_REQUEST,
+        chunk_size: int | Mapping[str, int] = _DECLARED["chunk_size"].default,
         default_region: str = "US",
         **kwargs: Any,
     ) -> None:
@@ -95,7 +89,7 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
         # Checked at parse time, like the extract in the base class; templates once rendered.
         if not holds_template(mode) and not holds_template(delete_scope):
             check_sync_options(mode, delete_scope)
-        people_chunk_sizes(chunk_size)
+        _DECLARED["chunk_size"].checked(chunk_size)
         self.mode = mode
         self.delete_scope = delete_scope
         self.chunk_size = chunk_size

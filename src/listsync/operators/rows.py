@@ -6,7 +6,9 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from listsync.operators.base import ListSyncPlanOperator, holds_template
-from listsync.sync.settings import RowsMode, check_rows_mode, rows_chunk_sizes
+from listsync.sync.settings import RowsMode, check_rows_mode, settings_of, with_param_docs
+
+_DECLARED = settings_of("rows")
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -25,13 +27,9 @@ class UpsertRowsOperator(ListSyncPlanOperator):
     duplicates a row. Returns the JSON summary (to XCom), a
     :class:`~listsync.sync.summary.RowsSummary`.
 
-    It also takes the settings both List syncs share (``dry_run``, ``max_delete_fraction``,
-    ``overwrite_with_null``, ``fail_on_error``, ``rejects_path``, ``plan_path``,
-    ``max_reject_fraction``, ``shard``, ``max_memory``, ``state_path``, ``fresh_state``,
-    ``verify_timeout``, ``visibility_window``) as keyword parameters, each documented once, at
-    :class:`~listsync.sync.settings.SyncSettings`; what the operator adds to them (templated
-    files and shard, object-storage paths, the asset state store as the state's default home)
-    at :class:`~listsync.operators.base.ListSyncPlanOperator`.
+    It also takes the settings both List syncs share as keyword parameters, documented at
+    :class:`~listsync.operators.base.ListSyncPlanOperator`; ``mode`` and ``chunk_size`` are
+    documented below from their declaration (:data:`~listsync.sync.settings.SETTINGS`).
 
     :param table_id: the List's id. (templated)
     :param key_column: the List column id that identifies a row, e.g. ``domain``; one extract
@@ -42,13 +40,6 @@ class UpsertRowsOperator(ListSyncPlanOperator):
     :param sql: a query giving the extract, run on ``sql_conn_id``. (templated)
     :param sql_conn_id: an Airflow database connection (postgres, sqlite...) for ``sql``.
     :param delete_missing: delete List rows whose key is not in the extract (with ``mode="upsert"``).
-    :param mode: ``"upsert"`` (default: add and update), ``"update_only"`` (update the rows the
-        List holds, add none: an hourly score refresh that must not create accounts) or
-        ``"insert_only"`` (add the rows the List lacks, update none). (templated)
-    :param max_delete_fraction: (templated) see :class:`~listsync.sync.settings.SyncSettings`.
-    :param dry_run: (templated, as ``is_dry_run``) see :class:`~listsync.sync.settings.SyncSettings`.
-    :param chunk_size: items per request: one number for every kind, or a mapping with keys
-        ``add_rows``, ``update_cells``, ``delete_rows``; by default the service's caps.
     :param listsync_conn_id: the ``listsync`` connection.
     :param user_id: the ``userId`` to act as, instead of the connection's. (templated)
     :param key_kind: ``"domain"`` (default) normalises keys as domains, ``"text"`` trims them.
@@ -74,6 +65,10 @@ class UpsertRowsOperator(ListSyncPlanOperator):
         "approved_plan",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql", "column_map": "json"}
+    # The job's own settings are documented from their declaration, once.
+    __doc__ = with_param_docs(
+        __doc__, [_DECLARED["mode"], _DECLARED["chunk_size"]], templated=template_fields
+    )
     ui_color = "#d6eaf8"
 
     def __init__(
@@ -81,15 +76,15 @@ class UpsertRowsOperator(ListSyncPlanOperator):
         *,
         key_column: str,
         delete_missing: bool = False,
-        chunk_size: int | Mapping[str, int] | None = None,
+        chunk_size: int | Mapping[str, int] | None = _DECLARED["chunk_size"].default,
         key_kind: Literal["domain", "text"] = "domain",
         json_columns: Collection[str] = (),
-        mode: RowsMode = "upsert",
+        mode: RowsMode = _DECLARED["mode"].default,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         # Checked at parse time, like the extract in the base class; a template once rendered.
-        rows_chunk_sizes(chunk_size)
+        _DECLARED["chunk_size"].checked(chunk_size)
         if not holds_template(mode):
             check_rows_mode(mode, delete_missing)
         self.mode = mode

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+import textwrap
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Literal
 
+from listsync.client.in_flight import MAX_IN_FLIGHT, MAX_IN_FLIGHT_CEILING, check_max_in_flight
 from listsync.client.writers import (
     CELL_UPDATES_PER_REQUEST,
     PEOPLE_PER_REQUEST,
@@ -34,20 +36,26 @@ __all__ = [
     "ADD_ROWS",
     "DELETE_ROWS",
     "DELETE_SCOPES",
+    "JOBS",
     "MAX_MEMORY_AUTO",
     "MAX_PLAN_AGE",
     "PEOPLE_WRITE_KINDS",
     "ROWS_CHUNK_CAPS",
     "ROWS_MODES",
+    "SETTINGS",
+    "SHARED",
     "SYNC_MODES",
     "UPDATE_CELLS",
     "VERIFY_TIMEOUT",
     "VISIBILITY_WINDOW",
     "DeleteScope",
+    "Job",
     "RowsMode",
+    "Setting",
     "SyncMode",
     "SyncSettings",
     "adds_allowed",
+    "check_history",
     "check_rows_mode",
     "check_sync_options",
     "default_max_memory",
@@ -55,7 +63,9 @@ __all__ = [
     "parse_max_memory",
     "people_chunk_sizes",
     "rows_chunk_sizes",
+    "settings_of",
     "updates_allowed",
+    "with_param_docs",
 ]
 
 
@@ -157,8 +167,7 @@ def check_sync_options(mode: str, delete_scope: str) -> None:
 
     :raises ValueError: an unknown mode or delete scope, naming the allowed values.
     """
-    if mode not in SYNC_MODES:
-        raise ValueError(f"mode must be one of {', '.join(SYNC_MODES)}; got {mode!r}")
+    _people_mode(mode)
     if delete_scope not in DELETE_SCOPES:
         raise ValueError(f"delete_scope must be one of {', '.join(DELETE_SCOPES)}; got {delete_scope!r}")
 
@@ -168,8 +177,7 @@ def check_rows_mode(mode: str, delete_missing: bool) -> None:
 
     :raises ValueError: an unknown mode, or deletes asked of a mode that only adds or only updates.
     """
-    if mode not in ROWS_MODES:
-        raise ValueError(f"mode must be one of {', '.join(ROWS_MODES)}; got {mode!r}")
+    _rows_mode(mode)
     if delete_missing and mode != "upsert":
         raise ValueError(f"delete_missing deletes rows, which mode {mode!r} never does; use mode='upsert'")
 
@@ -253,6 +261,281 @@ VISIBILITY_WINDOW = 3600.0
 MAX_PLAN_AGE = 24 * 3600.0
 
 
+# --- every setting of a List job, declared once ---------------------------------------------
+
+
+def _fraction(name: str) -> Callable[[Any], None]:
+    def check(fraction: Any) -> None:
+        # "not 0 <= fraction <= 1" also refuses NaN.
+        if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 <= fraction <= 1:
+            raise ValueError(f"{name} must be between 0 and 1, got {fraction!r}")
+
+    return check
+
+
+def _seconds(name: str, *, least: float = 0.0, inclusive: bool = True) -> Callable[[Any], None]:
+    def check(seconds: Any) -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= least:
+            raise ValueError(f"{name} must be a number of seconds, 0 or more; got {seconds!r}")
+        if not inclusive and not seconds > least:
+            raise ValueError(f"{name} must be more than {least:g} seconds; got {seconds!r}")
+
+    return check
+
+
+def _max_memory(max_memory: Any) -> None:
+    if max_memory != MAX_MEMORY_AUTO:  # "auto" is worked out where the sync runs
+        parse_max_memory(max_memory)
+
+
+def _people_mode(mode: Any) -> None:
+    if mode not in SYNC_MODES:
+        raise ValueError(f"mode must be one of {', '.join(SYNC_MODES)}; got {mode!r}")
+
+
+def _rows_mode(mode: Any) -> None:
+    if mode not in ROWS_MODES:
+        raise ValueError(f"mode must be one of {', '.join(ROWS_MODES)}; got {mode!r}")
+
+
+Job = Literal["people", "rows"]
+JOBS: tuple[Job, ...] = ("people", "rows")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting of a List job, declared once: its name (the operators' parameter, the field of
+    :class:`SyncSettings` when the sync takes it there, ``--name-with-dashes`` on the command
+    line), its default, its help and its check. The operators' docstrings and the command line's
+    options are made from it (:func:`param_docs`, ``commands.plan_options``).
+
+    :param check: raises ``ValueError`` for a value out of range, the message beginning with the
+        setting's name; None: any value of its type.
+    :param jobs: the jobs that take it.
+    """
+
+    name: str
+    default: Any
+    help: str
+    check: Callable[[Any], object] | None = None
+    jobs: tuple[Job, ...] = JOBS
+
+    @property
+    def option(self) -> str:
+        """The command line's option: ``--no-`` before a flag that is on by default."""
+        flag = self.name.replace("_", "-")
+        return f"--no-{flag}" if self.default is True else f"--{flag}"
+
+    def checked(self, value: Any) -> Any:
+        """``value``, once its check passed."""
+        if self.check is not None:
+            self.check(value)
+        return value
+
+
+#: Every setting of a List job, in the order the docs list them.
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "mode",
+        "upsert",
+        "``upsert`` (add and patch, never delete), ``mirror`` (also delete the people the extract "
+        "lacks), ``update_only`` (patch, add no one) or ``insert_only`` (add, patch no one).",
+        _people_mode,
+        jobs=("people",),
+    ),
+    Setting(
+        "mode",
+        "upsert",
+        "``upsert`` (add and update), ``update_only`` (update the rows the List holds, add none) "
+        "or ``insert_only`` (add the rows the List lacks, update none); ``delete_missing`` goes "
+        "with ``upsert`` alone.",
+        _rows_mode,
+        jobs=("rows",),
+    ),
+    Setting(
+        "chunk_size",
+        PEOPLE_PER_REQUEST,
+        f"People per request, one number or per kind (``add``, ``patch``, ``delete``); at most "
+        f"{PEOPLE_PER_REQUEST}.",
+        people_chunk_sizes,
+        jobs=("people",),
+    ),
+    Setting(
+        "chunk_size",
+        None,
+        "Items per request, one number or per kind (``add_rows``, at most "
+        f"{ROWS_PER_REQUEST}; ``update_cells``, ``delete_rows``, at most {CELL_UPDATES_PER_REQUEST}); "
+        "None: the service's caps.",
+        rows_chunk_sizes,
+        jobs=("rows",),
+    ),
+    Setting(
+        "max_delete_fraction",
+        0.1,
+        "The largest share of what the List holds (its people, or its keyed rows; the shard's in "
+        "a sharded run) one run may delete, 0 to 1. More, or any delete when the extract has no "
+        "valid row, fails before any write, naming the value that would allow it.",
+        _fraction("max_delete_fraction"),
+    ),
+    Setting(
+        "overwrite_with_null",
+        False,
+        "A null in the extract erases the List's value (a person's field, a row's cell); "
+        "otherwise the List's value is kept.",
+    ),
+    Setting("dry_run", False, "Plan and write the plan file; send no write, keep the state as it was."),
+    Setting(
+        "fail_on_error",
+        True,
+        "Fail at the end, after everything else was written, when some items could not be "
+        "written (or drifted); never in a dry run. Off: they are only counted.",
+    ),
+    Setting(
+        "rejects_path",
+        None,
+        "Where rejected extract rows go, as JSON lines with their reasons: a local path or an "
+        "object-storage URI; none: a temporary file, only when some row was rejected.",
+    ),
+    Setting(
+        "plan_path",
+        None,
+        "Where the plan goes, as JSON lines, as ``rejects_path``; none: no plan file, except in a "
+        "dry run (then a temporary file).",
+    ),
+    Setting(
+        "max_reject_fraction",
+        1.0,
+        "Fail before reading the List when a larger share of the extract's rows is rejected, 0 to "
+        "1 (1: rejects are counted, never fatal).",
+        _fraction("max_reject_fraction"),
+    ),
+    Setting(
+        "shard",
+        None,
+        "``i/n``: sync only the accounts (people, by normalised domain) or keys (rows) that hash "
+        "to shard ``i`` of ``n``; the ``n`` runs together sync the whole List.",
+        parse_shard,
+    ),
+    Setting(
+        "max_memory",
+        MAX_MEMORY_AUTO,
+        "Fail, with nothing written, as soon as the rows read or the writes planned would take "
+        "more memory than this: bytes or a size (``2GiB``, ``500MB``); ``auto``: three quarters "
+        "of the memory of the machine or container the sync runs on; ``off``: no limit.",
+        _max_memory,
+    ),
+    Setting(
+        "state_path",
+        None,
+        "Where the sync keeps what it applied, for the next run's three-way diff: a local path "
+        "or an object-storage URI. A state made for another List, shard or mapping is refused.",
+    ),
+    Setting(
+        "fresh_state",
+        False,
+        "Do not use the state kept: diff against the live List alone, then keep a new state.",
+    ),
+    Setting(
+        "verify_timeout",
+        VERIFY_TIMEOUT,
+        "Seconds the read back waits for writes the List does not show yet; what is still not "
+        "shown is counted ``unconfirmed``, not failed.",
+        _seconds("verify_timeout"),
+    ),
+    Setting(
+        "visibility_window",
+        VISIBILITY_WINDOW,
+        "Seconds a write the List has not shown yet is not sent again by a later run, which "
+        "reads before it writes.",
+        _seconds("visibility_window"),
+    ),
+    Setting(
+        "approved_plan",
+        None,
+        "The plan file of a reviewed dry run: plan again and apply only if the plan is that file, "
+        "line for line, and no older than ``max_plan_age``; its deletes were reviewed, so "
+        "``max_delete_fraction`` does not hold them back.",
+    ),
+    Setting(
+        "max_plan_age",
+        MAX_PLAN_AGE,
+        "Seconds an ``approved_plan`` stays good after its file was written.",
+        _seconds("max_plan_age"),
+    ),
+    Setting(
+        "lock_timeout",
+        LOCK_TIMEOUT,
+        "Seconds a run waits while another run of its List, job and shard holds the List's "
+        "lease, then fails with nothing read or written, naming the holder. The lease is kept "
+        "beside the state; a dry run takes none.",
+        _seconds("lock_timeout"),
+    ),
+    Setting(
+        "lease_expiry",
+        LEASE_EXPIRY,
+        "Seconds a lease outlives its holder's last renewal: a run killed mid-write holds the "
+        "next one back this long at most.",
+        _seconds("lease_expiry", inclusive=False),
+    ),
+    Setting(
+        "max_in_flight",
+        MAX_IN_FLIGHT,
+        f"The most requests to the List at once, 1 to {MAX_IN_FLIGHT_CEILING}; halved while the "
+        "service pushes back (429, 5xx, no answer), grown back after.",
+        check_max_in_flight,
+    ),
+    Setting(
+        "history_table",
+        None,
+        "A table (``name`` or ``schema.name``) that gets a row for each run, successful or failed: "
+        "its times, the List, the mode, every count of the summary and the summary; created if "
+        "missing.",
+    ),
+    Setting(
+        "history_rejects_table",
+        None,
+        "With ``history_table``, a table that gets each rejected row of a run, copied from a "
+        "local ``rejects_path``.",
+    ),
+)
+
+
+def settings_of(job: Job) -> dict[str, Setting]:
+    """The settings ``job`` takes, by name."""
+    return {setting.name: setting for setting in SETTINGS if job in setting.jobs}
+
+
+#: The settings both jobs share, by name.
+SHARED: dict[str, Setting] = {setting.name: setting for setting in SETTINGS if setting.jobs == JOBS}
+
+
+def with_param_docs(doc: str | None, settings: Iterable[Setting], *, templated: Iterable[str] = ()) -> str:
+    """An operator's docstring ``doc`` followed by the Sphinx ``:param:`` lines of ``settings``,
+    made from their declaration; those named in ``templated`` are marked so."""
+    marked = set(templated)
+    lines = [(doc or "").rstrip()]
+    for setting in settings:
+        default = "" if setting.default is None else f" Default ``{setting.default!r}``."
+        mark = " (templated)" if setting.name in marked else ""
+        text = f":param {setting.name}: {setting.help}{default}{mark}"
+        lines.append(textwrap.fill(text, 100, initial_indent="    ", subsequent_indent="        "))
+    return "\n".join(lines) + "\n"
+
+
+def check_history(
+    table: str | None, rejects_table: str | None, where: str | None, *, names: tuple[str, str, str]
+) -> None:
+    """Check that the history settings go together: ``history_table`` with its database
+    (``where``: the operator's connection, the command line's URL), ``history_rejects_table``
+    with both.
+
+    :param names: what the caller calls the table, the rejects table and the database.
+    :raises ValueError: one without the other, naming them.
+    """
+    if (table or rejects_table) and not (table and where):
+        raise ValueError(f"{names[0]} needs {names[2]}; {names[1]} needs both")
+
+
 @dataclass(frozen=True)
 class SyncSettings:
     """What the people sync and the rows upsert share: their safety limits, failure policy, files,
@@ -264,58 +547,9 @@ class SyncSettings:
     their options (``--max-delete-fraction`` ...). A value out of range fails as the settings are
     made, before anything is read, so an operator's mistake fails when its DAG is parsed.
 
-    :param max_delete_fraction: the largest share of what the List holds (its people, or its keyed
-        rows; the shard's in a sharded run) one run may delete, 0 to 1. More, or any delete when
-        the extract has no valid row, fails before any write, naming the value that would allow
-        it (:func:`~listsync.sync.steps.check_delete_safety`).
-    :param overwrite_with_null: a null in the extract erases the List's value (a person's field,
-        a row's cell); otherwise the List's value is kept.
-    :param dry_run: plan and write the plan file; send no write, keep the state as it was.
-    :param fail_on_error: raise :class:`~listsync.sync.steps.SyncFailedError` at the end when the
-        summary counts failures (items not written, those blocked by duplicates in the List
-        among them) or drift, after everything else was written; never in a dry run.
-    :param rejects_path: where rejected extract rows go, as JSON lines with their reasons: a
-        local path, or an object with ``open()`` such as ``ObjectStoragePath``; None: a temporary
-        file, only when some row was rejected.
-    :param plan_path: where the plan goes, as JSON lines, as ``rejects_path``; None: no plan file,
-        except in a dry run (then a temporary file).
-    :param max_reject_fraction: fail before reading the List when a larger share of the extract's
-        rows is rejected, 0 to 1 (1: rejects are counted, never fatal).
-    :param shard: ``"i/n"`` (or a :class:`~listsync.extract.options.Shard`): sync only the
-        accounts (people, by normalised domain) or the keys (rows) that hash to shard ``i`` of
-        ``n``, in the extract and in the List alike; extract rows of other shards are counted in
-        ``other_shards``, and the List counts and delete safety are the shard's. The ``n`` runs
-        together sync the whole List. None: all of it.
-    :param max_memory: fail, before reading further and with nothing written, as soon as the
-        extract rows and List items read so far, or the writes planned, would take more memory
-        than this (:mod:`listsync.sync.memory`; the message says how many shards would fit):
-        bytes, or a size such as ``"2GiB"`` (:func:`parse_max_memory`). ``"auto"``: three
-        quarters of the memory of the machine or container the sync runs on, worked out there
-        (a sync that needs less than half of it always passes); None, 0 or ``"off"``: no limit.
-    :param state_path: where the sync keeps what it applied, for the next run's three-way diff
-        (:mod:`listsync.sync.state`): a local path, an object with ``open()`` such as
-        ``ObjectStoragePath``, or a :class:`~listsync.sync.state.StateStore`; None: no state,
-        every run diffs against the live List alone (and says so once). A state made for
-        another List, shard or mapping is refused.
-    :param fresh_state: do not use the state kept: diff against the live List alone, then keep
-        a new state.
-    :param verify_timeout: seconds the read back waits for writes the List does not show yet
-        (:data:`VERIFY_TIMEOUT`); what is still not shown is ``unconfirmed``, not a failure.
-    :param visibility_window: seconds a write the List has not shown yet is not sent again by a
-        later run, which reads before it writes (:data:`VISIBILITY_WINDOW`).
-    :param approved_plan: the plan file of a reviewed dry run (a local path or an object with
-        ``open()``): the run plans again and applies only if its plan is that file, line for
-        line, and the file is no older than ``max_plan_age``; otherwise it fails before any
-        write (:mod:`listsync.sync.approved`). Its deletes were reviewed, so
-        ``max_delete_fraction`` does not hold them back. None: no review, the usual checks.
-    :param max_plan_age: seconds an ``approved_plan`` stays good after its file was written
-        (:data:`MAX_PLAN_AGE`).
-    :param lock_timeout: seconds a run waits for the lease of its List, job and shard while
-        another run holds it (:mod:`listsync.sync.lease`, :data:`~listsync.sync.lease.LOCK_TIMEOUT`),
-        then fails with nothing read or written, naming the holder. A dry run takes no lease.
-    :param lease_expiry: seconds a lease outlives its holder's last renewal
-        (:data:`~listsync.sync.lease.LEASE_EXPIRY`): how long a holder killed mid-run holds the
-        next run back, at most.
+    Each field is a :class:`Setting` of :data:`SETTINGS`, where its default, help and check are
+    declared; besides them:
+
     :param lease_holder: who the run is, for the messages of the runs that wait for it; None:
         this host and process.
     :param lease_location: where the lease lives (a :class:`~listsync.sync.lease.LeaseLocation`);
@@ -326,47 +560,29 @@ class SyncSettings:
         message begins with the setting's name.
     """
 
-    max_delete_fraction: float = 0.1
-    overwrite_with_null: bool = False
-    dry_run: bool = False
-    fail_on_error: bool = True
-    rejects_path: str | os.PathLike[str] | OpenableFile | None = None
-    plan_path: str | os.PathLike[str] | OpenableFile | None = None
-    max_reject_fraction: float = 1.0
-    shard: str | Shard | None = None
-    max_memory: int | str | None = MAX_MEMORY_AUTO
-    state_path: str | os.PathLike[str] | OpenableFile | StateStore | None = None
-    fresh_state: bool = False
-    verify_timeout: float = VERIFY_TIMEOUT
-    visibility_window: float = VISIBILITY_WINDOW
-    approved_plan: str | os.PathLike[str] | OpenableFile | None = None
-    max_plan_age: float = MAX_PLAN_AGE
-    lock_timeout: float = LOCK_TIMEOUT
-    lease_expiry: float = LEASE_EXPIRY
+    max_delete_fraction: float = SHARED["max_delete_fraction"].default
+    overwrite_with_null: bool = SHARED["overwrite_with_null"].default
+    dry_run: bool = SHARED["dry_run"].default
+    fail_on_error: bool = SHARED["fail_on_error"].default
+    rejects_path: str | os.PathLike[str] | OpenableFile | None = SHARED["rejects_path"].default
+    plan_path: str | os.PathLike[str] | OpenableFile | None = SHARED["plan_path"].default
+    max_reject_fraction: float = SHARED["max_reject_fraction"].default
+    shard: str | Shard | None = SHARED["shard"].default
+    max_memory: int | str | None = SHARED["max_memory"].default
+    state_path: str | os.PathLike[str] | OpenableFile | StateStore | None = SHARED["state_path"].default
+    fresh_state: bool = SHARED["fresh_state"].default
+    verify_timeout: float = SHARED["verify_timeout"].default
+    visibility_window: float = SHARED["visibility_window"].default
+    approved_plan: str | os.PathLike[str] | OpenableFile | None = SHARED["approved_plan"].default
+    max_plan_age: float = SHARED["max_plan_age"].default
+    lock_timeout: float = SHARED["lock_timeout"].default
+    lease_expiry: float = SHARED["lease_expiry"].default
     lease_holder: str | None = None
     lease_location: LeaseLocation | None = None
 
     def __post_init__(self) -> None:
         if self.approved_plan is not None and self.dry_run:
             raise ValueError("approved_plan applies a reviewed plan, which a dry run never does; drop one")
-        parse_shard(self.shard)
-        if self.max_memory != MAX_MEMORY_AUTO:  # "auto" is worked out where the sync runs
-            parse_max_memory(self.max_memory)
-        for name, seconds in (
-            ("verify_timeout", self.verify_timeout),
-            ("visibility_window", self.visibility_window),
-            ("max_plan_age", self.max_plan_age),
-            ("lock_timeout", self.lock_timeout),
-            ("lease_expiry", self.lease_expiry),
-        ):
-            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
-                raise ValueError(f"{name} must be a number of seconds, 0 or more; got {seconds!r}")
-        if not self.lease_expiry > 0:
-            raise ValueError(f"lease_expiry must be more than 0 seconds; got {self.lease_expiry!r}")
-        for name, fraction in (
-            ("max_delete_fraction", self.max_delete_fraction),
-            ("max_reject_fraction", self.max_reject_fraction),
-        ):
-            # "not 0 <= fraction <= 1" also refuses NaN.
-            if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 <= fraction <= 1:
-                raise ValueError(f"{name} must be between 0 and 1, got {fraction!r}")
+        for item in fields(self):
+            if item.name in SHARED:
+                SHARED[item.name].checked(getattr(self, item.name))
