@@ -5,6 +5,7 @@ process as it finishes each task (``finalize``), as a worker does."""
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -457,3 +458,26 @@ def test_a_summary_an_older_listsync_returned_is_read_under_todays_names() -> No
         "not_added": 1,
     }
     assert summary_of({"rows_added": 5}) is None
+
+
+class Unreachable(BaseNotifier):
+    """A notifier whose service is down."""
+
+    def notify(self, context: Any) -> None:
+        raise ConnectionError("smtp.example.com:25: connection refused\n  (and a second line)")
+
+
+@pytest.mark.parametrize("level", [logging.INFO, logging.DEBUG], ids=["info", "debug"])
+def test_an_alert_that_cannot_be_sent_is_one_warning_line_naming_it_and_why(
+    caplog: pytest.LogCaptureFixture, level: int
+) -> None:
+    with caplog.at_level(level, logger="listsync.notifications"):
+        SyncNotifier(Unreachable()).notify({"exception": ValueError("the sync failed")})  # type: ignore[typeddict-unknown-key]
+
+    [warning] = [record for record in caplog.records if record.levelno == logging.WARNING]
+    assert warning.getMessage().startswith("ListSync alert '[ListSync] FAILED")
+    assert warning.getMessage().endswith(
+        "was not sent by Unreachable: smtp.example.com:25: connection refused"
+    )
+    # The traceback only where the log shows debug records.
+    assert (warning.exc_info is not None) is (level == logging.DEBUG)

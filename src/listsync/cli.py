@@ -7,15 +7,16 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from importlib.metadata import version
 
 from listsync.commands.common import (
     API_KEY_ENV,
     EXIT_FAILED,
-    log_warnings_to_stderr,
     masked_secrets,
-    one_line,
     report,
 )
+from listsync.commands.display import watching
+from listsync.errors import one_line
 
 # Each command lives in its own module under listsync.commands and exposes register(subparsers);
 # heavy imports happen inside the command, so `listsync --help` stays fast.
@@ -32,12 +33,24 @@ def build_parser() -> argparse.ArgumentParser:
         prog="listsync",
         description="Sync CRM and warehouse extracts into Lists and ingest signal events.",
     )
+    parser.add_argument(
+        "--version", action="version", version=f"listsync {version('airflow-provider-listsync')}"
+    )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
     for command in subparsers.choices.values():
         command.add_argument(
-            "--debug", action="store_true", help="on an unexpected error, print the traceback too"
+            "--debug",
+            action="store_true",
+            help="on an unexpected error, or one beside the run (its history row), print the traceback too",
+        )
+        command.add_argument(
+            "-v",
+            "--verbose",
+            action="count",
+            default=0,
+            help="show what the run does on standard error, not only its progress (-vv: in detail)",
         )
     return parser
 
@@ -50,8 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     masked, even when the service echoed it back.
     """
     args = build_parser().parse_args(argv)
-    log_warnings_to_stderr(args.command)
-    with masked_secrets(getattr(args, "api_key", None), os.environ.get(API_KEY_ENV)):
+    with (
+        masked_secrets(getattr(args, "api_key", None), os.environ.get(API_KEY_ENV)),
+        watching(args.command, args.verbose, debug=args.debug),
+    ):
         try:
             result: int = args.func(args)
         except Exception as exc:

@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from airflow.sdk import BaseNotifier
 
+from listsync.errors import warn_aside
 from listsync.sync.summary import HEADLINE_COUNTS, counts_of, upgraded
 
 if TYPE_CHECKING:
@@ -77,6 +78,8 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 #: Reasons of each kind the message lists, most frequent first.
 MAX_REASONS = 3
@@ -270,14 +273,18 @@ class SyncNotifier(BaseNotifier):
         }
         # Rendering replaces the notifier's templates by their values, so each alert renders a copy.
         target = copy.copy(self.notifier)
-        target(cast("Context", {**context, "listsync": listsync}))
+        try:
+            target(cast("Context", {**context, "listsync": listsync}))
+        except Exception as error:
+            # The alert is beside the run: its failure must not fail a callback, nor bury the log.
+            warn_aside(log, f"ListSync alert {subject!r} was not sent by {type(target).__name__}", error)
 
     def _read(self, what: str, read: Callable[[], T]) -> T | None:
         """What ``read`` returns; None, logged, when it fails: an alert goes out without it."""
         try:
             return read()
-        except Exception:
-            self.log.warning("ListSync alert: could not read %s", what, exc_info=True)
+        except Exception as error:
+            warn_aside(log, f"ListSync alert: could not read {what}", error)
             return None
 
 

@@ -5,6 +5,10 @@ window) call a :class:`Progress` on every turn; it logs only when its last line 
 seconds old, so a long run says where it is every ten seconds and a short one says nothing more.
 A wait is slept through :meth:`Progress.sleep`, in steps that end when a line is due, so a long
 wait is not silent either. The clock is injected, so tests drive it without waiting.
+
+A progress line is a log record marked with :data:`PROGRESS` (``extra=PROGRESS``), which
+:func:`is_progress` recognises: the command line shows those while a run works, and hides the
+other records below WARNING unless asked (``-v``).
 """
 
 from __future__ import annotations
@@ -13,10 +17,18 @@ import logging
 from collections.abc import Callable
 from time import monotonic
 
-__all__ = ["PROGRESS_SECONDS", "Progress"]
+__all__ = ["PROGRESS", "PROGRESS_SECONDS", "Progress", "is_progress"]
 
 PROGRESS_SECONDS = 10.0
 """How often long work logs a progress line, in seconds."""
+
+#: The ``extra`` of a log record that tells how far long work has come.
+PROGRESS = {"listsync_progress": True}
+
+
+def is_progress(record: logging.LogRecord) -> bool:
+    """Whether ``record`` is a progress line (logged with ``extra=PROGRESS``)."""
+    return getattr(record, "listsync_progress", False) is True
 
 
 class Progress:
@@ -51,7 +63,7 @@ class Progress:
         if now - self._last < self.every:
             return False
         self._last = now
-        self.logger.info(self.message, *args)
+        self.logger.info(self.message, *args, extra=PROGRESS)
         return True
 
     def sleep(self, seconds: float, sleep: Callable[[float], None], *args: object) -> None:

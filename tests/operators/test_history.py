@@ -4,6 +4,9 @@ connection (SQLite, PostgreSQL), and through ``--history-url`` on the command li
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
@@ -151,6 +154,39 @@ def test_the_command_line_records_its_runs_without_printing_the_url(
     for row, summary in zip(rows, summaries, strict=True):
         check_row(row, summary, "success")
         assert row["dag_id"] is None
+
+
+@pytest.mark.parametrize("debug", [False, True], ids=["one line", "--debug"])
+def test_a_history_database_that_is_down_is_one_warning_line_and_the_run_succeeds(
+    people_emulator: LiveEmulator, tmp_path: Path, debug: bool
+) -> None:
+    people_emulator.seed(TABLE, {"domain": "acme.com"}, {"domain": "beta.io"})
+    (tmp_path / "contacts.csv").write_text(NIGHTS[0], encoding="utf-8")
+    command = [sys.executable, "-m", "listsync.cli", "sync-people", "--base-url", people_emulator.url]
+    command += ["--user-id", "usr_people", "--table-id", TABLE, "--source", str(tmp_path / "contacts.csv")]
+    command += [item for source, field in COLUMN_MAP.items() for item in ("--map", f"{source}={field}")]
+    # Nothing listens on port 9: the history's database is down.
+    command += ["--no-state", "--history-table", "runs", "--history-url", "postgresql://127.0.0.1:9/x"]
+    env = {**os.environ, "LISTSYNC_API_KEY": API_KEY}
+
+    run = subprocess.run(
+        [*command, *(["--debug"] if debug else [])],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["added"] == 3
+    warnings = [line for line in run.stderr.splitlines() if "history table" in line]
+    assert len(warnings) == 1 and "OperationalError" in warnings[0], run.stderr
+    assert warnings[0].startswith("listsync sync-people: The run ") and "sync's outcome stands" in warnings[0]
+    assert ("Traceback" in run.stderr) is debug, run.stderr
+    if not debug:  # besides the progress lines
+        progress = ("Plan for", " applied (")
+        assert [line for line in run.stderr.splitlines() if not any(p in line for p in progress)] == warnings
 
 
 def test_history_options_that_do_not_go_together_exit_2(

@@ -11,11 +11,9 @@ Nothing heavy is imported at module level, so ``listsync --help`` stays fast.
 from __future__ import annotations
 
 import argparse
-import json
-import logging
 import os
 import sys
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -42,13 +40,11 @@ __all__ = [
     "chunk_size_argument",
     "column_mapping",
     "default_state_dir",
-    "log_warnings_to_stderr",
+    "mask",
     "masked_secrets",
-    "one_line",
-    "print_summary",
     "read_frames",
     "report",
-    "run_and_report",
+    "without_credentials",
 ]
 
 API_KEY_ENV = "LISTSYNC_API_KEY"
@@ -266,103 +262,22 @@ def masked_secrets(*secrets: str | None) -> Iterator[None]:
         _SECRETS.difference_update(added)
 
 
-def _mask(text: str) -> str:
+def mask(text: str) -> str:
+    """``text`` with every secret :func:`masked_secrets` holds replaced by ``***``."""
     for secret in _SECRETS:
         text = text.replace(secret, MASK)
     return text
 
 
-class _Reported(logging.Formatter):
-    """Log records as the commands' own messages: ``listsync <command>: <message>``, secrets masked."""
-
-    def __init__(self, command: str) -> None:
-        super().__init__(f"listsync {command}: %(message)s")
-
-    def format(self, record: logging.LogRecord) -> str:
-        return _mask(super().format(record))
-
-
-def log_warnings_to_stderr(command: str) -> None:
-    """Show warnings (a retried request, a filter the service ignores...) as the commands' messages.
-
-    Left to Python's last resort, they would reach standard error without the command's prefix
-    and unmasked. A handler set up already (by the caller) is left as it is.
-    """
-    root = logging.getLogger()
-    if root.handlers:
-        return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_Reported(command))
-    handler.setLevel(logging.WARNING)
-    root.addHandler(handler)
-
-
-def one_line(error: BaseException) -> str:
-    """An error as one line: its class when it says nothing, its first line, at most 500 characters."""
-    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    if text != type(error).__name__ and not isinstance(error, (ValueError, OSError)):
-        text = f"{type(error).__name__}: {text}"
-    return text if len(text) <= 500 else text[:497] + "..."
-
-
 def report(command: str, message: object) -> None:
     """Print ``listsync <command>: <message>`` on standard error, secrets masked."""
-    print(_mask(f"listsync {command}: {message}"), file=sys.stderr)
+    print(mask(f"listsync {command}: {message}"), file=sys.stderr)
 
 
-def print_summary(summary: Mapping[str, Any]) -> None:
-    """Print a job's JSON summary on standard output, secrets masked."""
-    print(_mask(json.dumps(summary, indent=2)))
-
-
-def _without_credentials(url: str) -> str:
+def without_credentials(url: str) -> str:
     from urllib.parse import urlsplit, urlunsplit
 
     parts = urlsplit(url)
     if parts.username is None and parts.password is None:
         return url
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-
-
-def run_and_report(
-    command: str,
-    job: Callable[[], Mapping[str, Any]],
-    *,
-    base_url: str | None = None,
-    hint_on_failure: str | None = None,
-    then: Callable[[Any], int | None] | None = None,
-) -> int:
-    """Run ``job``, print its summary, and return the exit status.
-
-    A job that fails with some items not written prints the summary it would have returned
-    before the message. The messages of the errors caught say what to fix and name the request,
-    never the API key (the client keeps it out of them); one that says more about the address
-    than about the service (nothing answering, a redirect, a body that is not JSON) adds to
-    check ``--base-url``.
-
-    :param base_url: the ``--base-url`` the job talks to, quoted (without credentials) in that hint.
-    :param hint_on_failure: a further line printed after the message of a failed run.
-    :param then: called with the summary of a run that did not raise; it may print more and
-        return an exit status other than :data:`EXIT_OK`.
-    :return: :data:`EXIT_OK`, or :data:`EXIT_FAILED` when the job raised an error of the
-        service, the extract or the settings (or ``then`` said so).
-    """
-    from listsync.client.errors import ListSyncError, points_elsewhere
-    from listsync.sync.steps import SyncFailedError
-
-    try:
-        summary = job()
-    except (ListSyncError, ValueError) as exc:
-        if isinstance(exc, SyncFailedError):
-            print_summary(exc.summary)
-        if base_url is not None and points_elsewhere(exc):
-            where = _without_credentials(base_url)
-            report(command, f"{exc}; check --base-url ({where}): it must be the service's API address")
-        else:
-            report(command, exc)
-        if hint_on_failure:
-            report(command, hint_on_failure)
-        return EXIT_FAILED
-    print_summary(summary)
-    status = then(summary) if then is not None else None
-    return EXIT_OK if status is None else status

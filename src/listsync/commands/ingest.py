@@ -35,8 +35,8 @@ from listsync.commands.common import (
     default_state_dir,
     read_frames,
     report,
-    run_and_report,
 )
+from listsync.commands.display import add_output_argument, output_of, run_and_report
 
 __all__ = ["API_KEY_ENV", "STATE_DIR_ENV", "JsonFileStore", "default_state_dir", "register", "run"]
 
@@ -175,6 +175,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--rejects-path", metavar="FILE", help="write rejected rows here as JSON lines")
     parser.add_argument("--dry-run", action="store_true", help="map and count the events; send nothing")
+    add_output_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -253,6 +254,7 @@ def run(args: argparse.Namespace) -> int:
             "ingest",
             ingest,
             base_url=args.base_url,
+            output=output_of(args),
             hint_on_failure=resume,
             then=lambda summary: _say(summary, path),
         )

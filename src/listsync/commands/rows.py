@@ -27,8 +27,8 @@ from listsync.commands.common import (
     column_mapping,
     read_frames,
     report,
-    run_and_report,
 )
+from listsync.commands.display import add_output_argument, output_of, run_and_report
 from listsync.commands.plan_options import add_plan_arguments, add_setting, recorded, sync_settings
 
 __all__ = ["API_KEY_ENV", "WRITE_KINDS", "register", "run"]
@@ -102,6 +102,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_plan_arguments(upsert, job="rows")
 
     add_service_arguments(parser)
+    add_output_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -154,4 +155,5 @@ def run(args: argparse.Namespace) -> int:
                 ),
             ),
             base_url=args.base_url,
+            output=output_of(args),
         )

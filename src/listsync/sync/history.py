@@ -48,6 +48,7 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
+from listsync.errors import warn_aside
 from listsync.sync.summary import COUNT_NAMES, counts_of
 
 __all__ = ["COUNT_COLUMNS", "MAX_ERROR_LENGTH", "SyncRun", "record_run", "run_recorded"]
@@ -163,8 +164,9 @@ def run_recorded(
     """Run ``sync`` (a whole ``sync_people`` or ``upsert_rows``) and give the run to ``record``,
     whether it returned or raised, then return its summary or raise its error.
 
-    A record that fails is logged as an error and changes nothing of the sync's outcome: what was
-    written is written, and the run's summary is still returned (or its error raised).
+    A record that fails is one warning line (:func:`~listsync.errors.warn_aside`) and changes
+    nothing of the sync's outcome: what was written is written, and the run's summary is still
+    returned (or its error raised).
 
     :param dag_id: as ``task_id`` and ``airflow_run_id``, what :class:`SyncRun` records of Airflow.
     """
@@ -199,11 +201,12 @@ def run_recorded(
 def _record_safely(record: Callable[[SyncRun], None], run: SyncRun) -> None:
     try:
         record(run)
-    except Exception:
-        log.exception(
-            "The run %s of %s could not be recorded in the history table; the sync's outcome stands",
-            run.run_id,
-            run.table_id,
+    except Exception as error:
+        warn_aside(
+            log,
+            f"The run {run.run_id} of {run.table_id} was not recorded in the history table (the "
+            "sync's outcome stands)",
+            error,
         )
 
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from listsync.errors import ListSyncError
 from listsync.files import OpenableFile, write_json_lines
+from listsync.progress import PROGRESS
 from listsync.sync.summary import ListSyncSummary
 
 if TYPE_CHECKING:
@@ -247,7 +248,13 @@ class ProgressLogger:
             self._next_mark = reached + 1
             details = "".join(f", {name} {value}" for name, value in counts.items())
             self._log.info(
-                "%s: %d of %d applied (%.0f%%)%s", self._what, self.done, self.total, fraction * 100, details
+                "%s: %d of %d applied (%.0f%%)%s",
+                self._what,
+                self.done,
+                self.total,
+                fraction * 100,
+                details,
+                extra={**PROGRESS, "done": self.done, "total": self.total},
             )
 
 

@@ -29,6 +29,8 @@ __all__ = [
     "RowsSummary",
     "count_names",
     "counts_of",
+    "is_count",
+    "meaning",
     "upgraded",
 ]
 
@@ -136,6 +138,8 @@ def count_names(summary_type: type[ListSyncSummary]) -> tuple[str, ...]:
     return tuple(name for name, field in summary_type.model_fields.items() if field.annotation is int)
 
 
+_FIELDS = {**PeopleSummary.model_fields, **RowsSummary.model_fields}
+
 #: The counts of either job, the shared ones first, and ``requests_total`` (``requests["total"]``).
 COUNT_NAMES: tuple[str, ...] = (
     *dict.fromkeys((*count_names(PeopleSummary), *count_names(RowsSummary))),
@@ -144,9 +148,7 @@ COUNT_NAMES: tuple[str, ...] = (
 
 #: The counts an alert names, in the order declared.
 HEADLINE_COUNTS: tuple[str, ...] = tuple(
-    name
-    for name, field in {**PeopleSummary.model_fields, **RowsSummary.model_fields}.items()
-    if field.json_schema_extra == {"headline": True}
+    name for name, field in _FIELDS.items() if field.json_schema_extra == {"headline": True}
 )
 
 #: The counts of what a sync changed in the List.
@@ -173,8 +175,17 @@ def counts_of(summary: Mapping[str, Any]) -> dict[str, int]:
     summary = upgraded(summary)
     requests = summary.get("requests")
     values = {**summary, "requests_total": requests.get("total") if isinstance(requests, Mapping) else None}
-    return {name: values[name] for name in COUNT_NAMES if _is_count(values.get(name))}
+    return {name: values[name] for name in COUNT_NAMES if is_count(values.get(name))}
 
 
-def _is_count(value: Any) -> bool:
+def is_count(value: Any) -> bool:
+    """Whether ``value`` is a count: an ``int``, not a ``bool``."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def meaning(name: str) -> str:
+    """What the summary's ``name`` means, as declared; ``""`` for a name it does not declare."""
+    if name == "requests_total":
+        return "Write requests sent."
+    field = _FIELDS.get(name)
+    return "" if field is None or field.description is None else field.description.replace("``", "")

@@ -13,6 +13,7 @@ from listsync.client.paging import ReadWatch
 from listsync.client.writers import (
     PEOPLE_PER_REQUEST,
 )
+from listsync.progress import PROGRESS
 from listsync.sync.forms import DELETE_REACH
 from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob, PlannedExtract
 from listsync.sync.memory import PEOPLE_COSTS, MemoryGuard, RowCosts, give_back_freed_memory
@@ -161,6 +162,7 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
             len(plan.repairs),
             plan.unchanged,
             plan.current_people,
+            extra=PROGRESS,
         )
         if plan.list_duplicates or plan.list_unidentified:
             log.warning(

@@ -11,6 +11,7 @@ import numpy as np
 
 from listsync.client.paging import ReadWatch
 from listsync.extract.mapping import rows_key_column
+from listsync.progress import PROGRESS
 from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob, PlannedExtract
 from listsync.sync.memory import MemoryGuard, RowCosts, give_back_freed_memory, rows_costs
 from listsync.sync.rows.apply import (
@@ -188,6 +189,7 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
             len(plan.removals),
             plan.unchanged,
             plan.list_rows,
+            extra=PROGRESS,
         )
         if plan.duplicate_keys:
             _log.warning(
