@@ -725,7 +725,7 @@ def test_rows_a_service_keeps_in_its_own_forms_are_no_drift_and_not_written_agai
     first = run_rows(live, extract, FORMED_COLUMNS, settings=settings)
 
     assert list_rows_view(live) == rows_in_service_form(extract, profile)
-    assert (first["rows_added"], first["verified"], first["drift"], first["failed"]) == (60, 60, 0, 0)
+    assert (first["added"], first["verified"], first["drift"], first["failed"]) == (60, 60, 0, 0)
     # Every row on a service keeping numbers its own way (10.0 for 10); else those given a label.
     forms = PROFILES[profile].canonical_forms
     assert first["service_forms"] == (60 if "number" in forms else 12)
@@ -748,7 +748,7 @@ def test_rows_a_service_keeps_in_its_own_forms_are_no_drift_and_not_written_agai
     counters = live.stats.requests.copy()
     summary = run_rows(live, second, FORMED_COLUMNS, settings=settings)
     assert requests_since(live, counters, ROW_WRITES) == {"add_rows": 0, "update_cells": 1, "delete_rows": 0}
-    assert (summary["cells_updated"], summary["rows_updated"], summary["drift"]) == (4, 4, 0)
+    assert (summary["cells_updated"], summary["updated"], summary["drift"]) == (4, 4, 0)
     assert list_rows_view(live) == rows_in_service_form(second, profile)
 
 
