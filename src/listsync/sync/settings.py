@@ -11,11 +11,12 @@ names from here: :mod:`listsync.sync.people` (mode, delete scope, chunk sizes),
 from __future__ import annotations
 
 import os
-import re
 import textwrap
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import ByteSize, TypeAdapter, ValidationError
 
 from listsync.client.in_flight import MAX_IN_FLIGHT, MAX_IN_FLIGHT_CEILING, check_max_in_flight
 from listsync.client.writers import (
@@ -73,18 +74,6 @@ __all__ = [
 
 #: ``max_memory`` that asks for :func:`default_max_memory`, worked out where the sync runs.
 MAX_MEMORY_AUTO = "auto"
-_MEMORY_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 1000,
-    "mb": 1000**2,
-    "gb": 1000**3,
-    "tb": 1000**4,
-    "kib": 1024,
-    "mib": 1024**2,
-    "gib": 1024**3,
-    "tib": 1024**4,
-}
 _MEMORY_OFF = ("off", "none", "0")
 
 
@@ -106,9 +95,10 @@ def default_max_memory() -> int:
 
 
 def parse_max_memory(max_memory: int | str | None) -> int | None:
-    """``max_memory`` in bytes: a whole number of bytes, or a number with a unit (``"2GiB"``,
-    ``"500MB"``, ``"1.5 GB"``; KB, MB, GB, TB count by 1000, KiB, MiB, GiB, TiB by 1024);
-    ``"auto"`` for :func:`default_max_memory`. None, 0 and ``"off"``: no limit (None).
+    """``max_memory`` in bytes: a whole number of bytes, or a size as :class:`pydantic.ByteSize`
+    reads it (``"2GiB"``, ``"500MB"``, ``"1.5 GB"``; KB, MB, GB, TB count by 1000, KiB, MiB, GiB,
+    TiB by 1024); ``"auto"`` for :func:`default_max_memory`. None, 0 and ``"off"``: no limit
+    (None).
 
     :raises ValueError: anything else, naming the forms allowed.
     """
@@ -116,14 +106,16 @@ def parse_max_memory(max_memory: int | str | None) -> int | None:
         return None
     if isinstance(max_memory, str) and max_memory.strip().lower() == MAX_MEMORY_AUTO:
         return default_max_memory()
-    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([a-zA-Z]*)\s*", str(max_memory))
-    unit = _MEMORY_UNITS.get(match[2].lower()) if match is not None else None
-    if isinstance(max_memory, bool) or match is None or unit is None or isinstance(max_memory, float):
+    try:
+        # ByteSize reads True as 1 and a float as whole bytes: neither is a size anyone meant.
+        if isinstance(max_memory, bool | float):
+            raise ValueError
+        return int(TypeAdapter(ByteSize).validate_python(max_memory)) or None
+    except (ValueError, ValidationError):
         raise ValueError(
             'max_memory must be a number of bytes or a size such as "2GiB", "500MB" or "1.5 GB" '
             f'("auto": the default; "off": no limit); got {max_memory!r}'
-        )
-    return int(float(match[1]) * unit) or None
+        ) from None
 
 
 def format_bytes(size: float) -> str:
