@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from listsync.client import AccountKeyed, Keyed, RetryPolicy
+from listsync.client.errors import AccountsNotFoundError
 from listsync.client.writers import (
     chunk_by_account,
     write_cell_updates,
@@ -112,8 +113,8 @@ def test_unknown_accounts_are_dropped_recorded_and_the_rest_resent(make_client):
         ["a.io", "b.io"],
     ]
     assert report.failed == {
-        "ghost1.io#0": "Account not found: ghost1.io, GHOST2.io",
-        "GHOST2.io#0": "Account not found: ghost1.io, GHOST2.io",
+        "ghost1.io#0": f"Account not found: ghost1.io, GHOST2.io ({AccountsNotFoundError.ADVICE})",
+        "GHOST2.io#0": f"Account not found: ghost1.io, GHOST2.io ({AccountsNotFoundError.ADVICE})",
     }
     assert report.written == ["a.io#0", "a.io#1", "b.io#0", "b.io#1"]
     assert report.counts == {"added": 3, "updated": 1, "skipped": 0}

@@ -101,11 +101,20 @@ class SignalsNotFoundError(NotFoundError):
 
 
 class AccountsNotFoundError(NotFoundError):
-    """Account domains of a people write that match no account row (A14). ``domains`` lists them."""
+    """Account domains of a people write that match no account row (A14). ``domains`` lists them;
+    :attr:`reason` is what the people on them failed with."""
+
+    #: What a person whose account has no row in the List must wait for (A14).
+    ADVICE = "a person is written under their account's row: write the account rows first, then the people"
 
     def __init__(self, status: int, method: str, path: str, message: str, domains: list[str]) -> None:
         super().__init__(status, method, path, message)
         self.domains = domains
+
+    @property
+    def reason(self) -> str:
+        """The service's words, and what to do."""
+        return f"{self.message} ({self.ADVICE})"
 
 
 class RowsNotFoundError(NotFoundError):

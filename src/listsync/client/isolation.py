@@ -153,7 +153,8 @@ class IsolatingSender(Generic[UnitT]):
         missing = {name.lower() for name in names}
         dropped = [i for i, unit in enumerate(units) if self.id_of(unit).lower() in missing]
         if dropped:
-            self._set_apart_missing(units, dropped, exc.message)
+            reason = exc.reason if isinstance(exc, AccountsNotFoundError) else exc.message
+            self._set_apart_missing(units, dropped, reason)
         else:
             # It names nothing as we sent it (another spelling?): taken apart like any refusal.
             self._take_apart(units, exc, whole=whole)

@@ -286,7 +286,11 @@ def test_people_of_a_missing_account_fail_with_the_services_reason_after_the_res
 
     summary = caught.value.summary
     assert (summary["added"], summary["failed"]) == (4, 1)
-    assert summary["failure_reasons"] == {"Account not found: unknown.example": 1}
+    # The reason says what to do: write the account rows before their people.
+    assert summary["failure_reasons"] == {
+        "Account not found: unknown.example (a person is written under their account's row: write the "
+        "account rows first, then the people)": 1
+    }
     assert extract_view(list_people()) == NORMALISED
 
 
