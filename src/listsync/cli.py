@@ -25,6 +25,8 @@ COMMAND_MODULES = (
     "listsync.commands.people",
     "listsync.commands.ingest",
     "listsync.commands.rows",
+    "listsync.commands.history",
+    "listsync.commands.state",
 )
 
 

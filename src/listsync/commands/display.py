@@ -18,6 +18,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from listsync.commands.common import EXIT_FAILED, EXIT_OK, mask, report, without_credentials
@@ -25,6 +26,7 @@ from listsync.progress import is_progress
 from listsync.sync.summary import is_count
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.progress import Progress, TaskID
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "add_output_argument",
     "output_of",
     "print_result",
+    "print_rows",
     "progress_shown",
     "run_and_report",
     "watching",
@@ -39,6 +42,8 @@ __all__ = [
 
 #: What ``--output`` takes: a table for a person, JSON for a program.
 OUTPUTS = ("table", "json")
+#: The width of a table printed where no terminal says how wide it may be.
+WIDE = 400
 
 
 def add_output_argument(parser: argparse.ArgumentParser) -> None:
@@ -176,7 +181,6 @@ def print_result(summary: Mapping[str, Any], output: str) -> None:
     if output == "json":
         print(mask(json.dumps(summary, indent=2)))
         return
-    from rich.console import Console
     from rich.table import Table
 
     from listsync.sync.summary import counts_of, meaning
@@ -198,7 +202,36 @@ def print_result(summary: Mapping[str, Any], output: str) -> None:
         text = _value_text(name, value)
         if name not in counts and text:
             table.add_row(name, "", mask(text))
-    Console(highlight=False).print(table)
+    _console().print(table)
+
+
+def print_rows(rows: list[dict[str, Any]], columns: list[str], output: str) -> None:
+    """Print ``rows`` (a history's runs, the states of a job) on standard output: one JSON
+    document holding them whole (``output="json"``), or a table of their ``columns``."""
+    if output == "json":
+        print(mask(json.dumps(rows, indent=2, default=str)))
+        return
+    from rich.table import Table
+
+    table = Table(*columns, box=None, pad_edge=False, header_style="bold")
+    for row in rows:
+        table.add_row(*(mask(_cell(row.get(column))) for column in columns))
+    _console().print(table)
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    # A table asked for into a file or a pipe has no terminal width to fit: lines are not cut.
+    return Console(highlight=False, width=None if sys.stdout.isatty() else WIDE)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    return f"{value:,}" if is_count(value) else str(value)
 
 
 def _value_text(name: str, value: Any) -> str:

@@ -29,6 +29,9 @@ The rejects table (``rejects_table``) holds a row per rejected extract row: ``ru
 ``row_number``, ``reasons`` (a JSON list) and ``original`` (a JSON object), copied from the
 run's local rejects file (:mod:`listsync.extract.rejects`).
 
+:func:`read_runs` reads the last runs back (``listsync history``), counts an older listsync
+wrote under other names (``rows_added``...) under today's.
+
 A table made by an older listsync, with fewer columns, is written to as it is: the columns it
 lacks are named in a warning, and the run is recorded without them. Missing tables are created
 in a transaction of their own; the rows of one run (the run and its rejects) are then written in
@@ -49,9 +52,9 @@ from typing import Any, Literal
 import sqlalchemy as sa
 
 from listsync.errors import warn_aside
-from listsync.sync.summary import COUNT_NAMES, counts_of
+from listsync.sync.summary import COUNT_NAMES, RENAMED, counts_of
 
-__all__ = ["COUNT_COLUMNS", "MAX_ERROR_LENGTH", "SyncRun", "record_run", "run_recorded"]
+__all__ = ["COUNT_COLUMNS", "MAX_ERROR_LENGTH", "SyncRun", "read_runs", "record_run", "run_recorded"]
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +199,50 @@ def run_recorded(
         raise
     _record_safely(record, run("success", summary))
     return summary
+
+
+def read_runs(
+    engine: sa.engine.Engine,
+    table: str,
+    *,
+    table_id: str | None = None,
+    job: Job | None = None,
+    limit: int = 20,
+) -> list[dict[str, Any]]:
+    """The last ``limit`` runs recorded in ``table``, the newest first, each a dict of its
+    columns (times in UTC, aware) but ``summary``; only those of ``table_id`` and ``job`` when
+    given. A row written before the rows upsert's counts took their shared names has them under
+    today's names (:data:`~listsync.sync.summary.RENAMED`).
+
+    :raises ValueError: ``table`` does not exist, or ``limit`` is below 1.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be 1 or more, got {limit}")
+    schema, name = _split_name(table)
+    with engine.connect() as conn:
+        if not sa.inspect(conn).has_table(name, schema=schema):
+            raise ValueError(f"no table {table} in {engine.url.render_as_string(hide_password=True)}")
+        runs = sa.Table(name, sa.MetaData(), autoload_with=conn, schema=schema)
+        query = sa.select(*(column for column in runs.columns if column.name != "summary"))
+        if table_id is not None:
+            query = query.where(runs.c.table_id == table_id)
+        if job is not None:
+            query = query.where(runs.c.job == job)
+        rows = conn.execute(query.order_by(runs.c.started_at.desc()).limit(limit)).mappings().all()
+    return [_read_row(dict(row)) for row in rows]
+
+
+def _read_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    read = {name: value for name, value in row.items() if name not in RENAMED}
+    for old, new in RENAMED.items():
+        if read.get(new) is None and row.get(old) is not None:
+            read[new] = row[old]
+    for name in ("started_at", "finished_at"):
+        moment = read.get(name)
+        # SQLite gives back the UTC time it stored, naive.
+        if isinstance(moment, datetime) and moment.tzinfo is None:
+            read[name] = moment.replace(tzinfo=timezone.utc)
+    return read
 
 
 def _record_safely(record: Callable[[SyncRun], None], run: SyncRun) -> None:

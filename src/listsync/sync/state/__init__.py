@@ -50,6 +50,7 @@ from listsync.sync.state.stores import (
     StateStore,
     load_state,
     save_state,
+    state_files,
     state_store,
 )
 
@@ -72,5 +73,6 @@ __all__ = [
     "SyncState",
     "load_state",
     "save_state",
+    "state_files",
     "state_store",
 ]

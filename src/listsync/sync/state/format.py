@@ -47,11 +47,17 @@ class StateScope:
     def name(self, namespace: str = "") -> str:
         """A name for this scope's state, unique for the job, List, shard and mapping (and the
         ``namespace``, such as the service's address): ``people-tbl_1-all-<12 hex digits>``."""
-        shard = "all" if self.shard is None else self.shard.replace("/", "-of-")
         digest = hashlib.sha256(
             json.dumps([namespace, _plain(self.mapping)], sort_keys=True).encode()
         ).hexdigest()[:12]
-        return f"{self.job}-{re.sub(r'[^A-Za-z0-9_.-]', '_', self.table_id)}-{shard}-{digest}"
+        return f"{self.prefix(self.job, self.table_id, self.shard)}-{digest}"
+
+    @staticmethod
+    def prefix(job: str, table_id: str, shard: str | None) -> str:
+        """What the :meth:`name` of every state of ``job``, List and shard begins with, whatever
+        its mapping and namespace: ``people-tbl_1-all``."""
+        part = "all" if shard is None else shard.replace("/", "-of-")
+        return f"{job}-{re.sub(r'[^A-Za-z0-9_.-]', '_', table_id)}-{part}"
 
     def mismatch(self, other: StateScope) -> str | None:
         """How ``other`` (a stored state's scope) differs from this one, in words; None if not."""

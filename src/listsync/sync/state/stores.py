@@ -91,6 +91,12 @@ class StateDirectory:
         return FileLease(self.folder / f"{name}-{digest}.lease")
 
 
+def state_files(folder: str | os.PathLike[str], job: str, table_id: str, shard: str | None) -> list[Path]:
+    """The state files a :class:`StateDirectory` at ``folder`` keeps for ``job``, List and shard,
+    of any service and mapping."""
+    return sorted(Path(folder).glob(f"{StateScope.prefix(job, table_id, shard)}-*.state"))
+
+
 def state_store(where: str | os.PathLike[str] | OpenableFile | StateStore | None) -> StateStore | None:
     """A :class:`StateStore` for ``where``: one as it is, a path or an openable file as a
     :class:`FileStateStore`; None for None."""
