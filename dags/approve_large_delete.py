@@ -9,7 +9,12 @@ person look and say yes:
    param (0.1): within it, straight to ``apply``; over it, to ``describe`` and ``approve``.
 3. ``approve``: an ``ApprovalOperator`` (Airflow's human-in-the-loop, 3.1 and later) shows the
    counts, the delete fraction and a sample of the people who would go, from the plan file, under
-   *Required actions* in the UI. Rejected: nothing more runs, nothing is written.
+   *Required actions* in the UI. Rejected: nothing more runs, nothing is written. The Airflow
+   users the run's ``reviewers`` param names (user ids) are the ones asked (``assigned_users``),
+   and as it starts to wait its ``notifiers`` tell them: :data:`REVIEW_ALERTS`, the
+   ``SyncNotifier`` of ``crm_to_list_nightly`` (a warning in the task log through
+   ``LogNotifier``; give it your ``SlackNotifier`` or ``SmtpNotifier``), which says who is asked
+   and what they will read.
 4. ``apply``: the sync again, given the plan file as ``approved_plan``: it plans anew and writes
    only if the plan is the approved file line for line, and no older than a day. If the List or
    the extract moved since the review, it fails before any write; plan and review again.
@@ -27,6 +32,7 @@ from typing import Any
 
 from airflow.sdk import Asset, AssetAlias, Param, dag, task
 
+from listsync.notifications import LogNotifier, SyncNotifier
 from listsync.operators import SyncTargetablePeopleOperator
 
 try:
@@ -58,6 +64,8 @@ CONTACT_COLUMNS = {
     "profile_url": "network_profile_url",
     "personas": "personas",
 }
+#: Who hears that an approval waits: the nightly example's alerts (crm_to_list_nightly.py).
+REVIEW_ALERTS = SyncNotifier(LogNotifier())
 # What the dry run and the apply share: the same extract, map and mode make the same plan.
 PEOPLE_SYNC: dict[str, Any] = {
     "table_id": TABLE_ID,
@@ -68,6 +76,17 @@ PEOPLE_SYNC: dict[str, Any] = {
     "delete_scope": "accounts_in_source",
     "inlets": [ACCOUNTS_LIST],
 }
+
+
+if HAS_APPROVAL:
+
+    class Review(ApprovalOperator):
+        """The approval, asking the users the run's ``reviewers`` param names: ``assigned_users``
+        is not templated, so it is read from the params as the task runs."""
+
+        def execute(self, context: Any) -> Any:
+            self.assigned_users = [{"id": user, "name": user} for user in context["params"]["reviewers"]]
+            return super().execute(context)
 
 
 @dag(
@@ -85,7 +104,13 @@ PEOPLE_SYNC: dict[str, Any] = {
             minimum=0,
             maximum=1,
             description="a larger share of the List deleted needs approval",
-        )
+        ),
+        "reviewers": Param(
+            [],
+            type="array",
+            items={"type": "string"},
+            description="the Airflow user ids asked to approve (none: anyone who may)",
+        ),
     },
     tags=["listsync", "example"],
     doc_md=__doc__,
@@ -138,8 +163,9 @@ def approve_large_delete() -> None:
             ]
         )
 
-    approve = ApprovalOperator(
+    approve = Review(
         task_id="approve",
+        notifiers=[REVIEW_ALERTS],
         subject=f"Apply a large delete to List {TABLE_ID}?",
         body="{{ ti.xcom_pull(task_ids='describe') }}",
         # Rejected: apply is skipped whatever its trigger rule.

@@ -574,3 +574,59 @@ def test_the_approval_dag_reviews_only_deletes_over_the_fraction() -> None:
     assert decide(summary, params={"max_delete_fraction": 0.2}) == "apply"
     assert dag.get_task("apply").approved_plan == dag.get_task("plan").plan_path
     assert dag.get_task("approve").downstream_task_ids == {"apply"}
+
+
+def test_the_approval_tells_the_reviewers_of_the_params_as_it_starts_to_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    import airflow.providers.standard.operators.hitl as hitl
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.sdk import BaseNotifier
+    from airflow.sdk.exceptions import TaskAwaitingInput
+
+    class Recording(BaseNotifier):
+        template_fields = ("subject", "body")
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.subject, self.body, self.sent = "{{ listsync.subject }}", "{{ listsync.message }}", []
+
+        def notify(self, context: Any) -> None:
+            self.sent.append((self.subject, self.body))
+
+    dag = DagBag(dag_folder=str(DAGS / "approve_large_delete.py")).dags["approve_large_delete"]
+    approve = dag.get_task("approve")
+    [alerts] = approve.notifiers
+    alerts.notifier = recording = Recording()
+    requests: list[dict[str, Any]] = []
+    monkeypatch.setattr(hitl, "upsert_hitl_detail", lambda **request: requests.append(request))
+    approve.body = "Delete 30 of 100 people?"  # what describe would have said, rendered
+    ti = SimpleNamespace(
+        id="ti-1",
+        dag_id=dag.dag_id,
+        task_id="approve",
+        map_index=-1,
+        run_id="manual__1",
+        try_number=1,
+        state="running",
+    )
+    context = {
+        "task_instance": ti,
+        "ti": ti,
+        "task": approve,
+        "dag": dag,
+        "params": {"reviewers": ["ann", "bo"]},
+    }
+
+    # The task asks, tells, then waits for the answer (Airflow 3.3 parks it awaiting input).
+    with pytest.raises(TaskAwaitingInput):
+        approve.execute(context)
+
+    assert requests[0]["assigned_users"] == [{"id": "ann", "name": "ann"}, {"id": "bo", "name": "bo"}]
+    [(subject, body)] = recording.sent
+    assert subject == "[ListSync] approval waiting: approve_large_delete.approve"
+    assert "waiting for approval: Apply a large delete to List tbl_accounts? (asked: ann, bo)" in body
+    assert "task approve, run manual__1, try 1: waiting for a person's answer" in body
+    assert body.endswith("Delete 30 of 100 people?")

@@ -40,6 +40,11 @@ Airflow clears as each try starts, so it is this try's. The last successful run 
 Something that cannot be read (the XCom, the previous run) is logged and left out; it never stops
 the alert of a failure.
 
+Given as a notifier of an approval (Airflow's ``ApprovalOperator`` or any human-in-the-loop
+operator: its ``notifiers``), it sends as the approval starts to wait: who is asked, the
+approval's subject and what the reviewer reads (its body), so that the person who must answer
+hears of it.
+
 As a DAG's callback, the task it reads is the one Airflow's context names (the one whose failure
 failed the run, or the last to succeed), and a failure's line gives the DAG run's reason. Under
 ``dag.test()`` a DAG callback gets the serialized DAG, with which no ``BaseNotifier`` can render
@@ -244,6 +249,21 @@ class SyncNotifier(BaseNotifier):
     def notify(self, context: Context) -> None:
         """Work out the alerts of the run in ``context`` and, when there is one, call the wrapped
         notifier with ``context`` plus ``listsync``."""
+        waiting = _awaited_answer(context)
+        if waiting is not None:
+            subject = f"[ListSync] approval waiting: {_where(context)}"
+            lines = [
+                subject,
+                "",
+                _run_line(context, "waiting for a person's answer"),
+                "",
+                "Alerts:",
+                f"- {waiting}",
+                "",
+            ]
+            body = getattr(context.get("task"), "body", None)
+            self._send(context, subject, "\n".join([*lines, *([body] if body else [])]), [waiting], None)
+            return
         ti = context.get("ti")
         failed = _failed(context)
         summary = None
@@ -265,12 +285,18 @@ class SyncNotifier(BaseNotifier):
             self.log.info("No ListSync alert: the run succeeded and crossed no threshold")
             return
         subject = _subject(context, summary, failed, len(alerts))
-        listsync = {
-            "subject": subject,
-            "message": _message(subject, context, summary, alerts),
-            "alerts": alerts,
-            "summary": summary,
-        }
+        self._send(context, subject, _message(subject, context, summary, alerts), alerts, summary)
+
+    def _send(
+        self,
+        context: Context,
+        subject: str,
+        message: str,
+        alerts: list[str],
+        summary: Mapping[str, Any] | None,
+    ) -> None:
+        """Call the wrapped notifier with ``context`` plus ``listsync``."""
+        listsync = {"subject": subject, "message": message, "alerts": alerts, "summary": summary}
         # Rendering replaces the notifier's templates by their values, so each alert renders a copy.
         target = copy.copy(self.notifier)
         try:
@@ -286,6 +312,21 @@ class SyncNotifier(BaseNotifier):
         except Exception as error:
             warn_aside(log, f"ListSync alert: could not read {what}", error)
             return None
+
+
+def _awaited_answer(context: Context) -> str | None:
+    """The alert of an approval (a human-in-the-loop task) starting to wait, naming its subject
+    and whom it asks; None when the context is not such a task's."""
+    try:
+        from airflow.providers.standard.operators.hitl import HITLOperator
+    except ImportError:  # no human-in-the-loop operators: nothing waits for a person
+        return None
+    task = context.get("task")
+    if not isinstance(task, HITLOperator):
+        return None
+    users = [user.get("name") or user.get("id") for user in task.assigned_users or []]
+    asked = f" (asked: {', '.join(map(str, users))})" if users else ""
+    return f"waiting for approval: {task.subject}{asked}"
 
 
 def _failed(context: Context) -> bool:
@@ -358,7 +399,8 @@ def _message(subject: str, context: Context, summary: Mapping[str, Any] | None, 
     return "\n".join(lines)
 
 
-def _run_line(context: Context) -> str:
+def _run_line(context: Context, outcome: str | None = None) -> str:
+    """Which run of which task, and how it ended (or ``outcome``, what it is doing)."""
     ti = context.get("ti")
     parts = [f"DAG {_dag_id(context)}"]
     if "reason" in context:
@@ -373,7 +415,7 @@ def _run_line(context: Context) -> str:
     said = {"success": "succeeded", "up_for_retry": "failed, to be retried"}.get(
         str(getattr(state, "value", state)), "failed"
     )
-    return ", ".join(parts) + f": {said}"
+    return ", ".join(parts) + f": {outcome or said}"
 
 
 def _where(context: Context) -> str:
