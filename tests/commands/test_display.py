@@ -7,8 +7,11 @@ import json
 import os
 import pty
 import re
+import select
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
@@ -27,6 +30,7 @@ API_KEY = "sk_test_display"
 USER = "usr_display"
 TABLE = "tbl_display"
 ROWS = 400
+TIMEOUT = 120  # seconds a run in the terminal may take
 # rich's cursor moves and colours, between the words a terminal shows.
 ESCAPES = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\r")
 
@@ -64,7 +68,11 @@ def in_a_terminal(argv: list[str], env: dict[str, str]) -> tuple[int, bytes]:
     if pid == 0:  # the child: its standard streams are the terminal
         os.execve(argv[0], argv, env)
     sent = bytearray()
+    deadline = time.monotonic() + TIMEOUT
     while True:
+        if not select.select([terminal], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            os.kill(pid, signal.SIGKILL)  # a run that hangs fails the test rather than the suite
+            break
         try:
             chunk = os.read(terminal, 65536)
         except OSError:  # the child closed the terminal

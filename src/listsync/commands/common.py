@@ -1,9 +1,10 @@
-"""What the ``listsync`` job commands share: options, the API key, the summary and exit statuses.
+"""What the ``listsync`` job commands share: options, the API key, messages and exit statuses.
 
 ``sync-people``, ``upsert-rows`` and ``ingest`` read an extract the same way (``--source``, or
 ``--sql`` with ``--sql-url``), reach the service the same way (``--base-url``, ``--api-key`` or
-``$LISTSYNC_API_KEY``) and end the same way: the JSON summary on standard output, a message on
-standard error, and exit status :data:`EXIT_OK`, :data:`EXIT_FAILED` or :data:`EXIT_USAGE`.
+``$LISTSYNC_API_KEY``) and end the same way (:func:`listsync.commands.display.run_and_report`):
+the summary on standard output, a message on standard error, and exit status :data:`EXIT_OK`,
+:data:`EXIT_FAILED` or :data:`EXIT_USAGE`. Everything they print has its secrets masked.
 
 Nothing heavy is imported at module level, so ``listsync --help`` stays fast.
 """
@@ -253,7 +254,8 @@ MASK = "***"
 
 @contextmanager
 def masked_secrets(*secrets: str | None) -> Iterator[None]:
-    """Within the block, :func:`report` and :func:`print_summary` print ``***`` for each secret."""
+    """Within the block, :func:`mask` (through which :func:`report` and every printed result go)
+    replaces each secret by ``***``."""
     added = {secret.strip() for secret in secrets if secret and len(secret.strip()) >= 4} - _SECRETS
     _SECRETS.update(added)
     try:
