@@ -378,6 +378,10 @@ messy_people = st.lists(
 )
 
 
+def in_row_order(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(records, key=lambda record: int(record["row"]))
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     rows=messy_people,
@@ -404,7 +408,8 @@ def test_every_row_is_passed_rejected_or_collapsed(
     assert whole.people == prepared.people
     assert whole.stats == stats
     assert whole.frame.equals(prepared.frame)
-    assert whole_rejects.records == rejects.records
+    # Within a chunk, rows a rule refuses are recorded before the duplicates decided after them.
+    assert in_row_order(whole_rejects.records) == in_row_order(rejects.records)
 
 
 @settings(max_examples=40, deadline=None)
