@@ -213,8 +213,34 @@ class _Planner:
         account who is not meant to go (A38): by phone, anyone of the account with that phone
         number; by name, anyone with that first and last name, case aside. A person's copies are
         all meant to go (one is added again where a delete reaches every one). Each held delete
-        is a failure, with its reason: the List needs a hand."""
+        is a failure, with its reason: the List needs a hand.
+
+        Only the accounts of a delete by phone or name are looked at, so a night that deletes a few
+        people of a List of millions makes no Python object of the others."""
         frame = self.list
+        held = np.zeros(len(frame), dtype=bool)
+        going = np.concatenate([copies, deleted])
+        kinds = frame[IDENTITY].iloc[going]
+        by_phone_or_name = (kinds.str.startswith("phone:") | kinds.str.startswith("name:")).fillna(False)
+        accounts = set(frame["domain"].iloc[going[by_phone_or_name.to_numpy(dtype=bool)]])
+        if accounts:
+            inside = np.flatnonzero(frame["domain"].isin(accounts).to_numpy(dtype=bool))
+            local = np.full(len(frame), -1)
+            local[inside] = np.arange(len(inside))
+            held[inside] = self._held_in(frame.iloc[inside], local[copies], local[deleted])
+        for person in frame_records(frame, np.flatnonzero(held), ["domain", IDENTITY]):
+            self.result.deletes_held += 1
+            self.result.conflict_reasons.append(
+                f"{person[IDENTITY]} on account {person['domain']} is not deleted: another person of the "
+                "account shares that phone number or name, and a delete by it could remove them too"
+            )
+        return held[copies], held[deleted]
+
+    @staticmethod
+    def _held_in(frame: pd.DataFrame, copies: np.ndarray, deleted: np.ndarray) -> np.ndarray:
+        """:meth:`_reaching_others` within ``frame``, the people of some accounts; ``copies`` and
+        ``deleted`` are positions in it (-1: a person of another account)."""
+        copies, deleted = copies[copies >= 0], deleted[deleted >= 0]
         identities = frame[IDENTITY].astype(object)
         meant = np.zeros(len(frame), dtype=bool)
         meant[deleted] = True
@@ -236,13 +262,7 @@ class _Planner:
                 > keys[reached & meant].value_counts().reindex(everyone.index, fill_value=0).to_numpy()
             ]
             held[going[keys.iloc[going].isin(set(shared)).to_numpy()]] = True
-        for person in frame_records(frame, np.flatnonzero(held), ["domain", IDENTITY]):
-            self.result.deletes_held += 1
-            self.result.conflict_reasons.append(
-                f"{person[IDENTITY]} on account {person['domain']} is not deleted: another person of the "
-                "account shares that phone number or name, and a delete by it could remove them too"
-            )
-        return held[copies], held[deleted]
+        return held
 
     def _deletes(
         self, positions: np.ndarray, copies: np.ndarray | None = None
