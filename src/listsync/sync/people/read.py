@@ -4,19 +4,23 @@ by, and how they differ from what a planned write meant."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Iterable, Iterator, Mapping
+import json
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from listsync.client.models import person_identity
 from listsync.extract.contact_rules import normalize_domain
 from listsync.extract.mapping import keys_in_shard
+from listsync.sync.digests import key_hashes, value_digests
 from listsync.sync.fan_out import fan_out
 from listsync.sync.forms import fold, learn_form
 from listsync.sync.people.diff import canonical, person_fields
-from listsync.sync.people.frames import PersonRecord
+from listsync.sync.people.frames import PersonRecord, records_frame
 from listsync.sync.people.match import account_domain_of, list_domain, normalised_list_fields, person_keys
 from listsync.sync.people.plan import PlannedAdd, PlannedDelete, PlannedPatch
 
@@ -46,19 +50,31 @@ def people_index(
     """
     index: PeopleIndex = {}
     for record in listed:
-        fields = person_fields(record)
-        normalised = normalised_list_fields(fields)
-        identity = person_identity(normalised)
-        if identity is None:
+        person = found_by(record)
+        if person is None:
             continue
-        domain = list_domain(account_domain_of(record))
-        keys = [loose(key) for key in person_keys(identity, normalised)]
+        domain, fields, keys = person
         if wanted is not None and not any(key in wanted.get(domain, ()) for key in keys):
             continue
         people = index.setdefault(domain, {})
         for key in keys:
             people.setdefault(key, []).append(fields)
     return index
+
+
+def found_by(record: PersonRecord) -> tuple[str, dict[str, Any], list[str]] | None:
+    """A List person as a read back finds them: their account domain (:func:`list_domain`), their
+    fields, and the keys they are found by (:func:`loose`); None for a person with no identity."""
+    fields = person_fields(record)
+    normalised = normalised_list_fields(fields)
+    identity = person_identity(normalised)
+    if identity is None:
+        return None
+    return (
+        list_domain(account_domain_of(record)),
+        fields,
+        [loose(key) for key in person_keys(identity, normalised)],
+    )
 
 
 def read_accounts(
@@ -145,17 +161,10 @@ def read_back(
     """What the List's people of the item's account (:func:`people_index`) show of it."""
     keys = looked_up_keys(item)
     if isinstance(item, PlannedDelete):
-        copies = len(people.get(loose(item.identity), [])) if item.copy else 0
-        if copies > 1:
-            return ReadBack("not_yet", f"the List still holds {copies} copies")
-        if item.copy and not copies:
-            return ReadBack("lost", "no copy is left of the person meant to keep one")
-        if not item.copy and any(key in people for key in keys):
-            return ReadBack("not_yet", "still in the List")
-        return ReadBack("shown")
+        return delete_read_back(item, [len(people.get(key, ())) for key in keys])
     found = next((people[key][0] for key in keys if key in people), None)
     if found is None:
-        return ReadBack("not_yet" if isinstance(item, PlannedAdd) else "drift", NOT_IN_LIST)
+        return not_found(item)
     wanted = item.person if isinstance(item, PlannedAdd) else item.patch
     forms: dict[str, tuple[str, ...]] = {}
     old: list[str] = []
@@ -175,6 +184,25 @@ def read_back(
     return ReadBack("shown", forms=forms, found=found)
 
 
+def delete_read_back(item: PlannedDelete, found: Sequence[int]) -> ReadBack:
+    """What the List shows of a delete, from how many of the account's people each of its
+    :func:`looked_up_keys` finds."""
+    if item.copy:
+        copies = found[0]  # a copy is looked up by its identity alone
+        if copies > 1:
+            return ReadBack("not_yet", f"the List still holds {copies} copies")
+        if not copies:
+            return ReadBack("lost", "no copy is left of the person meant to keep one")
+    elif any(found):
+        return ReadBack("not_yet", "still in the List")
+    return ReadBack("shown")
+
+
+def not_found(item: PlannedAdd | PlannedPatch) -> ReadBack:
+    """What the List shows of an add or a patch whose person none of its keys finds."""
+    return ReadBack("not_yet" if isinstance(item, PlannedAdd) else "drift", NOT_IN_LIST)
+
+
 def _is_before(patch: PlannedPatch, name: str, shown: Any) -> bool:
     """Whether ``shown`` is the patched field's value before the patch (or its service form)."""
     before = patch.changes[name][0]
@@ -187,3 +215,129 @@ def difference(
     """How the List's people of the item's account differ from what the item meant; None if not
     (the service's own form of a written value is no difference)."""
     return read_back(item, people).problem
+
+
+#: List people sorted against the keys sought at a time (:meth:`SoughtPeople.read`).
+SOUGHT_AT_ONCE = 5_000
+
+
+def compared(values: Mapping[str, Any], names: Sequence[str]) -> int:
+    """A hash of the values of ``names`` as :func:`read_back` compares them (:func:`canonical`, as
+    JSON text: values Python holds equal but JSON writes otherwise, ``1`` and ``True``, differ
+    here, which only sends their write to the full comparison)."""
+    return hash(json.dumps([canonical(values.get(name)) for name in names], default=str))
+
+
+class SoughtPeople:
+    """The people a plan's writes look for, as 64-bit hashes of (account domain, key), and what one
+    read of the List shows of them: how many people each key finds, and of the first, whether it
+    shows every field a write wrote as written and the digest of its fields for the next state.
+
+    No List person is held, so that one read serves every write of the night in a few dozen bytes
+    a write (what holding the people found took, a slice at a time, is in :mod:`..memory`).
+
+    :param writes: ``(position, write)`` in the plan's order.
+    :param seen_fields: the fields of the next state's digest of a person shown
+        (:func:`~listsync.sync.digests.value_digests`); None: no state is kept.
+    """
+
+    def __init__(
+        self,
+        writes: Iterable[tuple[int, PlannedAdd | PlannedPatch | PlannedDelete]],
+        seen_fields: Sequence[str] | None,
+    ) -> None:
+        self.seen_fields = seen_fields
+        #: The account domains of the writes, for the read.
+        self.domains: set[str] = set()
+        places: dict[tuple[str, ...], int] = {}
+        hashes, positions, field_list, expected = [], [], [], []
+        domains: list[str] = []
+        keys: list[str] = []
+        for position, item in writes:
+            wrote = (
+                None
+                if isinstance(item, PlannedDelete)
+                else item.person
+                if isinstance(item, PlannedAdd)
+                else item.patch
+            )
+            names = () if wrote is None else tuple(wrote)
+            place = -1 if wrote is None else places.setdefault(names, len(places))
+            digest = 0 if wrote is None else compared(wrote, names)
+            self.domains.add(item.account_domain)
+            for key in looked_up_keys(item):
+                domains.append(item.account_domain)
+                keys.append(key)
+                positions.append(position)
+                field_list.append(place)
+                expected.append(digest)
+            if len(keys) >= SOUGHT_AT_ONCE:
+                hashes.append(key_hashes(pa.array(domains, pa.string()), pa.array(keys, pa.string())))
+                domains, keys = [], []
+        hashes.append(key_hashes(pa.array(domains, pa.string()), pa.array(keys, pa.string())))
+        #: The lists of fields the adds and patches wrote, each once; an entry names one by its place.
+        self.field_lists: list[tuple[str, ...]] = list(places)
+        #: Per entry (a key of a write, in the plan's order and each write's :func:`looked_up_keys`
+        #: order): the write's position, the key's slot, the write's list of fields (-1: a delete)
+        #: and :func:`compared` of what it wrote.
+        self.position = np.asarray(positions, dtype=np.int64)
+        self.keys, self.slot = np.unique(np.concatenate(hashes), return_inverse=True)
+        self.field_list = np.asarray(field_list, dtype=np.int32)
+        self.expected = np.asarray(expected, dtype=np.int64)
+        #: Per entry: whether the first person its key finds shows what the write wrote.
+        self.as_written = np.zeros(len(self.position), dtype=bool)
+        #: Per slot: people found by its key; the state's digest of the first.
+        self.found = np.zeros(len(self.keys), dtype=np.int64)
+        self.seen = np.zeros(len(self.keys), dtype=np.uint64)
+        # The entries of each slot, for the first person a key finds.
+        self._by_slot = np.argsort(self.slot, kind="stable")
+        self._slot_start = np.searchsorted(self.slot[self._by_slot], np.arange(len(self.keys) + 1))
+
+    def read(self, listed: Iterable[PersonRecord]) -> None:
+        """Count the people ``listed`` (List order) finds by each key sought; compare the first."""
+        people = iter(listed)
+        while batch := list(itertools.islice(people, SOUGHT_AT_ONCE)):
+            held: list[dict[str, Any]] = []
+            owner: list[int] = []
+            domains: list[str] = []
+            keys: list[str] = []
+            for record in batch:
+                person = found_by(record)
+                if person is None:
+                    continue
+                domain, fields, person_keys_found = person
+                for key in person_keys_found:
+                    owner.append(len(held))
+                    domains.append(domain)
+                    keys.append(key)
+                held.append(fields)
+            del batch
+            self._count(
+                held,
+                np.asarray(owner, dtype=np.int64),
+                key_hashes(pa.array(domains, pa.string()), pa.array(keys, pa.string())),
+            )
+
+    def _count(self, held: list[dict[str, Any]], owner: np.ndarray, hashes: np.ndarray) -> None:
+        if not len(self.keys) or not len(hashes):
+            return
+        place = np.minimum(np.searchsorted(self.keys, hashes), len(self.keys) - 1)
+        hit = self.keys[place] == hashes
+        slots, owners = place[hit], owner[hit]
+        new = self.found[slots] == 0
+        np.add.at(self.found, slots, 1)
+        first_slots, first = np.unique(slots[new], return_index=True)
+        first_owners = owners[new][first]
+        for slot, person in zip(first_slots.tolist(), first_owners.tolist(), strict=True):
+            fields, digests = held[person], {}
+            for entry in self._by_slot[self._slot_start[slot] : self._slot_start[slot + 1]].tolist():
+                place_of_fields = int(self.field_list[entry])
+                if place_of_fields < 0:
+                    continue
+                if place_of_fields not in digests:
+                    digests[place_of_fields] = compared(fields, self.field_lists[place_of_fields])
+                self.as_written[entry] = digests[place_of_fields] == self.expected[entry]
+        if self.seen_fields is not None and len(first_slots):
+            shown = np.unique(first_owners, return_inverse=True)
+            frame = records_frame(((None, held[person]) for person in shown[0].tolist()), self.seen_fields)
+            self.seen[first_slots] = value_digests(frame, self.seen_fields)[shown[1]]
