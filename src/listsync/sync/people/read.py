@@ -4,7 +4,6 @@ by, and how they differ from what a planned write meant."""
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -222,10 +221,11 @@ SOUGHT_AT_ONCE = 5_000
 
 
 def compared(values: Mapping[str, Any], names: Sequence[str]) -> int:
-    """A hash of the values of ``names`` as :func:`read_back` compares them (:func:`canonical`, as
-    JSON text: values Python holds equal but JSON writes otherwise, ``1`` and ``True``, differ
-    here, which only sends their write to the full comparison)."""
-    return hash(json.dumps([canonical(values.get(name)) for name in names], default=str))
+    """A hash of the values of ``names`` as :func:`read_back` compares them (:func:`canonical`), by
+    their ``repr``: Python's hash of the values themselves is one for ``-1`` and ``-2``, and values
+    Python holds equal but writes otherwise (``1``, ``1.0``, ``True``) only differ here, which
+    sends their write to the full comparison."""
+    return hash(repr([canonical(values.get(name)) for name in names]))
 
 
 class SoughtPeople:
@@ -292,6 +292,24 @@ class SoughtPeople:
         # The entries of each slot, for the first person a key finds.
         self._by_slot = np.argsort(self.slot, kind="stable")
         self._slot_start = np.searchsorted(self.slot[self._by_slot], np.arange(len(self.keys) + 1))
+
+    def writes(self) -> Iterator[tuple[list[int], bool, int]]:
+        """Per write, in the plan's order: how many people each of its keys finds, whether the
+        first person found (by its first key that finds one) shows what it wrote, and the state's
+        digest of that person. Worked out as columns: a night's writes are many."""
+        entries = len(self.position)
+        if not entries:
+            return
+        starts = np.flatnonzero(np.r_[True, self.position[1:] != self.position[:-1]])
+        found = self.found[self.slot]
+        first = np.minimum.reduceat(np.where(found > 0, np.arange(entries), entries), starts)
+        anyone = first < entries
+        first = np.where(anyone, first, 0)
+        as_written = (self.as_written[first] & anyone).tolist()
+        seen = self.seen[self.slot[first]].tolist()
+        counts, bounds = found.tolist(), [*starts.tolist(), entries]
+        for write, (start, stop) in enumerate(itertools.pairwise(bounds)):
+            yield counts[start:stop], as_written[write], seen[write]
 
     def read(self, listed: Iterable[PersonRecord]) -> None:
         """Count the people ``listed`` (List order) finds by each key sought; compare the first."""

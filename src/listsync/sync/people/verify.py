@@ -150,21 +150,16 @@ class _ReadBack:
         )
         sought.read(self._read(sought.domains))
         in_full: list[int] = []
-        entry, entries = 0, len(sought.position)
-        for position, (kind, item) in _pending(plan, self.pending):
-            start = entry  # the write's keys, in the order it looks them up
-            while entry < entries and sought.position[entry] == position:
-                entry += 1
-            found = sought.found[sought.slot[start:entry]]
-            first = start + int(np.argmax(found > 0))  # the entry of the first key that finds someone
+        shown = zip(_pending(plan, self.pending), sought.writes(), strict=True)
+        for (position, (kind, item)), (found, as_written, seen) in shown:
             if isinstance(item, PlannedDelete):
-                self._check(position, kind, item, delete_read_back(item, found.tolist()))
-            elif not found.any():
+                self._check(position, kind, item, delete_read_back(item, found))
+            elif not any(found):
                 self._check(position, kind, item, not_found(item))
-            elif not sought.as_written[first]:
+            elif not as_written:
                 in_full.append(position)
             elif self._check(position, kind, item, ReadBack("shown")):
-                self.verification.seen[position] = sought.seen[sought.slot[first]]
+                self.verification.seen[position] = seen
         return np.asarray(in_full, dtype=np.int64)
 
     def read_in_full(self, positions: np.ndarray) -> None:
@@ -285,8 +280,10 @@ def _pending(
     for kind, writes in kinds:
         low, high = max(start - offset, 0), min(stop - offset, len(writes))
         for batch in range(low, high, PlannedWrites.BATCH):
-            made = writes[batch : min(batch + PlannedWrites.BATCH, high)]
-            for position, item in enumerate(made, start=offset + batch):
+            end = min(batch + PlannedWrites.BATCH, high)
+            if not pending[offset + batch : offset + end].any():
+                continue  # made for nothing: a round after the first has few writes left
+            for position, item in enumerate(writes[batch:end], start=offset + batch):
                 if pending[position]:
                     yield position, (kind, item)
         offset += len(writes)
