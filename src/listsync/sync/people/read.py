@@ -164,7 +164,7 @@ def read_back(
     found = next((people[key][0] for key in keys if key in people), None)
     if found is None:
         return not_found(item)
-    wanted = item.person if isinstance(item, PlannedAdd) else item.patch
+    wanted = _written(item)
     forms: dict[str, tuple[str, ...]] = {}
     old: list[str] = []
     for name, value in wanted.items():
@@ -228,6 +228,28 @@ def compared(values: Mapping[str, Any], names: Sequence[str]) -> int:
     return hash(repr([canonical(values.get(name)) for name in names]))
 
 
+def _written(item: PlannedAdd | PlannedPatch) -> dict[str, Any]:
+    """The fields an add or a patch wrote, as :func:`read_back` compares them."""
+    return item.person if isinstance(item, PlannedAdd) else item.patch
+
+
+def _entry_columns(
+    domains: list[str], keys: list[str], entries: list[tuple[int, int, int]]
+) -> tuple[np.ndarray, ...]:
+    """Entries of :class:`SoughtPeople` as columns: the hash of each (domain, key), the write's
+    position, its list of fields, and :func:`compared` of what it wrote."""
+    hashes = key_hashes(pa.array(domains, pa.string()), pa.array(keys, pa.string()))
+    position, place, digest = (
+        np.array(column, dtype=dtype)
+        for column, dtype in zip(
+            zip(*entries, strict=True) if entries else ((), (), ()),
+            (np.int32, np.int32, np.int64),
+            strict=True,
+        )
+    )
+    return hashes, position, place, digest
+
+
 class SoughtPeople:
     """The people a plan's writes look for, as 64-bit hashes of (account domain, key), and what one
     read of the List shows of them: how many people each key finds, and of the first, whether it
@@ -250,17 +272,13 @@ class SoughtPeople:
         #: The account domains of the writes, for the read.
         self.domains: set[str] = set()
         places: dict[tuple[str, ...], int] = {}
-        hashes, positions, field_list, expected = [], [], [], []
+        # Gathered as Python values SOUGHT_AT_ONCE entries at a time, held as columns.
+        columns: list[tuple[np.ndarray, ...]] = []
         domains: list[str] = []
         keys: list[str] = []
+        batch: list[tuple[int, int, int]] = []
         for position, item in writes:
-            wrote = (
-                None
-                if isinstance(item, PlannedDelete)
-                else item.person
-                if isinstance(item, PlannedAdd)
-                else item.patch
-            )
+            wrote = None if isinstance(item, PlannedDelete) else _written(item)
             names = () if wrote is None else tuple(wrote)
             place = -1 if wrote is None else places.setdefault(names, len(places))
             digest = 0 if wrote is None else compared(wrote, names)
@@ -268,29 +286,32 @@ class SoughtPeople:
             for key in looked_up_keys(item):
                 domains.append(item.account_domain)
                 keys.append(key)
-                positions.append(position)
-                field_list.append(place)
-                expected.append(digest)
+                batch.append((position, place, digest))
             if len(keys) >= SOUGHT_AT_ONCE:
-                hashes.append(key_hashes(pa.array(domains, pa.string()), pa.array(keys, pa.string())))
-                domains, keys = [], []
-        hashes.append(key_hashes(pa.array(domains, pa.string()), pa.array(keys, pa.string())))
+                columns.append(_entry_columns(domains, keys, batch))
+                domains, keys, batch = [], [], []
+        columns.append(_entry_columns(domains, keys, batch))
+        hashes, positions, field_list, expected = (
+            np.concatenate(column) for column in zip(*columns, strict=True)
+        )
+        del columns
         #: The lists of fields the adds and patches wrote, each once; an entry names one by its place.
         self.field_lists: list[tuple[str, ...]] = list(places)
         #: Per entry (a key of a write, in the plan's order and each write's :func:`looked_up_keys`
         #: order): the write's position, the key's slot, the write's list of fields (-1: a delete)
         #: and :func:`compared` of what it wrote.
-        self.position = np.asarray(positions, dtype=np.int64)
-        self.keys, self.slot = np.unique(np.concatenate(hashes), return_inverse=True)
-        self.field_list = np.asarray(field_list, dtype=np.int32)
-        self.expected = np.asarray(expected, dtype=np.int64)
+        self.position, self.field_list, self.expected = positions, field_list, expected
+        keys_found, slot = np.unique(hashes, return_inverse=True)
+        del hashes
+        self.keys, self.slot = keys_found, slot.astype(np.int32)
+        del slot
         #: Per entry: whether the first person its key finds shows what the write wrote.
         self.as_written = np.zeros(len(self.position), dtype=bool)
         #: Per slot: people found by its key; the state's digest of the first.
-        self.found = np.zeros(len(self.keys), dtype=np.int64)
+        self.found = np.zeros(len(self.keys), dtype=np.int32)
         self.seen = np.zeros(len(self.keys), dtype=np.uint64)
         # The entries of each slot, for the first person a key finds.
-        self._by_slot = np.argsort(self.slot, kind="stable")
+        self._by_slot = np.argsort(self.slot, kind="stable").astype(np.int32)
         self._slot_start = np.searchsorted(self.slot[self._by_slot], np.arange(len(self.keys) + 1))
 
     def writes(self) -> Iterator[tuple[list[int], bool, int]]:
@@ -305,11 +326,19 @@ class SoughtPeople:
         first = np.minimum.reduceat(np.where(found > 0, np.arange(entries), entries), starts)
         anyone = first < entries
         first = np.where(anyone, first, 0)
-        as_written = (self.as_written[first] & anyone).tolist()
-        seen = self.seen[self.slot[first]].tolist()
-        counts, bounds = found.tolist(), [*starts.tolist(), entries]
-        for write, (start, stop) in enumerate(itertools.pairwise(bounds)):
-            yield counts[start:stop], as_written[write], seen[write]
+        as_written = self.as_written[first] & anyone
+        seen = self.seen[self.slot[first]]
+        del first, anyone
+        bounds = np.r_[starts, entries]
+        # Made Python values a slice of the writes at a time: a million of each would be 40 MiB.
+        for low in range(0, len(starts), SOUGHT_AT_ONCE):
+            high = min(low + SOUGHT_AT_ONCE, len(starts))
+            offset = int(bounds[low])
+            counts = found[offset : bounds[high]].tolist()
+            edges = (bounds[low : high + 1] - offset).tolist()
+            shown, digests = as_written[low:high].tolist(), seen[low:high].tolist()
+            for write, (start, stop) in enumerate(itertools.pairwise(edges)):
+                yield counts[start:stop], shown[write], digests[write]
 
     def read(self, listed: Iterable[PersonRecord]) -> None:
         """Count the people ``listed`` (List order) finds by each key sought; compare the first."""
