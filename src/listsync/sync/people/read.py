@@ -255,8 +255,8 @@ class SoughtPeople:
     read of the List shows of them: how many people each key finds, and of the first, whether it
     shows every field a write wrote as written and the digest of its fields for the next state.
 
-    No List person is held, so that one read serves every write of the night in a few dozen bytes
-    a write (what holding the people found took, a slice at a time, is in :mod:`..memory`).
+    No List person is held, so that one read serves every write of a night, whatever its size, at
+    the cost of a few hashes a write.
 
     :param writes: ``(position, write)`` in the plan's order.
     :param seen_fields: the fields of the next state's digest of a person shown
@@ -301,10 +301,10 @@ class SoughtPeople:
         #: order): the write's position, the key's slot, the write's list of fields (-1: a delete)
         #: and :func:`compared` of what it wrote.
         self.position, self.field_list, self.expected = positions, field_list, expected
-        keys_found, slot = np.unique(hashes, return_inverse=True)
+        self.keys, slot = np.unique(hashes, return_inverse=True)
         del hashes
-        self.keys, self.slot = keys_found, slot.astype(np.int32)
-        del slot
+        self.slot = slot.astype(np.int32)
+        del slot  # 8 bytes an entry, let go before the argsort below
         #: Per entry: whether the first person its key finds shows what the write wrote.
         self.as_written = np.zeros(len(self.position), dtype=bool)
         #: Per slot: people found by its key; the state's digest of the first.
@@ -366,6 +366,8 @@ class SoughtPeople:
             )
 
     def _count(self, held: list[dict[str, Any]], owner: np.ndarray, hashes: np.ndarray) -> None:
+        """Count the people ``held`` (a batch, in List order) by the keys sought among theirs
+        (``hashes``, each of the person ``owner`` names), and compare each key's first person."""
         if not len(self.keys) or not len(hashes):
             return
         place = np.minimum(np.searchsorted(self.keys, hashes), len(self.keys) - 1)
