@@ -128,6 +128,13 @@ def test_no_limit_counts_without_failing() -> None:
     assert memory.estimate() == BASE_MEMORY + 10**9 * PEOPLE_COSTS.extract
 
 
+def test_the_people_read_back_is_counted_for_every_planned_write() -> None:
+    # It reads the List once for all of them, holding hashes of each: no slice bounds it.
+    memory = guard(None)
+    memory.count_planned(3_000_000)
+    assert memory.estimate() == BASE_MEMORY + 3_000_000 * (PEOPLE_COSTS.written + PEOPLE_COSTS.read_back)
+
+
 def test_objects_settled_are_frozen_until_the_block_ends_unless_frozen_before() -> None:
     assert gc.get_freeze_count() == 0
     with kept_objects_frozen() as settle:

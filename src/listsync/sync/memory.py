@@ -11,21 +11,20 @@ items: sharding is the way to fit a big List on small workers.
 
 The estimate is the larger of two peaks: reading and planning (every extract row and List item
 as columns) and sending (every planned write, made an object in its turn, with what the next
-state keeps of each, and the people found by the read back of one slice of the writes; the
-extract is let go by then). The costs keep it within a few percent of the measured peak on fill,
-change and quiet nights of CRM-like people (benchmarks/people_job.py; benchmarks/RESULTS.md),
-well inside the 1.5 times the guard is held to. That bound is what ``max_memory="auto"`` rests
-on: it allows three quarters of the worker's memory, so a run whose real peak is below half of
-it is never refused.
+state and the read back keep of each; the extract is let go by then). The costs are measured on
+fill, change and quiet nights of CRM-like people (benchmarks/people_job.py;
+benchmarks/RESULTS.md), to keep the estimate well inside the 1.5 times the guard is held to.
+That bound is what ``max_memory="auto"`` rests on: it allows three quarters of the worker's
+memory, so a run whose real peak is below half of it is never refused.
 
 ===========================  =======================================================  ===========
 per item                     measured                                                 counted
 ===========================  =======================================================  ===========
 people sync, extract row     (623 - 180 MiB) / 2.09 million rows read on a quiet      250 bytes
 people sync, List person     night of 1,000,000: about 222 bytes either
-people sync, planned write   fill nights, 99,042 and 990,054 adds, peaks of 314 and   350 bytes
-                             761 MiB: 344 bytes a write, and 1,075 bytes a write
-people sync, read back       of the slice read back (:data:`READ_BACK_AT_ONCE`)       1,100 bytes
+people sync, planned write   fill night of 990,054 adds: 519 MiB at the end of the     350 bytes
+                             apply (359 bytes a write), and 698 MiB at the end of
+people sync, read back       the read back (190 bytes a write more)                   200 bytes
 rows upsert, extract row     503 (3 columns), 797 (10)                                420 + 50 a column
 rows upsert, List row        388 (3 columns), 598 (10)                                330 + 35 a column
 rows upsert, planned write   fill night of 98,937 row adds of 10 columns, a peak      350 a column
@@ -69,9 +68,9 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: People writes read back at a time (:func:`~listsync.sync.people.verify.verify_people`): their
-#: accounts' people are held for one slice only (a fill night of 1,000,000 people otherwise held
-#: every person it added at once: 1,620 MiB at its peak, against 761 MiB by slices).
+#: People writes read back in full at a time (:func:`~listsync.sync.people.verify.verify_people`),
+#: those the List shows other than written: their accounts' people are held for one slice only (a
+#: fill night of 1,000,000 people held every person it added at once: 1,620 MiB at its peak).
 READ_BACK_AT_ONCE = 250_000
 
 #: What a sync process holds before its first row (interpreter, pandas, the client): 180 MiB.
@@ -86,16 +85,13 @@ class MemoryLimitError(ListSyncError, ValueError):
 class RowCosts:
     """What one item takes at a sync's peak, in bytes: an extract row (of the run's shard), one
     List person or row (``list_noun`` names them in messages), one planned write, and what the
-    read back holds of a write while its slice is read."""
+    read back holds of each write besides."""
 
     extract: int
     listed: int
     written: int
     list_noun: str
-    #: What reading back one write holds besides, for ``read_back_slice`` writes at most at a time
-    #: (None: all of them at once).
     read_back: int = 0
-    read_back_slice: int | None = None
 
 
 #: The people sync's costs.
@@ -104,8 +100,7 @@ PEOPLE_COSTS = RowCosts(
     listed=250,
     written=350,
     list_noun="List people",
-    read_back=1_100,
-    read_back_slice=READ_BACK_AT_ONCE,
+    read_back=200,
 )
 
 
@@ -142,8 +137,7 @@ class MemoryGuard:
         go before the first write."""
         costs, writes = self.costs, self.planned_writes
         reading = self.extract_rows * costs.extract + self.list_rows * costs.listed
-        read_back = min(writes, costs.read_back_slice or writes) * costs.read_back
-        return BASE_MEMORY + max(reading, writes * costs.written + read_back)
+        return BASE_MEMORY + max(reading, writes * (costs.written + costs.read_back))
 
     def count_extract(self, rows: int) -> None:
         """Count ``rows`` extract rows of the run's shard, read and about to be prepared.

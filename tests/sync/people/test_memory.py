@@ -87,18 +87,18 @@ def test_a_sync_under_the_limit_runs(
 def test_too_many_planned_writes_fail_before_the_first_is_sent_and_a_dry_run_passes(
     seeded: ListSyncClient, write_requests: Callable[[], dict[str, int]]
 ) -> None:
-    # 20 adds take more than reading 20 rows and the 30 List people: sending is the peak.
-    too_small = limit(20, LIST_PEOPLE, writes=19)
-    assert too_small > limit(20, LIST_PEOPLE)
-    refusal = "for 20 extract rows and 30 List people read, and 20 planned writes"
+    # 30 adds take more than reading 30 rows and the 30 List people: sending is the peak.
+    too_small = limit(30, LIST_PEOPLE, writes=29)
+    assert too_small > limit(30, LIST_PEOPLE)
+    refusal = "for 30 extract rows and 30 List people read, and 30 planned writes"
     with pytest.raises(MemoryLimitError, match=refusal):
-        sync_people(seeded, TABLE, [chunk(0, 20)], COLUMN_MAP, settings=SyncSettings(max_memory=too_small))
+        sync_people(seeded, TABLE, [chunk(0, 30)], COLUMN_MAP, settings=SyncSettings(max_memory=too_small))
     assert write_requests() == {"add": 0, "patch": 0, "delete": 0}
 
     dry = sync_people(
-        seeded, TABLE, [chunk(0, 20)], COLUMN_MAP, settings=SyncSettings(max_memory=too_small, dry_run=True)
+        seeded, TABLE, [chunk(0, 30)], COLUMN_MAP, settings=SyncSettings(max_memory=too_small, dry_run=True)
     )
-    assert dry["planned"]["add"] == 20
+    assert dry["planned"]["add"] == 30
 
 
 def test_too_big_an_extract_fails_while_prepared_before_the_next_chunk(

@@ -634,25 +634,3 @@ def test_the_extracts_people_are_let_go_before_the_plan_is_applied(
     assert alive_when_applied == [False]
     assert (summary["added"], summary["verified"], summary["passed"]) == (4, 4, 4)
     assert extract_view(list_people()) == NORMALISED
-
-
-def test_a_read_back_by_slices_of_accounts_confirms_every_write_and_keeps_the_state(
-    sync: SyncFn, write_requests: Callable[[], dict[str, int]], tmp_path: Path, mocker: MockerFixture
-) -> None:
-    from listsync.sync.people import verify
-
-    mocker.patch.object(verify, "READ_BACK_AT_ONCE", 2)  # 4 adds: read back in two slices
-    reads = mocker.spy(verify, "read_accounts")
-    state = SyncSettings(state_path=tmp_path / "state")
-
-    first = sync(settings=state)
-
-    assert (first["added"], first["verified"], first["drift"], first["unconfirmed"]) == (4, 4, 0, 0)
-    slices = [set(call.args[2]) for call in reads.call_args_list]
-    assert len(slices) == 2
-    assert slices[0].isdisjoint(slices[1])
-    assert slices[0] | slices[1] == set(NORMALISED)
-    before = write_requests()
-    second = sync(settings=state)
-    assert write_requests() == before
-    assert (second["unchanged"], second["edited_in_list"], second["requests"]["total"]) == (4, 0, 0)

@@ -4,19 +4,22 @@ by, and how they differ from what a planned write meant."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from listsync.client.models import person_identity
 from listsync.extract.contact_rules import normalize_domain
 from listsync.extract.mapping import keys_in_shard
+from listsync.sync.digests import key_hashes, value_digests
 from listsync.sync.fan_out import fan_out
 from listsync.sync.forms import fold, learn_form
 from listsync.sync.people.diff import canonical, person_fields
-from listsync.sync.people.frames import PersonRecord
+from listsync.sync.people.frames import PersonRecord, records_frame
 from listsync.sync.people.match import account_domain_of, list_domain, normalised_list_fields, person_keys
 from listsync.sync.people.plan import PlannedAdd, PlannedDelete, PlannedPatch
 
@@ -46,19 +49,31 @@ def people_index(
     """
     index: PeopleIndex = {}
     for record in listed:
-        fields = person_fields(record)
-        normalised = normalised_list_fields(fields)
-        identity = person_identity(normalised)
-        if identity is None:
+        person = found_by(record)
+        if person is None:
             continue
-        domain = list_domain(account_domain_of(record))
-        keys = [loose(key) for key in person_keys(identity, normalised)]
+        domain, fields, keys = person
         if wanted is not None and not any(key in wanted.get(domain, ()) for key in keys):
             continue
         people = index.setdefault(domain, {})
         for key in keys:
             people.setdefault(key, []).append(fields)
     return index
+
+
+def found_by(record: PersonRecord) -> tuple[str, dict[str, Any], list[str]] | None:
+    """A List person as a read back finds them: their account domain (:func:`list_domain`), their
+    fields, and the keys they are found by (:func:`loose`); None for a person with no identity."""
+    fields = person_fields(record)
+    normalised = normalised_list_fields(fields)
+    identity = person_identity(normalised)
+    if identity is None:
+        return None
+    return (
+        list_domain(account_domain_of(record)),
+        fields,
+        [loose(key) for key in person_keys(identity, normalised)],
+    )
 
 
 def read_accounts(
@@ -145,18 +160,11 @@ def read_back(
     """What the List's people of the item's account (:func:`people_index`) show of it."""
     keys = looked_up_keys(item)
     if isinstance(item, PlannedDelete):
-        copies = len(people.get(loose(item.identity), [])) if item.copy else 0
-        if copies > 1:
-            return ReadBack("not_yet", f"the List still holds {copies} copies")
-        if item.copy and not copies:
-            return ReadBack("lost", "no copy is left of the person meant to keep one")
-        if not item.copy and any(key in people for key in keys):
-            return ReadBack("not_yet", "still in the List")
-        return ReadBack("shown")
+        return delete_read_back(item, [len(people.get(key, ())) for key in keys])
     found = next((people[key][0] for key in keys if key in people), None)
     if found is None:
-        return ReadBack("not_yet" if isinstance(item, PlannedAdd) else "drift", NOT_IN_LIST)
-    wanted = item.person if isinstance(item, PlannedAdd) else item.patch
+        return not_found(item)
+    wanted = _written(item)
     forms: dict[str, tuple[str, ...]] = {}
     old: list[str] = []
     for name, value in wanted.items():
@@ -175,6 +183,25 @@ def read_back(
     return ReadBack("shown", forms=forms, found=found)
 
 
+def delete_read_back(item: PlannedDelete, found: Sequence[int]) -> ReadBack:
+    """What the List shows of a delete, from how many of the account's people each of its
+    :func:`looked_up_keys` finds."""
+    if item.copy:
+        copies = found[0]  # a copy is looked up by its identity alone
+        if copies > 1:
+            return ReadBack("not_yet", f"the List still holds {copies} copies")
+        if not copies:
+            return ReadBack("lost", "no copy is left of the person meant to keep one")
+    elif any(found):
+        return ReadBack("not_yet", "still in the List")
+    return ReadBack("shown")
+
+
+def not_found(item: PlannedAdd | PlannedPatch) -> ReadBack:
+    """What the List shows of an add or a patch whose person none of its keys finds."""
+    return ReadBack("not_yet" if isinstance(item, PlannedAdd) else "drift", NOT_IN_LIST)
+
+
 def _is_before(patch: PlannedPatch, name: str, shown: Any) -> bool:
     """Whether ``shown`` is the patched field's value before the patch (or its service form)."""
     before = patch.changes[name][0]
@@ -187,3 +214,179 @@ def difference(
     """How the List's people of the item's account differ from what the item meant; None if not
     (the service's own form of a written value is no difference)."""
     return read_back(item, people).problem
+
+
+#: List people sorted against the keys sought at a time (:meth:`SoughtPeople.read`).
+SOUGHT_AT_ONCE = 5_000
+
+
+def compared(values: Mapping[str, Any], names: Sequence[str]) -> int:
+    """A hash of the values of ``names`` as :func:`read_back` compares them (:func:`canonical`), by
+    their ``repr``: Python's hash of the values themselves is one for ``-1`` and ``-2``, and values
+    Python holds equal but writes otherwise (``1``, ``1.0``, ``True``) only differ here, which
+    sends their write to the full comparison."""
+    return hash(repr([canonical(values.get(name)) for name in names]))
+
+
+def _written(item: PlannedAdd | PlannedPatch) -> dict[str, Any]:
+    """The fields an add or a patch wrote, as :func:`read_back` compares them."""
+    return item.person if isinstance(item, PlannedAdd) else item.patch
+
+
+def _entry_columns(
+    domains: list[str], keys: list[str], entries: list[tuple[int, int, int]]
+) -> tuple[np.ndarray, ...]:
+    """Entries of :class:`SoughtPeople` as columns: the hash of each (domain, key), the write's
+    position, its list of fields, and :func:`compared` of what it wrote."""
+    hashes = key_hashes(pa.array(domains, pa.string()), pa.array(keys, pa.string()))
+    position, place, digest = (
+        np.array(column, dtype=dtype)
+        for column, dtype in zip(
+            zip(*entries, strict=True) if entries else ((), (), ()),
+            (np.int32, np.int32, np.int64),
+            strict=True,
+        )
+    )
+    return hashes, position, place, digest
+
+
+class SoughtPeople:
+    """The people a plan's writes look for, as 64-bit hashes of (account domain, key), and what one
+    read of the List shows of them: how many people each key finds, and of the first, whether it
+    shows every field a write wrote as written and the digest of its fields for the next state.
+
+    No List person is held, so that one read serves every write of a night, whatever its size, at
+    the cost of a few hashes a write.
+
+    :param writes: ``(position, write)`` in the plan's order.
+    :param seen_fields: the fields of the next state's digest of a person shown
+        (:func:`~listsync.sync.digests.value_digests`); None: no state is kept.
+    """
+
+    def __init__(
+        self,
+        writes: Iterable[tuple[int, PlannedAdd | PlannedPatch | PlannedDelete]],
+        seen_fields: Sequence[str] | None,
+    ) -> None:
+        self.seen_fields = seen_fields
+        #: The account domains of the writes, for the read.
+        self.domains: set[str] = set()
+        places: dict[tuple[str, ...], int] = {}
+        # Gathered as Python values SOUGHT_AT_ONCE entries at a time, held as columns.
+        columns: list[tuple[np.ndarray, ...]] = []
+        domains: list[str] = []
+        keys: list[str] = []
+        batch: list[tuple[int, int, int]] = []
+        for position, item in writes:
+            wrote = None if isinstance(item, PlannedDelete) else _written(item)
+            names = () if wrote is None else tuple(wrote)
+            place = -1 if wrote is None else places.setdefault(names, len(places))
+            digest = 0 if wrote is None else compared(wrote, names)
+            self.domains.add(item.account_domain)
+            for key in looked_up_keys(item):
+                domains.append(item.account_domain)
+                keys.append(key)
+                batch.append((position, place, digest))
+            if len(keys) >= SOUGHT_AT_ONCE:
+                columns.append(_entry_columns(domains, keys, batch))
+                domains, keys, batch = [], [], []
+        columns.append(_entry_columns(domains, keys, batch))
+        hashes, positions, field_list, expected = (
+            np.concatenate(column) for column in zip(*columns, strict=True)
+        )
+        del columns
+        #: The lists of fields the adds and patches wrote, each once; an entry names one by its place.
+        self.field_lists: list[tuple[str, ...]] = list(places)
+        #: Per entry (a key of a write, in the plan's order and each write's :func:`looked_up_keys`
+        #: order): the write's position, the key's slot, the write's list of fields (-1: a delete)
+        #: and :func:`compared` of what it wrote.
+        self.position, self.field_list, self.expected = positions, field_list, expected
+        self.keys, slot = np.unique(hashes, return_inverse=True)
+        del hashes
+        self.slot = slot.astype(np.int32)
+        del slot  # 8 bytes an entry, let go before the argsort below
+        #: Per entry: whether the first person its key finds shows what the write wrote.
+        self.as_written = np.zeros(len(self.position), dtype=bool)
+        #: Per slot: people found by its key; the state's digest of the first.
+        self.found = np.zeros(len(self.keys), dtype=np.int32)
+        self.seen = np.zeros(len(self.keys), dtype=np.uint64)
+        # The entries of each slot, for the first person a key finds.
+        self._by_slot = np.argsort(self.slot, kind="stable").astype(np.int32)
+        self._slot_start = np.searchsorted(self.slot[self._by_slot], np.arange(len(self.keys) + 1))
+
+    def writes(self) -> Iterator[tuple[list[int], bool, int]]:
+        """Per write, in the plan's order: how many people each of its keys finds, whether the
+        first person found (by its first key that finds one) shows what it wrote, and the state's
+        digest of that person. Worked out as columns: a night's writes are many."""
+        entries = len(self.position)
+        if not entries:
+            return
+        starts = np.flatnonzero(np.r_[True, self.position[1:] != self.position[:-1]])
+        found = self.found[self.slot]
+        first = np.minimum.reduceat(np.where(found > 0, np.arange(entries), entries), starts)
+        anyone = first < entries
+        first = np.where(anyone, first, 0)
+        as_written = self.as_written[first] & anyone
+        seen = self.seen[self.slot[first]]
+        del first, anyone
+        bounds = np.r_[starts, entries]
+        # Made Python values a slice of the writes at a time: a million of each would be 40 MiB.
+        for low in range(0, len(starts), SOUGHT_AT_ONCE):
+            high = min(low + SOUGHT_AT_ONCE, len(starts))
+            offset = int(bounds[low])
+            counts = found[offset : bounds[high]].tolist()
+            edges = (bounds[low : high + 1] - offset).tolist()
+            shown, digests = as_written[low:high].tolist(), seen[low:high].tolist()
+            for write, (start, stop) in enumerate(itertools.pairwise(edges)):
+                yield counts[start:stop], shown[write], digests[write]
+
+    def read(self, listed: Iterable[PersonRecord]) -> None:
+        """Count the people ``listed`` (List order) finds by each key sought; compare the first."""
+        people = iter(listed)
+        while batch := list(itertools.islice(people, SOUGHT_AT_ONCE)):
+            held: list[dict[str, Any]] = []
+            owner: list[int] = []
+            domains: list[str] = []
+            keys: list[str] = []
+            for record in batch:
+                person = found_by(record)
+                if person is None:
+                    continue
+                domain, fields, person_keys_found = person
+                for key in person_keys_found:
+                    owner.append(len(held))
+                    domains.append(domain)
+                    keys.append(key)
+                held.append(fields)
+            del batch
+            self._count(
+                held,
+                np.asarray(owner, dtype=np.int64),
+                key_hashes(pa.array(domains, pa.string()), pa.array(keys, pa.string())),
+            )
+
+    def _count(self, held: list[dict[str, Any]], owner: np.ndarray, hashes: np.ndarray) -> None:
+        """Count the people ``held`` (a batch, in List order) by the keys sought among theirs
+        (``hashes``, each of the person ``owner`` names), and compare each key's first person."""
+        if not len(self.keys) or not len(hashes):
+            return
+        place = np.minimum(np.searchsorted(self.keys, hashes), len(self.keys) - 1)
+        hit = self.keys[place] == hashes
+        slots, owners = place[hit], owner[hit]
+        new = self.found[slots] == 0
+        np.add.at(self.found, slots, 1)
+        first_slots, first = np.unique(slots[new], return_index=True)
+        first_owners = owners[new][first]
+        for slot, person in zip(first_slots.tolist(), first_owners.tolist(), strict=True):
+            fields, digests = held[person], {}
+            for entry in self._by_slot[self._slot_start[slot] : self._slot_start[slot + 1]].tolist():
+                place_of_fields = int(self.field_list[entry])
+                if place_of_fields < 0:
+                    continue
+                if place_of_fields not in digests:
+                    digests[place_of_fields] = compared(fields, self.field_lists[place_of_fields])
+                self.as_written[entry] = digests[place_of_fields] == self.expected[entry]
+        if self.seen_fields is not None and len(first_slots):
+            shown = np.unique(first_owners, return_inverse=True)
+            frame = records_frame(((None, held[person]) for person in shown[0].tolist()), self.seen_fields)
+            self.seen[first_slots] = value_digests(frame, self.seen_fields)[shown[1]]

@@ -4,7 +4,7 @@ meant: waiting for writes the List does not show yet, and learning the forms it 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,16 @@ from listsync.sync.people.plan import (
     PlannedWrites,
     item_key,
 )
-from listsync.sync.people.read import looked_up_keys, people_index, read_accounts, read_back
+from listsync.sync.people.read import (
+    ReadBack,
+    SoughtPeople,
+    delete_read_back,
+    looked_up_keys,
+    not_found,
+    people_index,
+    read_accounts,
+    read_back,
+)
 from listsync.sync.steps import MAX_FAILURE_REASONS, read_back_rounds, wait_for_late_writes
 
 if TYPE_CHECKING:
@@ -90,8 +99,10 @@ def verify_people(
     settled here: found applied, it is counted as written; not found, it moves to
     ``result.failed``. Only the touched accounts are read: by the service's account filter when
     there are fewer of them than pages of the whole List, otherwise (or when the service ignores
-    the filter) by one read of the whole List for each :data:`READ_BACK_AT_ONCE` writes, a slice
-    of their accounts at a time.
+    the filter) by reading the whole List, once a round for every write (:class:`SoughtPeople`:
+    the keys each write's person is found by and what it wrote, as hashes). A write whose person
+    the hashes show other than written (in a form of the service's own, at an old value, or
+    drifted) is read back again in full, :data:`READ_BACK_AT_ONCE` writes at a time, to say how.
     """
     settled = result.written.keys() | result.unknown.keys()
     verification = PeopleVerification(
@@ -103,10 +114,9 @@ def verify_people(
     wait_for_late_writes(client, result.settle_after if result.unknown else None)
     reading = _ReadBack(plan, result, verification, pending, client, table_id, page_size)
     for _round in read_back_rounds(client, verify_timeout, lambda: bool(pending.any()), "people writes"):
-        positions = np.flatnonzero(pending)
-        for first in range(0, len(positions), READ_BACK_AT_ONCE):
-            part = positions[first : first + READ_BACK_AT_ONCE]
-            reading.read_slice(int(part[0]), int(part[-1]) + 1)
+        in_full = reading.read_hashed()
+        for first in range(0, len(in_full), READ_BACK_AT_ONCE):
+            reading.read_in_full(in_full[first : first + READ_BACK_AT_ONCE])
     _not_shown(plan, result, verification, pending, problems=reading.problems, verify_timeout=verify_timeout)
     verification.forms = merged_forms(*reading.learned)
     return verification
@@ -114,9 +124,8 @@ def verify_people(
 
 @dataclass
 class _ReadBack:
-    """One read back of a plan's writes, a slice of their accounts at a time; records what each
-    write shows in ``verification``, settles the unknown ones in ``result``, and clears the
-    writes shown from ``pending``."""
+    """One read back of a plan's writes; records what each write shows in ``verification``,
+    settles the unknown ones in ``result``, and clears the writes shown from ``pending``."""
 
     plan: PeoplePlan
     result: PeopleApplyResult
@@ -130,45 +139,69 @@ class _ReadBack:
     #: The forms each write shown in the service's own form taught.
     learned: list[dict[str, tuple[str, ...]]] = field(default_factory=list)
 
-    def read_slice(self, start: int, stop: int) -> None:
-        """Read the accounts of the pending writes from position ``start`` to ``stop`` and check
-        those writes; the people found are held for this slice only. (The plan holds its writes
-        account by account, so a slice covers whole accounts but at its ends.)"""
-        plan, verification = self.plan, self.verification
-        wanted: dict[str, set[str]] = {}
-        for _position, (_, item) in _pending(plan, self.pending, start, stop):
-            wanted.setdefault(item.account_domain, set()).update(looked_up_keys(item))
-        listed, filter_used = read_accounts(
-            self.client, self.table_id, sorted(wanted), self.page_size, plan.current_people
+    def read_hashed(self) -> np.ndarray:
+        """Read the accounts of every pending write once, holding hashes of what each looks for
+        (:class:`SoughtPeople`), and settle the writes the hashes settle; return the positions
+        of those to read back in full: an add or a patch whose person shows other than written."""
+        plan = self.plan
+        sought = SoughtPeople(
+            ((position, item) for position, (_, item) in _pending(plan, self.pending)),
+            None if plan.ledger is None else plan.ledger.fields,
         )
-        verification.filter = verification.filter or filter_used
-        index = people_index(listed, wanted)  # only the people the items look for are kept
+        sought.read(self._read(sought.domains))
+        in_full: list[int] = []
+        shown = zip(_pending(plan, self.pending), sought.writes(), strict=True)
+        for (position, (kind, item)), (found, as_written, seen) in shown:
+            if isinstance(item, PlannedDelete):
+                self._check(position, kind, item, delete_read_back(item, found))
+            elif not any(found):
+                self._check(position, kind, item, not_found(item))
+            elif not as_written:
+                in_full.append(position)
+            elif self._check(position, kind, item, ReadBack("shown")):
+                self.verification.seen[position] = seen
+        return np.asarray(in_full, dtype=np.int64)
+
+    def read_in_full(self, positions: np.ndarray) -> None:
+        """Read the accounts of the writes at ``positions`` (pending, in order) and check those
+        writes against the people found, who are held for these writes only."""
+        plan, verification = self.plan, self.verification
+        chosen = np.zeros_like(self.pending)
+        chosen[positions] = True
+        start, stop = int(positions[0]), int(positions[-1]) + 1
+        wanted: dict[str, set[str]] = {}
+        for _position, (_, item) in _pending(plan, chosen, start, stop):
+            wanted.setdefault(item.account_domain, set()).update(looked_up_keys(item))
+        index = people_index(self._read(wanted), wanted)  # only the people the writes look for
         del wanted
         shown: dict[int, dict[str, Any]] = {}
-        for position, (kind, item) in _pending(plan, self.pending, start, stop):
-            found = self._check(position, kind, item, index.get(item.account_domain, {}))
-            if found is not None:
-                shown[position] = found
+        for position, (kind, item) in _pending(plan, chosen, start, stop):
+            back = read_back(item, index.get(item.account_domain, {}))
+            if self._check(position, kind, item, back) and back.found is not None:
+                shown[position] = back.found
         del index
         if plan.ledger is not None and shown:
             fields = plan.ledger.fields
-            positions = np.fromiter(shown, dtype=np.int64, count=len(shown))
+            places = np.fromiter(shown, dtype=np.int64, count=len(shown))
             frame = records_frame(((None, found) for found in shown.values()), fields)
-            verification.seen[positions] = value_digests(frame, fields)
+            verification.seen[places] = value_digests(frame, fields)
+
+    def _read(self, domains: Collection[str]) -> Iterable[Any]:
+        """The people of ``domains``, as they come."""
+        listed, filter_used = read_accounts(
+            self.client, self.table_id, sorted(domains), self.page_size, self.plan.current_people
+        )
+        self.verification.filter = self.verification.filter or filter_used
+        return listed
 
     def _check(
-        self,
-        position: int,
-        kind: str,
-        item: PlannedAdd | PlannedPatch | PlannedDelete,
-        people: dict[str, list[dict[str, Any]]],
-    ) -> dict[str, Any] | None:
-        """Record what the List shows of one write; return the person found when it is shown."""
+        self, position: int, kind: str, item: PlannedAdd | PlannedPatch | PlannedDelete, back: ReadBack
+    ) -> bool:
+        """Record what the List shows of one write (``back``); whether it is verified."""
         result, verification = self.result, self.verification
-        back = read_back(item, people)
         if back.status == "not_yet":
             self.problems[position] = back.problem or ""
-            return None
+            return False
         self.pending[position] = False
         self.problems.pop(position, None)
         key = item_key(item)
@@ -179,24 +212,24 @@ class _ReadBack:
                 verification.lost.add(person)
                 verification.drift.append(f"{kind} of {key}: {back.problem}")
             result.unknown.pop(key, None)
-            return None
+            return False
         if isinstance(item, PlannedDelete) and item.copy:
             verification.copies_removed += 1
         if key in result.unknown:
             _written_kind, reason = result.unknown.pop(key)
             if back.status == "drift":
                 result.failed[key] = f"outcome unknown ({reason}), and the List does not show it applied"
-                return None
+                return False
             result.count(kind, 1)
         elif back.status == "drift":
             verification.drift.append(f"{kind} of {key}: {back.problem}")
-            return None
+            return False
         verification.verified += 1
         verification.outcome[position] = SHOWN
         if back.forms:
             verification.service_forms += 1
             self.learned.append(back.forms)
-        return back.found
+        return True
 
 
 def _not_shown(
@@ -247,8 +280,10 @@ def _pending(
     for kind, writes in kinds:
         low, high = max(start - offset, 0), min(stop - offset, len(writes))
         for batch in range(low, high, PlannedWrites.BATCH):
-            made = writes[batch : min(batch + PlannedWrites.BATCH, high)]
-            for position, item in enumerate(made, start=offset + batch):
+            end = min(batch + PlannedWrites.BATCH, high)
+            if not pending[offset + batch : offset + end].any():
+                continue  # made for nothing: a round after the first has few writes left
+            for position, item in enumerate(writes[batch:end], start=offset + batch):
                 if pending[position]:
                     yield position, (kind, item)
         offset += len(writes)

@@ -73,16 +73,24 @@ class _KeyedRowModels(_KeyedRows):
 
 
 def read_current_rows(
-    client: ListSyncClient, table_id: str, key_column: str, *, page_size: int = ROWS_PAGE_SIZE
+    client: ListSyncClient,
+    table_id: str,
+    key_column: str,
+    *,
+    page_size: int = ROWS_PAGE_SIZE,
+    keep: Callable[[CurrentRow], bool] | None = None,
 ) -> tuple[list[CurrentRow], int]:
     """Read every List row whose ``key_column`` cell is not empty, page by page, as a
     :class:`CurrentRow` each (rows without a key cannot be matched to the extract and are not
     read). The upsert reads into columns instead (:func:`read_list_rows`).
 
+    :param keep: which rows to keep, as they are read (None: all), so that a read for a few rows
+        holds those rows, not the List.
     :return: the rows (cells' ``value``, never ``computedValue``) and the GET requests sent.
     """
     read = _KeyedRowModels(client, table_id, key_column, page_size)
-    return [current_row(row) for row in read], read.requests
+    rows = (current_row(row) for row in read)
+    return [row for row in rows if keep is None or keep(row)], read.requests
 
 
 def current_row(row: Row) -> CurrentRow:

@@ -147,9 +147,16 @@ class _ReadBack:
         by_key: dict[str, list[CurrentRow]] = {}
         unplaced = [key for key, row_id in self.adds.items() if not row_id]
         if len(unplaced) > max(1, -(-self.plan.list_rows // ROWS_PAGE_SIZE)):
-            everything, reads = read_current_rows(self.client, self.table_id, key_column)
+            sought = self.adds.keys()  # every added key: one the List holds twice is drift
+            keyed, reads = read_current_rows(
+                self.client,
+                self.table_id,
+                key_column,
+                keep=lambda row: (
+                    row.row_id not in rows and (normalize_key(row.cells.get(key_column)) or "") in sought
+                ),
+            )
             self.verification.requests += reads
-            keyed = (row for row in everything if row.row_id not in rows)
             for row in [*rows.values(), *keyed]:
                 by_key.setdefault(normalize_key(row.cells.get(key_column)) or "", []).append(row)
             return by_key
