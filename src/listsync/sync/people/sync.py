@@ -25,7 +25,7 @@ from listsync.sync.people.prepare import PreparedPeople, prepare_people
 from listsync.sync.people.read import NOT_IN_LIST, difference, people_in_shard, people_index, read_accounts
 from listsync.sync.people.verify import SHOWN, UNCONFIRMED, PeopleVerification, verify_people
 from listsync.sync.settings import DeleteScope, SyncMode, SyncSettings, check_sync_options
-from listsync.sync.state import ADD, DELETE, PATCH, UNSEEN, StateEntries
+from listsync.sync.state import ADD, DELETE, PATCH, UNSEEN, Ledger, StateEntries
 from listsync.sync.steady import read_steadily
 from listsync.sync.steps import build_summary
 from listsync.sync.summary import PeopleSummary
@@ -269,7 +269,6 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
         self, extract: PlannedExtract, plan: PeoplePlan, outcome: _PeopleOutcome, files: JobFiles
     ) -> PeopleSummary:
         result, verification = outcome
-        ledger = plan.ledger
         return build_summary(
             PeopleSummary,
             **extract.stats.to_dict(),
@@ -296,9 +295,7 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
             drift=len(verification.drift),
             service_forms=verification.service_forms,
             unconfirmed=verification.unconfirmed,
-            awaiting=0 if ledger is None else ledger.awaiting,
-            edited_in_list=0 if ledger is None else ledger.edited_in_list,
-            turned_up=0 if ledger is None else ledger.turned_up,
+            **Ledger.counts(plan.ledger),
             rereads=plan.rereads,
             requests=result.requests,
             failure_reasons=[*plan.conflict_reasons, *result.failed.values()],

@@ -30,7 +30,7 @@ from listsync.sync.rows.prepare import PreparedRows, prepare_rows
 from listsync.sync.rows.read import list_key_normalizer, read_list_rows
 from listsync.sync.rows.verify import RowsVerification, verify_rows
 from listsync.sync.settings import RowsMode, SyncSettings, check_rows_mode
-from listsync.sync.state import ADD, DELETE, PATCH, UNSEEN, StateEntries
+from listsync.sync.state import ADD, DELETE, PATCH, UNSEEN, Ledger, StateEntries
 from listsync.sync.steady import read_steadily
 from listsync.sync.steps import build_summary
 from listsync.sync.summary import RowsSummary
@@ -313,7 +313,6 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
         ]
         reasons.extend(f"{kind}: {reason}" for kind, _, reason in applied.failures)
         failed_rows = applied.failed_keys("add") | applied.failed_keys("update")
-        ledger = plan.ledger
         return build_summary(
             RowsSummary,
             **extract.stats.to_dict(),
@@ -333,9 +332,7 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
             drift=len(verification.drift),
             service_forms=verification.service_forms,
             unconfirmed=len(verification.unconfirmed),
-            awaiting=0 if ledger is None else ledger.awaiting,
-            edited_in_list=0 if ledger is None else ledger.edited_in_list,
-            turned_up=0 if ledger is None else ledger.turned_up,
+            **Ledger.counts(plan.ledger),
             rereads=plan.rereads,
             requests={kind: applied.requests[kind] for kind in (ADD_ROWS, UPDATE_CELLS, DELETE_ROWS)},
             failure_reasons=reasons,

@@ -34,6 +34,18 @@ class Ledger:
     _previous: StateEntries | None = field(default=None, repr=False)
     _kept_positions: list[np.ndarray] = field(default_factory=list, repr=False)
 
+    @staticmethod
+    def counts(ledger: Ledger | None) -> dict[str, int]:
+        """What the three-way diff of ``ledger`` found, as the summary counts it (all 0 without a
+        state): ``awaiting``, ``edited_in_list``, ``turned_up``."""
+        if ledger is None:
+            return {"awaiting": 0, "edited_in_list": 0, "turned_up": 0}
+        return {
+            "awaiting": ledger.awaiting,
+            "edited_in_list": ledger.edited_in_list,
+            "turned_up": ledger.turned_up,
+        }
+
     def keep(self, positions: np.ndarray, last: SyncState | None) -> None:
         """Keep the ``last`` state's entries at ``positions`` as they are."""
         if len(positions) and last is not None:
