@@ -280,6 +280,50 @@ def test_a_nightly_run_triggered_on_the_cluster_leaves_the_list_its_summary_desc
     assert cluster.list_events(NIGHTLY, dry) == []
 
 
+def test_the_command_line_shows_and_resets_the_nightly_state_in_the_asset_state_store(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    from listsync.cli import main
+    from listsync.commands.airflow_states import TOKEN_ENV
+
+    asset = f"listsync://api.example.com/{TABLE_ID}"
+    monkeypatch.setenv(TOKEN_ENV, str(cluster.api.headers["Authorization"]).removeprefix("Bearer "))
+    where = ["--airflow-url", cluster.state["urls"]["ui"], "--asset", asset, "--job", "people"]
+    where += ["--table-id", TABLE_ID]
+    # The key every night of the nightly keeps its people sync's state under.
+    key = cluster.return_value(NIGHTLY, "nightly_on_the_cluster", "report")["people"]["state"].rsplit(" ", 1)[
+        -1
+    ]
+    asset_id = next(
+        item["id"] for item in cluster.get("/assets", uri_pattern=asset)["assets"] if item["uri"] == asset
+    )
+
+    def keys() -> set[str]:
+        return {entry["key"] for entry in cluster.get(f"/assets/{asset_id}/state-store")["asset_state_store"]}
+
+    assert main(["state", "show", *where, "--output", "json"]) == 0
+    shown = {row["where"].rsplit(" ", 1)[-1]: row for row in json.loads(capsys.readouterr().out)}
+    # The second night found every person of the List in step: its state holds each of them.
+    held = cluster.emulator("state")["lists"][TABLE_ID]["rows"]
+    assert shown[key]["items"] == sum(len(row["people"]) for row in held) > 0
+    assert {(row["job"], row["table_id"]) for row in shown.values()} == {("people", TABLE_ID)}
+    rows_states = {name for name in keys() if name.startswith(f"rows-{TABLE_ID}-")}
+    assert rows_states and set(shown) <= keys()
+
+    # A reset deletes the people states alone: the rows upsert's state and the leases stay.
+    kept = cluster.get(f"/assets/{asset_id}/state-store/{key}")["value"]
+    assert main(["state", "reset", *where, "--yes"]) == 0
+    assert not set(shown) & keys() and rows_states <= keys()
+    assert main(["state", "show", *where]) == 1
+    # Put back for the tests after this one, which expect the nights' state.
+    cluster.api.put(f"/assets/{asset_id}/state-store/{key}", json={"value": kept}).raise_for_status()
+    # A token the deployment refuses is one line naming the variable, never the token.
+    monkeypatch.setenv(TOKEN_ENV, "not-a-token")
+    assert main(["state", "show", *where]) == 1
+    refused = capsys.readouterr().err
+    assert TOKEN_ENV in refused and "not-a-token" not in refused
+
+
 def remove_contacts(cluster: Cluster, share: int) -> int:
     """Remove every ``share``-th contact with an e-mail from the warehouse's CRM; how many."""
     import sqlalchemy as sa
