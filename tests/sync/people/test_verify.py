@@ -67,3 +67,43 @@ def test_writes_shown_in_a_form_of_the_lists_own_are_read_back_in_full_by_slices
         {"acme.com"},
         {"gamma.org"},
     ]
+
+
+LISTED = [
+    # e-mail in capitals and spaces; a profile URL the rules normalise; a domain with a scheme
+    {
+        "account_domain": "https://WWW.Acme.com/",
+        "email": "  Ann@Acme.COM ",
+        "first_name": "Ann",
+        "network_profile_url": "http://linkedin.com/in/ann/",
+        "title": "VP  Sales",
+    },
+    # a phone alone; a blank e-mail is no key
+    {"account_domain": "acme.com", "phone_number": "+1 415 555 0100", "email": "  "},
+    # a name alone, its spaces folded
+    {"account_domain": "beta.io", "first_name": "Bo ", "last_name": " Li"},
+    # no identity: found by nothing
+    {"account_domain": "beta.io", "title": "CTO"},
+    # a profile URL and an e-mail: found by both, the e-mail its identity
+    {"account_domain": "beta.io", "email": "cy@beta.io", "network_profile_url": "linkedin.com/in/cy"},
+    # a domain the rules refuse, kept trimmed and in lower case
+    {"account_domain": " Not A Domain ", "email": "dee@x.org"},
+]
+
+
+def test_a_read_back_finds_each_list_person_by_the_keys_a_person_is_found_by() -> None:
+    """The read back's keys, made as columns from a batch of the List, are those each person is
+    found by one at a time (``found_by``), in List order, each person's identity first."""
+    from listsync.sync.people.frames import list_batch
+    from listsync.sync.people.read import found_by, keys_found_by
+
+    expected = []
+    for person in (found_by(record) for record in LISTED):
+        if person is not None:
+            domain, _fields, keys = person
+            expected += [(domain, key) for key in keys]
+    owner, domains, keys = keys_found_by(list_batch(LISTED))
+
+    assert list(zip(domains.to_pylist(), keys.to_pylist(), strict=True)) == expected
+    assert len({key for _, key in expected if key.startswith("url:")}) == 2
+    assert owner.tolist() == sorted(owner.tolist())

@@ -43,6 +43,7 @@ __all__ = [
     "frame_records",
     "given",
     "identities",
+    "list_batch",
     "list_frame",
     "one_chunk",
     "record_fields",
@@ -206,11 +207,11 @@ def list_frame(records: Iterable[PersonRecord]) -> ListPeople:
             if len(batch) == BATCH:
                 if built:
                     built[-1].result()  # the one before, done by now: its error, if any, now
-                built.append(builder.submit(_list_batch, batch))
+                built.append(builder.submit(list_batch, batch))
                 read += len(batch)
                 batch = []
         if batch or not built:
-            built.append(builder.submit(_list_batch, batch))
+            built.append(builder.submit(list_batch, batch))
             read += len(batch)
         batches = [future.result() for future in built]
     del built
@@ -247,7 +248,12 @@ def text_chunks(column: pd.Series) -> list[pa.Array]:
     return array.chunks if isinstance(array, pa.ChunkedArray) else [array]
 
 
-def _list_batch(batch: list[PersonRecord]) -> pd.DataFrame:
+def list_batch(batch: list[PersonRecord]) -> pd.DataFrame:
+    """A batch of List people as columns, as :func:`list_frame` holds them: the identified people,
+    ``domain`` (normalised), ``identity``, ``url_key`` and every person field.
+
+    :raises UnexpectedResponseError: a person whose fields the client's model would refuse.
+    """
     try:
         frame = _columns(batch)
     except (pa.ArrowInvalid, pa.ArrowTypeError, ValidationError) as error:

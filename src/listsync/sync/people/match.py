@@ -12,6 +12,7 @@ Keys are numbered as integer codes, never joined as text. The same keys, a recor
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -364,6 +365,12 @@ def account_domain_of(record: PersonRecord) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+#: Account domains :func:`list_domain` remembers: a List gives the people of an account one after
+#: the other, and a read back normalises every person's domain (twice, on the service's filter).
+DOMAINS_REMEMBERED = 4_096
+
+
+@functools.lru_cache(maxsize=DOMAINS_REMEMBERED)
 def list_domain(value: str | None) -> str:
     """A List person's account domain, normalised like the extract's."""
     if value is None:

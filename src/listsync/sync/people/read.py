@@ -17,9 +17,9 @@ from listsync.extract.contact_rules import normalize_domain
 from listsync.extract.mapping import keys_in_shard
 from listsync.sync.digests import key_hashes, value_digests
 from listsync.sync.fan_out import fan_out
-from listsync.sync.forms import fold, learn_form
+from listsync.sync.forms import fold, fold_text, learn_form
 from listsync.sync.people.diff import canonical, person_fields
-from listsync.sync.people.frames import PersonRecord, records_frame
+from listsync.sync.people.frames import IDENTITY, PersonRecord, frame_records, list_batch
 from listsync.sync.people.match import account_domain_of, list_domain, normalised_list_fields, person_keys
 from listsync.sync.people.plan import PlannedAdd, PlannedDelete, PlannedPatch
 
@@ -297,6 +297,7 @@ class SoughtPeople:
         del columns
         #: The lists of fields the adds and patches wrote, each once; an entry names one by its place.
         self.field_lists: list[tuple[str, ...]] = list(places)
+        self._written_names = sorted(set().union(*self.field_lists))
         #: Per entry (a key of a write, in the plan's order and each write's :func:`looked_up_keys`
         #: order): the write's position, the key's slot, the write's list of fields (-1: a delete)
         #: and :func:`compared` of what it wrote.
@@ -306,7 +307,7 @@ class SoughtPeople:
         self.slot = slot.astype(np.int32)
         del slot  # 8 bytes an entry, let go before the argsort below
         #: Per entry: whether the first person its key finds shows what the write wrote.
-        self.as_written = np.zeros(len(self.position), dtype=bool)
+        self.as_written_entry = np.zeros(len(self.position), dtype=bool)
         #: Per slot: people found by its key; the state's digest of the first.
         self.found = np.zeros(len(self.keys), dtype=np.int32)
         self.seen = np.zeros(len(self.keys), dtype=np.uint64)
@@ -318,18 +319,10 @@ class SoughtPeople:
         """Per write, in the plan's order: how many people each of its keys finds, whether the
         first person found (by its first key that finds one) shows what it wrote, and the state's
         digest of that person. Worked out as columns: a night's writes are many."""
-        entries = len(self.position)
-        if not entries:
+        if not len(self.position):
             return
-        starts = np.flatnonzero(np.r_[True, self.position[1:] != self.position[:-1]])
-        found = self.found[self.slot]
-        first = np.minimum.reduceat(np.where(found > 0, np.arange(entries), entries), starts)
-        anyone = first < entries
-        first = np.where(anyone, first, 0)
-        as_written = self.as_written[first] & anyone
-        seen = self.seen[self.slot[first]]
-        del first, anyone
-        bounds = np.r_[starts, entries]
+        starts, found, as_written, seen = self._per_write()
+        bounds = np.r_[starts, len(self.position)]
         # Made Python values a slice of the writes at a time: a million of each would be 40 MiB.
         for low in range(0, len(starts), SOUGHT_AT_ONCE):
             high = min(low + SOUGHT_AT_ONCE, len(starts))
@@ -340,33 +333,37 @@ class SoughtPeople:
             for write, (start, stop) in enumerate(itertools.pairwise(edges)):
                 yield counts[start:stop], shown[write], digests[write]
 
+    def as_written(self) -> tuple[np.ndarray, np.ndarray]:
+        """The positions of the writes (adds and patches) whose person shows what they wrote, and
+        the state's digest of that person: those :meth:`writes` says ``True`` of."""
+        if not len(self.position):
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64)
+        starts, _found, as_written, seen = self._per_write()
+        return self.position[starts][as_written].astype(np.int64), seen[as_written]
+
+    def _per_write(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Where each write's entries start, the people each entry's key finds, and per write
+        whether its first person found shows what it wrote, and that person's digest."""
+        entries = len(self.position)
+        starts = np.flatnonzero(np.r_[True, self.position[1:] != self.position[:-1]])
+        found = self.found[self.slot]
+        first = np.minimum.reduceat(np.where(found > 0, np.arange(entries), entries), starts)
+        anyone = first < entries
+        first = np.where(anyone, first, 0)
+        return starts, found, self.as_written_entry[first] & anyone, self.seen[self.slot[first]]
+
     def read(self, listed: Iterable[PersonRecord]) -> None:
-        """Count the people ``listed`` (List order) finds by each key sought; compare the first."""
+        """Count the people ``listed`` (List order) finds by each key sought; compare the first.
+        The people are taken as columns :data:`SOUGHT_AT_ONCE` at a time, as the plan reads them."""
         people = iter(listed)
         while batch := list(itertools.islice(people, SOUGHT_AT_ONCE)):
-            held: list[dict[str, Any]] = []
-            owner: list[int] = []
-            domains: list[str] = []
-            keys: list[str] = []
-            for record in batch:
-                person = found_by(record)
-                if person is None:
-                    continue
-                domain, fields, person_keys_found = person
-                for key in person_keys_found:
-                    owner.append(len(held))
-                    domains.append(domain)
-                    keys.append(key)
-                held.append(fields)
+            frame = list_batch(batch)
             del batch
-            self._count(
-                held,
-                np.asarray(owner, dtype=np.int64),
-                key_hashes(pa.array(domains, pa.string()), pa.array(keys, pa.string())),
-            )
+            owner, domains, keys = keys_found_by(frame)
+            self._count(frame, owner, key_hashes(domains, keys))
 
-    def _count(self, held: list[dict[str, Any]], owner: np.ndarray, hashes: np.ndarray) -> None:
-        """Count the people ``held`` (a batch, in List order) by the keys sought among theirs
+    def _count(self, frame: pd.DataFrame, owner: np.ndarray, hashes: np.ndarray) -> None:
+        """Count the people of ``frame`` (a batch, in List order) by the keys sought among theirs
         (``hashes``, each of the person ``owner`` names), and compare each key's first person."""
         if not len(self.keys) or not len(hashes):
             return
@@ -376,8 +373,12 @@ class SoughtPeople:
         new = self.found[slots] == 0
         np.add.at(self.found, slots, 1)
         first_slots, first = np.unique(slots[new], return_index=True)
-        first_owners = owners[new][first]
-        for slot, person in zip(first_slots.tolist(), first_owners.tolist(), strict=True):
+        if not len(first_slots):
+            return
+        # The first people found, each made a dict of the fields the writes wrote, once.
+        people, person_of = np.unique(owners[new][first], return_inverse=True)
+        held = frame_records(frame, people, [name for name in self._written_names if name in frame])
+        for slot, person in zip(first_slots.tolist(), person_of.tolist(), strict=True):
             fields, digests = held[person], {}
             for entry in self._by_slot[self._slot_start[slot] : self._slot_start[slot + 1]].tolist():
                 place_of_fields = int(self.field_list[entry])
@@ -385,8 +386,30 @@ class SoughtPeople:
                     continue
                 if place_of_fields not in digests:
                     digests[place_of_fields] = compared(fields, self.field_lists[place_of_fields])
-                self.as_written[entry] = digests[place_of_fields] == self.expected[entry]
-        if self.seen_fields is not None and len(first_slots):
-            shown = np.unique(first_owners, return_inverse=True)
-            frame = records_frame(((None, held[person]) for person in shown[0].tolist()), self.seen_fields)
-            self.seen[first_slots] = value_digests(frame, self.seen_fields)[shown[1]]
+                self.as_written_entry[entry] = digests[place_of_fields] == self.expected[entry]
+        if self.seen_fields is not None:
+            self.seen[first_slots] = value_digests(frame, self.seen_fields, people)[person_of]
+
+
+def keys_found_by(frame: pd.DataFrame) -> tuple[np.ndarray, pa.ChunkedArray, pa.ChunkedArray]:
+    """The keys the people of a List batch (:func:`~listsync.sync.people.frames.list_batch`) are
+    found by, as :func:`found_by` gives them, as column operations: per key, the person's row, their
+    account domain and the key (:func:`loose`), person after person, each one's keys in
+    :func:`person_keys` order."""
+    email = frame["email"].str.strip()
+    candidates = [
+        frame[IDENTITY],
+        ("email:" + email).where(email.str.len() > 0),
+        "url:" + frame["url_key"],
+    ]
+    rows = [np.flatnonzero(column.notna().to_numpy()) for column in candidates]
+    texts = [
+        pa.array(column.iloc[taken].array).cast(pa.string())
+        for column, taken in zip(candidates, rows, strict=True)
+    ]
+    owner = np.concatenate(rows)
+    order = np.argsort(owner, kind="stable")
+    keys = fold_text(pa.chunked_array(texts, pa.string()), ("whitespace", "case")).take(order)
+    owner = owner[order]
+    domains = pa.array(frame["domain"].array).cast(pa.string()).take(owner)
+    return owner, domains, keys

@@ -108,7 +108,10 @@ def verify_people(
     verification = PeopleVerification(
         outcome=np.zeros(plan.size, dtype=np.uint8), seen=np.zeros(plan.size, dtype=np.uint64)
     )
-    pending = np.array([item_key(item) in settled for _, item in planned_writes(plan)], dtype=bool)
+    if len(settled) == plan.size:  # every write answered: none made an object to say so
+        pending = np.ones(plan.size, dtype=bool)
+    else:
+        pending = np.array([item_key(item) in settled for _, item in planned_writes(plan)], dtype=bool)
     if not pending.any():
         return verification
     wait_for_late_writes(client, result.settle_after if result.unknown else None)
@@ -149,8 +152,14 @@ class _ReadBack:
             None if plan.ledger is None else plan.ledger.fields,
         )
         sought.read(self._read(sought.domains))
+        # With no write of unknown outcome to settle, those shown as written are settled as
+        # columns, and only the others are made objects again.
+        at_once = not self.result.unknown
+        if at_once:
+            self._shown(*sought.as_written())
+        writes = (write for write in sought.writes() if not (at_once and write[1]))
         in_full: list[int] = []
-        shown = zip(_pending(plan, self.pending), sought.writes(), strict=True)
+        shown = zip(_pending(plan, self.pending), writes, strict=True)
         for (position, (kind, item)), (found, as_written, seen) in shown:
             if isinstance(item, PlannedDelete):
                 self._check(position, kind, item, delete_read_back(item, found))
@@ -161,6 +170,18 @@ class _ReadBack:
             elif self._check(position, kind, item, ReadBack("shown")):
                 self.verification.seen[position] = seen
         return np.asarray(in_full, dtype=np.int64)
+
+    def _shown(self, positions: np.ndarray, seen: np.ndarray) -> None:
+        """Record the acknowledged adds and patches at ``positions`` as shown, as :meth:`_check`
+        does one by one, their people's digests being ``seen``."""
+        verification = self.verification
+        self.pending[positions] = False
+        if self.problems:
+            for position in positions.tolist():
+                self.problems.pop(position, None)
+        verification.verified += len(positions)
+        verification.outcome[positions] = SHOWN
+        verification.seen[positions] = seen
 
     def read_in_full(self, positions: np.ndarray) -> None:
         """Read the accounts of the writes at ``positions`` (pending, in order) and check those
