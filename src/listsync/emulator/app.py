@@ -342,6 +342,8 @@ def create_app(
         params = read_request(request)
         lst = table(request)
         page = emulator.people.query_people(lst, params)
+        if not {"target", "personas", *emulator.dialect.filter_names.values()} & set(params):
+            emulator.stats.unfiltered_pages[f"people of {lst.id}"] += 1
         if page["hasMore"]:
             emulator.other_writer.between_pages(lst, "people")
         return json_response(200, people_page_body(page, emulator.dialect))

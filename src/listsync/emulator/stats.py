@@ -1,4 +1,4 @@
-"""Counters behind ``/_emulator/stats``: per endpoint, and events per signal."""
+"""Counters behind ``/_emulator/stats``: per endpoint, pages of whole Lists, and events per signal."""
 
 from __future__ import annotations
 
@@ -7,11 +7,13 @@ from typing import Any
 
 
 class Stats:
-    """Requests and statuses per endpoint (``"POST /v1/events"``), events accepted and limited per signal."""
+    """Requests and statuses per endpoint (``"POST /v1/events"``), pages of whole Lists served (of
+    reads with no filter: ``"people of tbl_1"``), events accepted and limited per signal."""
 
     def __init__(self) -> None:
         self.requests: Counter[str] = Counter()
         self.statuses: defaultdict[str, Counter[str]] = defaultdict(Counter)
+        self.unfiltered_pages: Counter[str] = Counter()
         self.events_accepted: Counter[str] = Counter()
         self.events_rate_limited: Counter[str] = Counter()
 
@@ -30,10 +32,17 @@ class Stats:
                 }
                 for endpoint, count in self.requests.items()
             },
+            "unfiltered_pages": dict(self.unfiltered_pages),
             "events_accepted": dict(self.events_accepted),
             "events_rate_limited": dict(self.events_rate_limited),
         }
 
     def clear(self) -> None:
-        for counter in (self.requests, self.statuses, self.events_accepted, self.events_rate_limited):
+        for counter in (
+            self.requests,
+            self.statuses,
+            self.unfiltered_pages,
+            self.events_accepted,
+            self.events_rate_limited,
+        ):
             counter.clear()

@@ -53,7 +53,7 @@ from listsync.client.errors import InvalidRecordError
 from listsync.client.models import Person
 from listsync.errors import ListSyncError
 from listsync.extract.normalize import ColumnResult, normalize_column
-from listsync.extract.options import Shard
+from listsync.extract.options import Shard, shard_number
 from listsync.extract.rejects import Rejects
 from listsync.extract.sources import ROW_NUMBER, ROW_PROBLEMS
 from listsync.extract.text_rules import normalize_text
@@ -76,6 +76,7 @@ __all__ = [
     "keys_in_shard",
     "reject_row",
     "rows_key_column",
+    "shard_numbers",
     "strict_value",
     "violation_reasons",
     "writable",
@@ -397,13 +398,21 @@ def column_values(frame: pd.DataFrame, column: str) -> pd.Series:
 def keys_in_shard(series: pd.Series, rule: Rule, shard: Shard) -> np.ndarray:
     """Which values of ``series`` are in ``shard``, normalised by ``rule`` (else their text trimmed
     and lower-cased); each distinct value is hashed once."""
+    return shard_numbers(series, rule, shard.count) == shard.index
+
+
+def shard_numbers(series: pd.Series, rule: Rule, count: int) -> np.ndarray:
+    """The shard, of ``count``, of each value of ``series`` normalised by ``rule`` (else its text
+    trimmed and lower-cased), as :func:`keys_in_shard` places it; each distinct value is hashed once."""
     keys = normalize_column(series, rule).values
     absent = series.isna().to_numpy()
     for position in [position for position, key in enumerate(keys) if key is None]:
         keys[position] = "" if absent[position] else str(series.iat[position]).strip().lower()
     codes, distinct = pd.factorize(pd.Series(keys, dtype=object))
-    held = np.fromiter((shard.holds(str(key)) for key in distinct), dtype=bool, count=len(distinct))
-    return held[codes]
+    numbers = np.fromiter(
+        (shard_number(str(key), count) for key in distinct), dtype=np.int64, count=len(distinct)
+    )
+    return numbers[codes]
 
 
 def violation_reasons(error: InvalidRecordError, row: MappedRow) -> list[str]:

@@ -22,6 +22,7 @@ __all__ = [
     "check_encoding",
     "parse_shard",
     "resolve_timezone",
+    "shard_number",
 ]
 
 
@@ -74,9 +75,15 @@ class Shard:
 
     def holds(self, key: str) -> bool:
         """Whether the normalised account domain or row key ``key`` is in this shard."""
-        # surrogatepass: a lone surrogate cannot be UTF-8, yet its row must land in one shard.
-        digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-        return int.from_bytes(digest, "big") % self.count == self.index
+        return shard_number(key, self.count) == self.index
+
+
+def shard_number(key: str, count: int) -> int:
+    """The shard, of ``count``, of the normalised account domain or row key ``key`` (see
+    :class:`Shard`)."""
+    # surrogatepass: a lone surrogate cannot be UTF-8, yet its row must land in one shard.
+    digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % count
 
 
 def parse_shard(shard: str | Shard | None) -> Shard | None:
