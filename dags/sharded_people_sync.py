@@ -5,18 +5,24 @@ the whole List's people in memory:
 
 1. ``upsert_account_rows``: the warehouse's ``crm_accounts`` become the List's account rows, so
    the accounts the people go to exist (as in ``crm_to_list_nightly``).
-2. ``sync_targetable_people``: :class:`SyncTargetablePeopleOperator` mapped over ``shard="0/4"``
-   to ``"3/4"``. Each map index keeps the accounts whose normalised domain hashes to its shard,
-   in the extract and in the List, and mirrors them; the four together mirror the whole List,
-   each person written by one of them. Each names itself after its shard in the UI and writes
-   its own plan and rejects files.
-3. ``report``: one summary of the four (``combine_summaries``), returned to XCom.
+2. ``split_people``: :class:`SplitPeopleOperator` reads the extract and pages the List once, and
+   writes each of the four shards its part in the run's ``parts`` folder: the extract's people of
+   the accounts whose normalised domain hashes to the shard (prepared: rejects and duplicates are
+   the split's), and the List's people of those accounts as read. It writes nothing to the List.
+3. ``sync_targetable_people``: :class:`SyncTargetablePeopleOperator` mapped over ``shard="0/4"``
+   to ``"3/4"``, each with ``parts_path``: each map index plans its part, re-reads the accounts it
+   writes in (by the service's account filter: the part is a snapshot, and others may have changed
+   the List since), writes, and reads back its own accounts. The four together mirror the whole
+   List, each person written by one of them. Each names itself after its shard in the UI and
+   writes its own plan file. A shard that fails is retried alone, from its part.
+4. ``report``: one summary of the split and the four shards (``combine_summaries``), to XCom.
 
-Every shard still reads the whole extract and pages the whole List (the service cannot filter
-by a hash of the domain): a task needs about a quarter of the memory, and the four take longer
-than one unsharded sync. The shards take turns (``max_active_tis_per_dagrun=1``): the service
-pages a List by offset, so a shard writing while another pages the same List would shift the
-other's pages. Shard when memory, not time, is what runs out.
+The List is paged once a night, by the split, which holds the prepared extract (as the unsharded
+sync does) but none of the List; a shard holds a quarter. The shards no longer page the List
+(they read their own accounts by the account filter), but they take turns all the same
+(``max_active_tis_per_dagrun=1``): each takes the List's lease, as the unsharded sync does, so that
+neither another night nor ``crm_to_list_nightly`` writes the List at the same time; shards running
+at once would only wait for each other's lease, holding worker slots.
 
 Connections and the output folder are those of ``crm_to_list_nightly``.
 """
@@ -32,7 +38,7 @@ from typing import Any
 
 from airflow.sdk import dag, task
 
-from listsync.operators import SyncTargetablePeopleOperator, UpsertRowsOperator
+from listsync.operators import SplitPeopleOperator, SyncTargetablePeopleOperator, UpsertRowsOperator
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +51,8 @@ DEFAULT_OUTPUT_DIR = os.environ.get("LISTSYNC_OUTPUT_DIR") or os.path.join(
 )
 OUTPUT_DIR = f"{{{{ var.value.get('listsync_output_dir', {DEFAULT_OUTPUT_DIR!r}) }}}}"
 RUN_DIR = OUTPUT_DIR + "/sharded_people_sync/{{ (dag_run.logical_date or dag_run.run_after) | ts_nodash }}"
+# Where the split leaves each shard its part, for the shards and their retries.
+PARTS_DIR = RUN_DIR + "/parts"
 # "people.shard-1-of-4.plan.jsonl": each map index renders its own shard into its file names.
 SHARD_FILE = RUN_DIR + "/people.shard-{{ task.shard | replace('/', '-of-') }}"
 
@@ -93,34 +101,42 @@ def sharded_people_sync() -> None:
         plan_path=f"{RUN_DIR}/accounts.plan.jsonl",
         rejects_path=f"{RUN_DIR}/accounts.rejects.jsonl",
     )
-    people = SyncTargetablePeopleOperator.partial(
-        task_id="sync_targetable_people",
+    split = SplitPeopleOperator(
+        task_id="split_people",
         table_id=TABLE_ID,
         sql="SELECT * FROM crm_contacts",
         sql_conn_id=WAREHOUSE_CONN_ID,
         column_map=CONTACT_COLUMNS,
+        shards=SHARDS,
+        parts_path=PARTS_DIR,
+        rejects_path=f"{RUN_DIR}/people.rejects.jsonl",
+    )
+    people = SyncTargetablePeopleOperator.partial(
+        task_id="sync_targetable_people",
+        table_id=TABLE_ID,
+        parts_path=PARTS_DIR,
+        column_map=CONTACT_COLUMNS,
         mode="mirror",
         delete_scope="accounts_in_source",
         plan_path=f"{SHARD_FILE}.plan.jsonl",
-        rejects_path=f"{SHARD_FILE}.rejects.jsonl",
         map_index_template="shard {{ task.shard }}",
-        # One shard at a time: the List is paged by offset, so a shard writing while another reads
-        # it would shift that one's pages (people skipped or read twice).
+        # One shard at a time: each holds the List's lease (the unsharded sync's) while it writes;
+        # shards started at once would wait for it, holding worker slots.
         max_active_tis_per_dagrun=1,
     ).expand(shard=[f"{index}/{SHARDS}" for index in range(SHARDS)])
-    rows >> people
+    rows >> split >> people
 
     @task
-    def report(summaries: Iterable[dict[str, Any]]) -> dict[str, Any]:
-        """Add up the shards' summaries into one summary of the sync."""
+    def report(split: dict[str, Any], summaries: Iterable[dict[str, Any]]) -> dict[str, Any]:
+        """Add up the split's and the shards' summaries into one summary of the sync."""
         from listsync.sync.steps import combine_summaries
 
-        summary = combine_summaries(summaries)
+        summary = combine_summaries(summaries, split=split)
         log.info("Summary of the sharded sync of %s:\n%s", TABLE_ID, json.dumps(summary, indent=2))
         return summary
 
-    # The mapped operator's XComArg becomes the shards' summaries when the task runs.
-    report(people.output)  # type: ignore[arg-type]
+    # The XComArgs become the split's summary and the shards' summaries when the task runs.
+    report(split.output, people.output)  # type: ignore[arg-type]
 
 
 sharded_people_sync()

@@ -497,16 +497,37 @@ def test_segment_lists_dag_fills_each_list_from_a_map_index_named_after_it(
     assert {Path(file).parent for file in files} == {connections / "segment_lists" / "20261121T030000"}
 
 
+def test_the_sharded_dag_splits_once_then_syncs_each_shard_from_its_part():
+    from airflow.dag_processing.dagbag import DagBag
+
+    dag = DagBag(dag_folder=str(DAGS / "sharded_people_sync.py")).dags["sharded_people_sync"]
+    split, people, report = (dag.get_task(t) for t in ("split_people", "sync_targetable_people", "report"))
+
+    assert split.upstream_task_ids == {"upsert_account_rows"}
+    assert people.upstream_task_ids == {"split_people"}
+    assert report.upstream_task_ids == {"split_people", "sync_targetable_people"}
+    # The shards read the split's parts, not the extract; one at a time, each retried alone.
+    assert people.partial_kwargs["parts_path"] == split.parts_path
+    assert "sql" not in people.partial_kwargs and "source" not in people.partial_kwargs
+    assert people.max_active_tis_per_dagrun == 1
+    assert people.partial_kwargs.get("retries", dag.default_args["retries"]) > 0
+    assert split.shards == len(people.expand_input.value["shard"])
+
+
 @pytest.mark.slow
 def test_sharded_people_sync_dag_mirrors_the_list_in_four_shards_that_add_up_to_the_nightly_sync(
     connections, warehouse, segment_emulator_url, run_dag
 ):
     sharded = repo_dag("sharded_people_sync")
     nightly = repo_dag("crm_to_list_nightly")
-    people = sharded.get_task("sync_targetable_people")
+    split = sharded.get_task("split_people")
     # The same extract and column map as the nightly sync's people.
-    assert people.partial_kwargs["sql"] == nightly.get_task("sync_targetable_people").sql
-    assert people.partial_kwargs["column_map"] == nightly.get_task("sync_targetable_people").column_map
+    assert split.sql == nightly.get_task("sync_targetable_people").sql
+    assert split.column_map == nightly.get_task("sync_targetable_people").column_map
+    assert (
+        sharded.get_task("sync_targetable_people").partial_kwargs["column_map"]
+        == nightly.get_task("sync_targetable_people").column_map
+    )
 
     run = run_dag(sharded, logical_date=datetime(2026, 11, 22, 2, tzinfo=timezone.utc))
 
@@ -530,10 +551,14 @@ def test_sharded_people_sync_dag_mirrors_the_list_in_four_shards_that_add_up_to_
     assert combined["added"] == listed > 0
     assert combined["added"] == sum(summary["added"] for summary in summaries)
     assert all(summary["added"] > 0 for summary in summaries)
-    # Every extract row was passed, rejected or collapsed by one shard and left by the other three.
-    extract_rows = summaries[0]["read"]
-    assert combined["passed"] + combined["rejected"] + combined["duplicates"] == extract_rows
-    assert (combined["read"], combined["other_shards"]) == (extract_rows, 0)
+    # The split read the extract once: every row was passed to one shard, rejected or collapsed.
+    made = next(ti for ti in run.get_task_instances() if ti.task_id == "split_people").xcom_pull(
+        task_ids="split_people"
+    )
+    assert made["passed"] == sum(summary["passed"] for summary in summaries)
+    assert combined["passed"] + combined["rejected"] + combined["duplicates"] == made["read"]
+    assert (combined["read"], combined["other_shards"]) == (made["read"], 0)
+    assert made["parts_path"] == str(folder / "parts")
 
     # The unsharded nightly sync, run now on the same data, finds nothing left to write.
     nightly_run = run_dag(nightly, logical_date=datetime(2026, 11, 23, 2, tzinfo=timezone.utc))

@@ -128,7 +128,12 @@ def test_a_listsync_asset_uri_that_names_no_list_is_refused(uri, message):
     [
         (
             "listsync.operators",
-            ["IngestSignalsOperator", "SyncTargetablePeopleOperator", "UpsertRowsOperator"],
+            [
+                "IngestSignalsOperator",
+                "SplitPeopleOperator",
+                "SyncTargetablePeopleOperator",
+                "UpsertRowsOperator",
+            ],
         ),
         ("listsync.hooks", ["ListSyncHook"]),
         ("listsync.triggers", ["RateLimitWindowTrigger"]),

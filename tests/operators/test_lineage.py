@@ -16,7 +16,12 @@ import pytest
 from openlineage.client.event_v2 import Dataset
 from openlineage.client.facet_v2 import sql_job
 
-from listsync.operators import IngestSignalsOperator, SyncTargetablePeopleOperator, UpsertRowsOperator
+from listsync.operators import (
+    IngestSignalsOperator,
+    SplitPeopleOperator,
+    SyncTargetablePeopleOperator,
+    UpsertRowsOperator,
+)
 
 SERVICE = "listsync://127.0.0.1:8080"
 PEOPLE_COLUMNS = {"website": "account_domain", "first": "first_name"}
@@ -49,6 +54,26 @@ def test_a_people_sync_reads_its_local_file_and_writes_its_list(tmp_path, monkey
     assert lineage.inputs == [Dataset(namespace="file", name=str(Path.cwd() / "contacts.csv"))]
     assert lineage.outputs == [Dataset(namespace=SERVICE, name="tbl_accounts")]
     assert lineage.job_facets == {}
+
+
+def test_a_split_reads_its_file_and_the_list_and_writes_nothing_at_the_service(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    operator = SplitPeopleOperator(
+        task_id="split",
+        table_id="tbl_accounts",
+        source="contacts.csv",
+        column_map=PEOPLE_COLUMNS,
+        shards=4,
+        parts_path="parts",
+    )
+
+    lineage = operator.get_openlineage_facets_on_complete(task_instance=None)
+
+    assert lineage.inputs == [
+        Dataset(namespace="file", name=str(Path.cwd() / "contacts.csv")),
+        Dataset(namespace=SERVICE, name="tbl_accounts"),
+    ]
+    assert lineage.outputs == []
 
 
 @pytest.mark.parametrize(

@@ -51,6 +51,30 @@ def test_exactly_one_extract_is_required_at_parse_time() -> None:
         SyncTargetablePeopleOperator(task_id="t", table_id=TABLE, column_map=COLUMN_MAP)
 
 
+def test_a_shard_of_a_split_takes_no_extract_and_needs_its_shard_at_parse_time() -> None:
+    with pytest.raises(ValueError, match="give no source= or sql="):
+        SyncTargetablePeopleOperator(
+            task_id="t", table_id=TABLE, column_map=COLUMN_MAP, source="x.csv", parts_path="p", shard="0/2"
+        )
+    with pytest.raises(ValueError, match='give the shard \\("i/n"\\) to sync'):
+        SyncTargetablePeopleOperator(task_id="t", table_id=TABLE, column_map=COLUMN_MAP, parts_path="p")
+
+    shard = SyncTargetablePeopleOperator(
+        task_id="t", table_id=TABLE, column_map=COLUMN_MAP, parts_path="p", shard="0/2"
+    )
+    assert (shard.parts_path, shard.source, shard.sql) == ("p", None, None)
+
+
+@pytest.mark.parametrize("shards", [0, -1, 2.0, True, "4"])
+def test_a_split_needs_a_whole_number_of_shards_at_parse_time(shards: Any) -> None:
+    from listsync.operators import SplitPeopleOperator
+
+    with pytest.raises(ValueError, match="shards must be a whole number, 1 or more"):
+        SplitPeopleOperator(
+            task_id="t", table_id=TABLE, column_map=COLUMN_MAP, source="x.csv", shards=shards, parts_path="p"
+        )
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [

@@ -11,14 +11,20 @@ from typing import TYPE_CHECKING
 from listsync.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from listsync.operators.people import SyncTargetablePeopleOperator
+    from listsync.operators.people import SplitPeopleOperator, SyncTargetablePeopleOperator
     from listsync.operators.rows import UpsertRowsOperator
     from listsync.operators.signals import IngestSignalsOperator
 
-__all__ = ["IngestSignalsOperator", "SyncTargetablePeopleOperator", "UpsertRowsOperator"]
+__all__ = [
+    "IngestSignalsOperator",
+    "SplitPeopleOperator",
+    "SyncTargetablePeopleOperator",
+    "UpsertRowsOperator",
+]
 
 _MODULES = {
     "IngestSignalsOperator": "listsync.operators.signals",
+    "SplitPeopleOperator": "listsync.operators.people",
     "SyncTargetablePeopleOperator": "listsync.operators.people",
     "UpsertRowsOperator": "listsync.operators.rows",
 }

@@ -118,6 +118,8 @@ class ListSyncExtractOperator(BaseOperator):
     :param naive_timezone: the zone (IANA name) of extract timestamps written without an offset.
     :param encoding: the text encoding of a CSV or JSON lines ``source`` (default UTF-8, where a
         UTF-16 byte-order mark is followed).
+    :param extract_in_parts: the extract comes from a split's parts (``parts_path``), not from
+        ``source`` or ``sql``, which must then be absent.
     """
 
     # A templated ``sql`` ending in .sql names a file (found on the DAG's template_searchpath)
@@ -139,12 +141,16 @@ class ListSyncExtractOperator(BaseOperator):
         listsync_conn_id: str = "listsync_default",
         naive_timezone: str = "UTC",
         encoding: str = "utf-8",
+        extract_in_parts: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         # Settings that are not templated are checked here, so a mistake fails when the DAG is
         # parsed rather than at run time.
-        check_extract_arguments(source, sql, sql_conn_id)
+        if not extract_in_parts:
+            check_extract_arguments(source, sql, sql_conn_id)
+        elif source is not None or sql is not None:
+            raise ValueError("parts_path takes the extract from a split's parts: give no source= or sql=")
         resolve_timezone(naive_timezone)
         check_encoding(encoding)
         self.naive_timezone = naive_timezone

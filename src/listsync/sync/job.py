@@ -144,6 +144,10 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
     def __post_init__(self) -> None:
         self.shard = parse_shard(self.settings.shard)
 
+    def lease_shard(self) -> str | None:
+        """The shard the run's lease is named after (None: the whole List's lease): its own."""
+        return None if self.shard is None else str(self.shard)
+
     @abstractmethod
     def memory_costs(self) -> RowCosts:
         """What an extract row and a List item take at the peak (see :mod:`listsync.sync.memory`)."""
@@ -214,7 +218,7 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         )
         store = state_store(settings.state_path)
         where = settings.lease_location if settings.lease_location is not None else store
-        name = lease_name(scope.job, scope.table_id, scope.shard)
+        name = lease_name(scope.job, scope.table_id, self.lease_shard())
         leases = where.lease(name) if isinstance(where, LeaseLocation) else None
         what = f"the {self.title.lower()} of {self.table_id}" + (
             f", shard {scope.shard}" if scope.shard else ""

@@ -286,9 +286,16 @@ def build_summary(
     )
 
 
-def combine_summaries(summaries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def combine_summaries(
+    summaries: Iterable[Mapping[str, Any]], *, split: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """One summary for the shards of one sync (``sync_people`` or ``upsert_rows`` run with
     ``shard="i/n"``), e.g. for a task downstream of a mapped sync.
+
+    Shards of a split (``sync_people`` with ``parts_path``) each read only their part, the split
+    having read the extract (``split``: what ``split_people`` returned): ``read``, ``rejected``,
+    ``duplicates`` and ``rejects_path`` are then the split's, and ``other_shards`` the rows the
+    split passed to shards not combined.
 
     Every shard reads the whole extract, so the combined ``read`` is the extract's rows once and
     ``other_shards`` the rows of shards not combined (0 when all are): ``read = passed + rejected
@@ -300,7 +307,8 @@ def combine_summaries(summaries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     shard's plan and rejects files) they become the list of each shard's values, in shard order.
 
     :raises ValueError: no summary, a summary without a shard, shards of different counts or a
-        shard twice, summaries of different Lists, or shards that read different extracts.
+        shard twice, summaries of different Lists, or shards that read different extracts (or,
+        with ``split``, shards of another number or List than the split's).
     """
     items = list(summaries)
     shards = [str(summary.get("shard")) for summary in items]
@@ -314,8 +322,15 @@ def combine_summaries(summaries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     tables = {summary.get("table_id") for summary in items}
     if len(tables) > 1:
         raise ValueError(f"combine_summaries needs the shards of one List; got {sorted(map(str, tables))}")
+    if split is not None and (
+        {int(count) for _, count in parsed} != {split.get("shards")} or tables != {split.get("table_id")}
+    ):
+        raise ValueError(
+            f"combine_summaries needs the shards of the split of {split.get('table_id')} in "
+            f"{split.get('shards')}; got shards {shards} of {sorted(map(str, tables))}"
+        )
     read = {summary.get("read", 0) for summary in items}
-    if len(read) > 1:
+    if split is None and len(read) > 1:
         raise ValueError(
             f"combine_summaries needs shards that read one extract; they read {sorted(read)} rows"
         )
@@ -343,6 +358,10 @@ def combine_summaries(summaries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             combined[name] = dict(_added(values))
         else:
             combined[name] = values[0] if all(value == values[0] for value in values) else values
+    if split is not None:
+        for name in ("read", "rejected", "duplicates", "rejects_path"):
+            combined[name] = split.get(name)
+        combined["other_shards"] = split["passed"] - combined["passed"]
     return combined
 
 

@@ -116,6 +116,9 @@ class PeopleSummary(ListSyncSummary):
     list_unidentified: int = _count("List people without an identity, left alone.")
     replaced: int = _count("People whose patch was refused, deleted and added again whole.")
     lost: int = _count("People a delete of extra copies left with none (drift).")
+    rechecked: int = _count(
+        "A shard of a split: accounts it wrote in, read afresh before it wrote (its part is a snapshot)."
+    )
 
     delete_scope: str = Field(description="Which List people a mirror may delete.")
     verify_filter: str | None = Field(default=None, description="The filter the read back used.")

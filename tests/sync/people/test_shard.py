@@ -59,6 +59,12 @@ def extract_text() -> str:
 
 @pytest.fixture
 def seeded(client: ListSyncClient, emulator: LiveEmulator) -> ListSyncClient:
+    return seed(client, emulator)
+
+
+def seed(client: ListSyncClient, emulator: LiveEmulator) -> ListSyncClient:
+    """Fill the List with the accounts of :data:`DOMAINS` and three people each, then clear the
+    emulator's counters."""
     client.add_rows(TABLE, [{"cells": {"domain": domain}} for domain in DOMAINS[3:]])
     client.add_people(
         TABLE,

@@ -130,7 +130,9 @@ def apply_people_plan(
         sizes=chunk_sizes(chunk_size),
         max_accounts=max_accounts,
         progress=progress or ProgressLogger(plan.size, what=f"people sync of {table_id}", logger=log),
-        reread=lambda domains: read_accounts(client, table_id, domains, page_size, plan.current_people)[0],
+        reread=lambda domains: read_accounts(
+            client, table_id, domains, page_size, plan.current_people, may_page=plan.may_page_list
+        )[0],
         verify_timeout=verify_timeout,
     )
     applier.result.delete_reach = plan.delete_reach

@@ -176,6 +176,12 @@ class PeoplePlan:
     #: How far the service's deletes by phone or name reach, as learned (``one``, ``all``; None:
     #: not known yet, learned from the first copy removed).
     delete_reach: str | None = None
+    #: Whether reading accounts back may page the whole List when that takes fewer requests
+    #: (:func:`~listsync.sync.people.read.read_accounts`); not for a shard of a split, which
+    #: reads only its own accounts (:mod:`listsync.sync.people.split`).
+    may_page_list: bool = True
+    #: Accounts a shard of a split read afresh before it wrote (:mod:`listsync.sync.people.split`).
+    rechecked: int = 0
 
     def drop_adds(self, places: np.ndarray) -> None:
         """Plan no add at ``places`` (among :attr:`adds`), nor keep it in the ledger."""

@@ -77,14 +77,22 @@ def found_by(record: PersonRecord) -> tuple[str, dict[str, Any], list[str]] | No
 
 
 def read_accounts(
-    client: ListSyncClient, table_id: str, domains: list[str], page_size: int, list_people: int
+    client: ListSyncClient,
+    table_id: str,
+    domains: list[str],
+    page_size: int,
+    list_people: int,
+    *,
+    may_page: bool = True,
 ) -> tuple[Iterable[Any], str]:
     """The people of ``domains``, and how they were read (``"service"`` or ``"client"`` filter):
-    by the service's account filter when there are fewer domains than pages of the whole List,
-    else as the whole List is paged (JSON objects, yielded as they come)."""
+    by the service's account filter when there are fewer domains than pages of the whole List
+    (of ``list_people``) or paging it is not wanted (``may_page`` false: a shard of a split reads
+    its own accounts only), else as the whole List is paged (JSON objects, yielded as they come;
+    also when the service ignores the filter)."""
     if not domains:
         return [], "service"
-    if len(domains) <= max(1, -(-list_people // page_size)):
+    if not may_page or len(domains) <= max(1, -(-list_people // page_size)):
 
         def of_account(domain: str) -> list[Any]:
             return list(client.iter_targetable_people(table_id, page_size=page_size, account_domain=domain))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -13,20 +15,23 @@ from listsync.client.paging import ReadWatch
 from listsync.client.writers import (
     PEOPLE_PER_REQUEST,
 )
+from listsync.extract.mapping import PrepareStats
 from listsync.progress import PROGRESS
 from listsync.sync.forms import DELETE_REACH
 from listsync.sync.job import DeleteCounts, JobFiles, ListSyncJob, PlannedExtract
 from listsync.sync.memory import PEOPLE_COSTS, MemoryGuard, RowCosts, give_back_freed_memory
 from listsync.sync.people.apply import PeopleApplyResult, apply_people_plan, chunk_sizes
 from listsync.sync.people.diff import plan_people_sync
-from listsync.sync.people.frames import ListPeople, list_frame
+from listsync.sync.people.frames import ListPeople, PersonRecord, list_frame
+from listsync.sync.people.match import account_domain_of, list_domain
 from listsync.sync.people.plan import PeopleLedger, PeoplePlan
 from listsync.sync.people.prepare import PreparedPeople, prepare_people
 from listsync.sync.people.read import NOT_IN_LIST, difference, people_in_shard, people_index, read_accounts
+from listsync.sync.people.split import PartFolder, PeoplePart, load_part
 from listsync.sync.people.verify import SHOWN, UNCONFIRMED, PeopleVerification, verify_people
 from listsync.sync.settings import DeleteScope, SyncMode, SyncSettings, check_sync_options
 from listsync.sync.state import ADD, DELETE, PATCH, UNSEEN, Ledger, StateEntries
-from listsync.sync.steady import read_steadily
+from listsync.sync.steady import SteadyRead, read_steadily
 from listsync.sync.steps import build_summary
 from listsync.sync.summary import PeopleSummary
 
@@ -52,6 +57,7 @@ def sync_people(
     default_region: str = "US",
     page_size: int = 1000,
     settings: SyncSettings = SyncSettings(),
+    parts_path: PartFolder | None = None,
 ) -> dict[str, Any]:
     """Make the List's targetable people match an extract; return the JSON summary.
 
@@ -73,15 +79,23 @@ def sync_people(
         null overwrites, the dry run, the failure policy, the plan and rejects files, the shard
         (by normalised account domain), the memory limit and the state
         (:class:`~listsync.sync.settings.SyncSettings`).
+    :param parts_path: the folder of a split (:func:`~listsync.sync.people.split.split_people`):
+        the shard (``settings.shard``, required) takes its extract people and its snapshot of the
+        List from its part there instead of ``frames`` and a read of the whole List, re-reads the
+        accounts it writes in before it writes, and takes the List's lease (that of an unsharded
+        sync) rather than its shard's.
     :return: the summary, :class:`~listsync.sync.summary.PeopleSummary` as JSON.
     :raises UnsafeDeleteError: the planned deletes look like a broken extract (nothing written).
     :raises TooManyRejectsError: more than ``max_reject_fraction`` of the rows were rejected.
     :raises SyncFailedError: some people failed and ``fail_on_error``.
     :raises MemoryLimitError: the sync would take more than ``max_memory``; nothing was written.
+    :raises SplitError: ``parts_path`` holds no split of this List, mapping and number of shards.
     """
     # Bad settings fail before anything is read.
     check_sync_options(mode, delete_scope)
     chunk_sizes(chunk_size)
+    if parts_path is not None and settings.shard is None:
+        raise ValueError('parts_path names the parts of a split: give the shard ("i/n") to sync')
     job = _PeopleSync(
         client=client,
         table_id=table_id,
@@ -93,6 +107,7 @@ def sync_people(
         chunk_size=chunk_size,
         default_region=default_region,
         page_size=page_size,
+        parts_path=parts_path,
     )
     return job.run()
 
@@ -113,11 +128,29 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
     chunk_size: int | Mapping[str, int]
     default_region: str
     page_size: int
+    parts_path: PartFolder | None = None
+    #: The shard's part of a split (None: the extract and the List are read).
+    part: PeoplePart | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.parts_path is not None and self.shard is not None:
+            self.part = load_part(self.parts_path, self.shard, self.table_id, self.state_mapping())
+
+    def lease_shard(self) -> str | None:
+        # A shard of a split writes from a snapshot of the List: one writer of the whole List at a
+        # time, the unsharded sync and every shard of every split alike.
+        return None if self.part is not None else super().lease_shard()
 
     def memory_costs(self) -> RowCosts:
         return PEOPLE_COSTS
 
     def prepare(self, rejects: Rejects, memory: MemoryGuard) -> PreparedPeople:
+        if self.part is not None:
+            frame = self.part.people()
+            memory.count_extract(len(frame))
+            stats = PrepareStats(read=len(frame), passed=len(frame))
+            return PreparedPeople(frame, stats, self.part.manifest.normalization_version)
         return prepare_people(
             self.frames,
             self.column_map,
@@ -137,21 +170,23 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
                 memory.count_list(records if self.shard is None else people_in_shard(records, self.shard))
             )
 
-        listed = read_steadily(read, sleep=self.client.sleep, what=f"the people of {self.table_id}")
-        give_back_freed_memory()
-        plan = plan_people_sync(
-            prepared.frame,
-            listed.value,
-            fields=set(self.column_map.values()),
-            # A torn read may miss people who are there: none is deleted for it.
-            mode=self.mode if listed.steady or self.mode != "mirror" else "upsert",
-            delete_scope=self.delete_scope,
-            overwrite_with_null=self.settings.overwrite_with_null,
-            last_applied=self.last_applied,
-        )
-        plan.rereads, plan.steady_read, plan.torn_reasons = listed.rereads, listed.steady, listed.problems
+        if self.part is None:
+            listed = read_steadily(read, sleep=self.client.sleep, what=f"the people of {self.table_id}")
+            plan = self._planned(prepared, listed)
+        else:
+            plan = self._planned(prepared, self._snapshot(memory))
+            written = sorted(
+                {
+                    item.account_domain
+                    for kind in (plan.adds, plan.patches, plan.deletes, plan.repairs)
+                    for item in kind
+                }
+            )
+            if written:
+                del plan  # let go before the plan made again
+                plan = self._rechecked(prepared, memory, written)
         if plan.ledger is not None and len(plan.ledger.absent_adds):
-            plan.drop_adds(self._settle_absent(plan, plan.ledger, confirmed=listed.steady))
+            plan.drop_adds(self._settle_absent(plan, plan.ledger, confirmed=plan.steady_read))
         log.info(
             "Plan for %s: %d to add, %d to patch, %d to delete, %d extra copies to remove, %d unchanged "
             "(List holds %d people)",
@@ -175,6 +210,68 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
             )
         return plan
 
+    def _planned(self, prepared: PreparedPeople, listed: SteadyRead[ListPeople]) -> PeoplePlan:
+        """The plan of ``prepared`` against the List's people ``listed``."""
+        give_back_freed_memory()
+        plan = plan_people_sync(
+            prepared.frame,
+            listed.value,
+            fields=set(self.column_map.values()),
+            # A torn read may miss people who are there: none is deleted for it.
+            mode=self.mode if listed.steady or self.mode != "mirror" else "upsert",
+            delete_scope=self.delete_scope,
+            overwrite_with_null=self.settings.overwrite_with_null,
+            last_applied=self.last_applied,
+        )
+        plan.rereads, plan.steady_read, plan.torn_reasons = listed.rereads, listed.steady, listed.problems
+        if self.part is not None:
+            plan.may_page_list = False
+        return plan
+
+    def _snapshot(
+        self, memory: MemoryGuard, fresh: Iterable[PersonRecord] = (), afresh: Iterable[str] = ()
+    ) -> SteadyRead[ListPeople]:
+        """The shard's List people as its part holds them, but those of the accounts ``afresh``
+        (normalised domains), which are ``fresh`` instead; as steady as the split's read was."""
+        assert self.part is not None
+        manifest, replaced = self.part.manifest, set(afresh)
+        kept = (
+            person
+            for person in self.part.list_records()
+            if not replaced or list_domain(account_domain_of(person)) not in replaced
+        )
+        memory.forget_list()
+        people = list_frame(memory.count_list(itertools.chain(kept, fresh)))
+        return SteadyRead(people, manifest.steady, manifest.rereads, list(manifest.torn_reasons))
+
+    def _rechecked(self, prepared: PreparedPeople, memory: MemoryGuard, written: list[str]) -> PeoplePlan:
+        """The plan made again once the accounts the plan writes in (``written``) are read afresh:
+        the part is a snapshot taken before the shards took turns, and others may have changed the
+        List since. Only those accounts are read, by the service's account filter
+        (:func:`read_accounts`); the others are not written."""
+        assert self.part is not None
+        fresh, how = read_accounts(
+            self.client,
+            self.table_id,
+            written,
+            self.page_size,
+            self.part.manifest.list_people,
+            may_page=False,
+        )
+        people = list(fresh)
+        log.info(
+            "Read the %d accounts shard %s writes in afresh (%s filter, %d people) and planned "
+            "again: the part's snapshot of the List was read at %s",
+            len(written),
+            self.shard,
+            how,
+            len(people),
+            datetime.fromtimestamp(self.part.manifest.read_at, timezone.utc).isoformat(timespec="seconds"),
+        )
+        plan = self._planned(prepared, self._snapshot(memory, people, written))
+        plan.rechecked = len(written)
+        return plan
+
     def _settle_absent(self, plan: PeoplePlan, ledger: PeopleLedger, *, confirmed: bool) -> np.ndarray:
         """Read the accounts of the people the state says were applied and seen, whom the List
         read did not show, afresh: the places among the plan's adds of those present after all
@@ -189,7 +286,14 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
             )
             return ledger.settle_absent(np.ones(len(absent), dtype=bool), confirmed=False)
         domains = sorted({add.account_domain for add in absent})
-        people, _how = read_accounts(self.client, self.table_id, domains, self.page_size, plan.current_people)
+        people, _how = read_accounts(
+            self.client,
+            self.table_id,
+            domains,
+            self.page_size,
+            plan.current_people,
+            may_page=plan.may_page_list,
+        )
         index = people_index(people)
         present = np.array(
             [difference(add, index.get(add.account_domain, {})) != NOT_IN_LIST for add in absent], dtype=bool
@@ -285,6 +389,7 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
             not_added=plan.not_added,
             not_updated=plan.not_updated,
             list_people=plan.current_people,
+            rechecked=plan.rechecked,
             list_duplicates=plan.list_duplicates,
             list_unidentified=plan.list_unidentified,
             replaced=result.replaced,

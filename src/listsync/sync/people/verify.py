@@ -210,7 +210,12 @@ class _ReadBack:
     def _read(self, domains: Collection[str]) -> Iterable[Any]:
         """The people of ``domains``, as they come."""
         listed, filter_used = read_accounts(
-            self.client, self.table_id, sorted(domains), self.page_size, self.plan.current_people
+            self.client,
+            self.table_id,
+            sorted(domains),
+            self.page_size,
+            self.plan.current_people,
+            may_page=self.plan.may_page_list,
         )
         self.verification.filter = self.verification.filter or filter_used
         return listed

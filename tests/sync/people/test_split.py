@@ -1,0 +1,230 @@
+"""A sharded night that reads the List once: ``split_people``, then ``sync_people`` of each shard's
+part (``parts_path``).
+
+The List and the extract are test_shard's: twelve accounts, each with a person the extract keeps,
+one it changes and one it no longer has; the extract adds one person per account and holds
+duplicates and rejected rows.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from listsync.client import ListSyncClient
+from listsync.emulator.faults import FaultRule
+from listsync.extract.options import shard_number
+from listsync.extract.sources import read_extract
+from listsync.sync.lease import Lease, LeaseHeldError
+from listsync.sync.people import sync_people
+from listsync.sync.people.split import SplitError, split_people
+from listsync.sync.settings import SyncSettings
+from listsync.sync.state import FileStateStore
+from listsync.sync.steps import SyncFailedError, combine_summaries
+
+from ...support import LiveEmulator
+from ...support.tenants import PEOPLE_TABLE as TABLE
+from ...support.tenants import people_in_list
+from .test_shard import COLUMN_MAP, DOMAINS, SHARDS, extract_text, lines, seed
+
+#: Small pages for the reads of the whole List: its 36 people take 8. The shards read with pages of
+#: 1,000, where paging the whole List would take one request, fewer than reading their accounts: they
+#: read their accounts all the same.
+PAGE = 5
+WHOLE = f"people of {TABLE}"
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    path = tmp_path / "contacts.csv"
+    path.write_text(extract_text(), encoding="utf-8")
+    return path
+
+
+def split(client: ListSyncClient, source: Path, parts: Path, **options: Any) -> dict[str, Any]:
+    return split_people(
+        client,
+        TABLE,
+        read_extract(source),
+        options.pop("column_map", COLUMN_MAP),
+        shards=options.pop("shards", SHARDS),
+        parts_path=parts,
+        page_size=PAGE,
+        settings=SyncSettings(rejects_path=parts / "rejects.jsonl"),
+        **options,
+    )
+
+
+def shard(
+    client: ListSyncClient, parts: Path, index: int, count: int = SHARDS, **settings: Any
+) -> dict[str, Any]:
+    return sync_people(
+        client,
+        TABLE,
+        (),
+        settings.pop("column_map", COLUMN_MAP),
+        mode="mirror",
+        parts_path=parts,
+        settings=SyncSettings(
+            shard=f"{index}/{count}",
+            max_delete_fraction=0.5,
+            plan_path=parts / f"plan-{index}.jsonl",
+            **settings,
+        ),
+    )
+
+
+def planned(*paths: Path) -> Counter[tuple[str, str, str]]:
+    return Counter(
+        (entry["action"], entry["account_domain"], entry["identity"])
+        for path in paths
+        for entry in lines(path)
+    )
+
+
+def test_a_split_and_its_shards_do_what_the_whole_sync_does_reading_the_list_once(
+    client: ListSyncClient, emulator: LiveEmulator, source: Path, tmp_path: Path
+) -> None:
+    seed(client, emulator)
+    whole = sync_people(
+        client,
+        TABLE,
+        read_extract(source),
+        COLUMN_MAP,
+        mode="mirror",
+        page_size=PAGE,
+        settings=SyncSettings(dry_run=True, max_delete_fraction=0.5, plan_path=tmp_path / "plan-whole.jsonl"),
+    )
+    one_read = emulator.stats.unfiltered_pages[WHOLE]
+    emulator.stats.clear()
+    parts = tmp_path / "parts"
+
+    made = split(client, source, parts)
+    shards = [shard(client, parts, index) for index in range(SHARDS)]
+
+    # The List was paged once in the night, by the split, as the whole sync pages it; the shards
+    # read only the accounts they write in, by the account filter.
+    assert one_read > 1
+    assert emulator.stats.unfiltered_pages == Counter({WHOLE: one_read})
+    assert made["steady_read"] is True
+    assert made["list_people"] == whole["list_people"] == 3 * len(DOMAINS)
+    assert [part["list_people"] for part in made["parts"]] == [s["list_people"] for s in shards]
+    assert all(summary["rechecked"] > 0 for summary in shards)
+    # The extract was prepared once: its rejects and duplicates are the split's, as the whole's.
+    assert (made["read"], made["rejected"], made["duplicates"]) == (
+        whole["read"],
+        whole["rejected"],
+        whole["duplicates"],
+    )
+    assert len(lines(parts / "rejects.jsonl")) == whole["rejected"] == 3
+    # Each planned write was made by exactly one shard, and the shards planned what the whole did.
+    items = planned(*(parts / f"plan-{index}.jsonl" for index in range(SHARDS)))
+    assert items == planned(tmp_path / "plan-whole.jsonl") and set(items.values()) == {1}
+    written = {kind: sum(summary[kind] for summary in shards) for kind in ("added", "updated", "deleted")}
+    assert written == {"added": len(DOMAINS), "updated": len(DOMAINS), "deleted": len(DOMAINS)}
+
+    # The List is the extract: an unsharded sync has nothing left to write.
+    after = sync_people(client, TABLE, read_extract(source), COLUMN_MAP, mode="mirror")
+    assert (after["requests"]["total"], after["unchanged"]) == (0, 3 * len(DOMAINS))
+
+    combined = combine_summaries(shards, split=made)
+    assert combined["shards"] == [f"{index}/{SHARDS}" for index in range(SHARDS)]
+    for name in ("read", "passed", "rejected", "duplicates", "list_people"):
+        assert combined[name] == whole[name], name
+    assert (combined["other_shards"], combined["rejects_path"]) == (0, str(parts / "rejects.jsonl"))
+    assert (combined["added"], combined["updated"], combined["deleted"]) == (12, 12, 12)
+
+
+def test_a_failed_shard_is_run_again_from_its_part_and_the_night_converges(
+    client: ListSyncClient, emulator: LiveEmulator, source: Path, tmp_path: Path
+) -> None:
+    seed(client, emulator)
+    parts = tmp_path / "parts"
+    split(client, source, parts)
+    one_read = emulator.stats.unfiltered_pages[WHOLE]
+    first = shard(client, parts, 0)
+    # Shard 1's adds fail (an answer the client does not retry, every time).
+    emulator.faults.add([FaultRule(endpoint="POST /v1/lists/{tableId}/targetable-people", kind="error")])
+
+    with pytest.raises(SyncFailedError) as caught:
+        shard(client, parts, 1)
+
+    assert caught.value.summary["added"] == 0 and caught.value.summary["failed"] > 0
+    emulator.faults.clear()
+    # Its retry reads its part where the split left it: the List is not paged again.
+    retried = shard(client, parts, 1)
+    rest = [shard(client, parts, index) for index in range(2, SHARDS)]
+
+    assert emulator.stats.unfiltered_pages == Counter({WHOLE: one_read})
+    assert retried["failed"] == 0 and retried["added"] == caught.value.summary["planned"]["add"]
+    assert sum(s["added"] for s in (first, retried, *rest)) == len(DOMAINS)
+    after = sync_people(client, TABLE, read_extract(source), COLUMN_MAP, mode="mirror")
+    assert (after["requests"]["total"], after["unchanged"]) == (0, 3 * len(DOMAINS))
+
+
+NAMED = {"Domain": "account_domain", "Email": "email", "First": "first_name", "Last": "last_name"}
+ANN = {"first_name": "Ann", "last_name": "Lee"}  # known by name alone: the service merges no add of her
+KEEP = {"email": "keep@acme.com", "first_name": "Keep"}
+GONE = {"email": "gone@acme.com", "first_name": "Gone"}
+
+
+def test_people_another_writer_adds_or_deletes_after_the_split_are_not_added_twice_nor_deleted(
+    client: ListSyncClient, emulator: LiveEmulator, tmp_path: Path
+) -> None:
+    source = tmp_path / "named.csv"
+    source.write_text("Domain,Email,First,Last\nacme.com,keep@acme.com,Keep,\nacme.com,,Ann,Lee\n", "utf-8")
+    client.add_people(TABLE, [{"accountDomain": "acme.com", "people": [KEEP, GONE]}])
+    parts = tmp_path / "parts"
+    index = shard_number("acme.com", 2)
+    split(client, source, parts, column_map=NAMED, shards=2)
+    # Between the split and the shard, someone else adds Ann and deletes Gone: the part says
+    # neither, and a plan from it alone would add Ann a second time and delete Gone, gone already.
+    client.add_people(TABLE, [{"accountDomain": "acme.com", "people": [ANN]}])
+    client.delete_people(TABLE, [{"accountDomain": "acme.com", "people": [{"email": "gone@acme.com"}]}])
+    emulator.stats.clear()
+
+    summary = shard(client, parts, index, 2, column_map=NAMED)
+
+    people = people_in_list(emulator)["acme.com"]
+    assert sorted(person["first_name"] for person in people) == ["Ann", "Keep"]
+    assert (summary["added"], summary["deleted"], summary["not_found"], summary["unchanged"]) == (0, 0, 0, 2)
+    assert summary["rechecked"] == 1 and summary["requests"]["total"] == 0
+    assert emulator.stats.unfiltered_pages == Counter()
+
+
+def test_a_shard_of_a_split_holds_the_lists_lease_as_an_unsharded_sync_does(
+    client: ListSyncClient, emulator: LiveEmulator, source: Path, tmp_path: Path
+) -> None:
+    seed(client, emulator)
+    parts = tmp_path / "parts"
+    state = FileStateStore(tmp_path / "state" / "people.state")
+    split(client, source, parts)
+
+    # An unsharded sync (or a shard of another split) is writing the List: the shard waits for it.
+    with (
+        Lease(state.lease(f"people-{TABLE}-all"), "the unsharded sync"),
+        pytest.raises(LeaseHeldError, match="is being written by the unsharded sync"),
+    ):
+        shard(client, parts, 0, state_path=state, lock_timeout=0.2)
+
+    done = shard(client, parts, 0, state_path=state, lock_timeout=0)
+    assert done["added"] > 0
+
+
+def test_a_shard_refuses_parts_of_another_list_mapping_or_number_of_shards(
+    client: ListSyncClient, source: Path, tmp_path: Path
+) -> None:
+    parts = tmp_path / "parts"
+    with pytest.raises(SplitError, match="no split in"):
+        shard(client, parts, 0)
+    split(client, source, parts)
+
+    with pytest.raises(SplitError, match="give the shards the split's List, column map"):
+        shard(client, parts, 0, 2)
+    with pytest.raises(SplitError, match="was made for"):
+        shard(client, parts, 0, column_map={**COLUMN_MAP, "Title": "first_name", "First": "title"})
+    with pytest.raises(ValueError, match="give the shard"):
+        sync_people(client, TABLE, (), COLUMN_MAP, parts_path=parts)
