@@ -1,4 +1,4 @@
-"""People sync sharded over mapped tasks, on a real Airflow deployment (CeleryExecutor).
+"""People sync split once, then sharded over mapped tasks, on a real Airflow deployment (CeleryExecutor).
 
 Run: ``.venv/bin/python benchmarks/sharded_cluster.py [--people N] [--shards N] [--concurrency N]
 [--shards-at-once N] [--append-results]`` (default: 300,000 people, 8 shards, 2 worker slots, shards
@@ -12,12 +12,16 @@ not limited). It needs what ``make cluster`` needs: PostgreSQL and Redis on this
    api-server, scheduler, dag-processor, triggerer, one Celery worker, the emulator). Its
    emulator is this script with ``--serve-emulator``: the demo tenant of ``examples/emulator.yaml``
    (the deployment's connection reaches it) with the List loaded into ``tbl_accounts``. The DAG
-   folder holds only ``sharded_cluster_dag.py``: ``SyncTargetablePeopleOperator`` mapped over
-   ``shard="i/n"``, mirror mode, accounts in source, and a task combining the summaries.
+   folder holds only ``sharded_cluster_dag.py``: ``SplitPeopleOperator`` (the extract read and the
+   List paged once, each shard's part written), then ``SyncTargetablePeopleOperator`` mapped over
+   ``shard="i/n"`` with ``parts_path``, mirror mode, accounts in source, and a task combining the
+   summaries.
 3. The DAG is triggered through the REST API, and while it runs the worker's task processes are
-   watched. Then, per shard: its peak RSS, its phases' times (from its task log), its write
-   requests (its summary); the people the shards wrote and the write requests the emulator
-   received, against an unsharded sync's; and whether the List equals the extract afterwards.
+   watched. Then, for the split and per shard: its peak RSS, its phases' times (from its task
+   log), its write requests (its summary); how often the List was paged whole in the night (the
+   emulator's pages of unfiltered reads, against the pages of one read) and the reads by account;
+   the people the shards wrote and the write requests the emulator received, against an
+   unsharded sync's; and whether the List equals the extract afterwards.
 4. Everything started is stopped, and its databases dropped, also on failure or Ctrl-C.
 
 How the peak RSS of a shard is measured: each task instance runs in a process of its own, which
@@ -30,9 +34,8 @@ imported before the fork); its RSS when first seen is printed beside it.
 The Celery worker has 2 slots by default (``--concurrency``): one per core of the 2-core machine
 the figures in RESULTS.md come from, so 8 shards run 2 at a time, as they would on such a worker;
 more slots would only make the shards take turns on the CPU while each holds its memory.
-``--shards-at-once 1`` makes the shards take turns whatever the slots (``max_active_tis_per_dagrun``):
-shards running at once page the same List by offset while the other writes to it, and a page
-read after another shard's add or delete is shifted, so people are skipped or read twice.
+``--shards-at-once 1`` makes the shards take turns whatever the slots (``max_active_tis_per_dagrun``);
+they take turns anyway, as each holds the List's lease while it writes (the others wait for it).
 
 Targets: every shard's peak RSS <= 500 MB, the List equals the extract, total writes == the
 minimum of an unsharded sync: the people written (added, patched, deleted) are the unsharded
@@ -85,6 +88,7 @@ DAG_FILE = Path(__file__).with_name("sharded_cluster_dag.py")
 DAG_ID = "sharded_cluster_benchmark"
 SETTINGS_VARIABLE = "LISTSYNC_SHARDED_BENCHMARK"
 TASK_ID = "sync_targetable_people"
+SPLIT_TASK_ID = "split_people"
 RUN_ID = "sharded_cluster_benchmark"
 # The demo tenant's List (examples/emulator.yaml), which the deployment's connection reaches.
 TABLE = "tbl_accounts"
@@ -281,14 +285,20 @@ def planned(plan_path: str) -> dict[str, list[str]]:
 # -- a shard's task log: its phases and its summary ------------------------------------------------
 
 # Phases and the text of the log line that ends each, in order: Airflow's, then the sync's
-# (listsync.sync.job and the people steps). The sync logs no line between reading the extract
-# and reading the List, so those two are one phase here.
+# (listsync.sync.job and the people steps). A shard reads its part, plans, re-reads the accounts
+# it writes in and plans again before its "Plan for" line: one phase here.
 PHASE_ENDS = (
     ("task start-up", "::endgroup::"),
-    ("read + prepare extract, read List, plan", "Plan for "),
+    ("read part, plan, re-read accounts, plan again", "Plan for "),
     ("plan file", "Plan written to "),
     ("apply", "applied (100%)"),
     ("read back", "People sync summary: "),
+)
+# The split's phases (listsync.sync.people.split).
+SPLIT_PHASE_ENDS = (
+    ("task start-up", "::endgroup::"),
+    ("read + prepare extract, write its parts", "into "),
+    ("read List, write its parts", "Split "),
 )
 SUMMARY_LINE = "People sync summary: "
 
@@ -302,7 +312,7 @@ class ShardLog:
     summary: dict[str, Any] | None
 
 
-def read_shard_log(path: Path) -> ShardLog:
+def read_shard_log(path: Path, ends: tuple[tuple[str, str], ...] = PHASE_ENDS) -> ShardLog:
     events: list[tuple[datetime, str]] = []
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
@@ -313,7 +323,7 @@ def read_shard_log(path: Path) -> ShardLog:
             events.append((datetime.fromisoformat(entry["timestamp"]), str(entry.get("event", ""))))
     seconds: dict[str, float] = {}
     last = events[0][0] if events else None
-    for phase, text in PHASE_ENDS:
+    for phase, text in ends:
         at = next((when for when, event in events if text in event and last and when >= last), None)
         if at is not None and last is not None:
             seconds[phase], last = (at - last).total_seconds(), at
@@ -324,11 +334,9 @@ def read_shard_log(path: Path) -> ShardLog:
     return ShardLog(seconds, summary)
 
 
-def task_log(home: Path, map_index: int, try_number: int) -> Path:
-    return (
-        home / "logs" / f"dag_id={DAG_ID}" / f"run_id={RUN_ID}" / f"task_id={TASK_ID}"
-        / f"map_index={map_index}" / f"attempt={try_number}.log"
-    )  # fmt: skip
+def task_log(home: Path, map_index: int, try_number: int, task_id: str = TASK_ID) -> Path:
+    folder = home / "logs" / f"dag_id={DAG_ID}" / f"run_id={RUN_ID}" / f"task_id={task_id}"
+    return folder / (f"map_index={map_index}" if map_index >= 0 else "") / f"attempt={try_number}.log"
 
 
 # -- the run ------------------------------------------------------------------------------------
@@ -398,9 +406,9 @@ def measure(args: argparse.Namespace, launcher: ModuleType, root: Path, began: f
         run_seconds = time.monotonic() - triggered
     print(f"- run {run_state} ({run_seconds:.0f} s)", flush=True)
 
-    shards = sorted(
-        (ti for ti in api.task_instances() if ti["task_id"] == TASK_ID), key=lambda ti: ti["map_index"]
-    )
+    instances = api.task_instances()
+    shards = sorted((ti for ti in instances if ti["task_id"] == TASK_ID), key=lambda ti: ti["map_index"])
+    split = next(ti for ti in instances if ti["task_id"] == SPLIT_TASK_ID)
     lines = [
         f"List: {scale.people:,} people on {scale.accounts:,} accounts; extract: {rows:,} CSV rows "
         f"(5% removed, 5% changed, {scale.new:,} new); mirror mode, accounts in source; {args.shards} "
@@ -409,6 +417,18 @@ def measure(args: argparse.Namespace, launcher: ModuleType, root: Path, began: f
         f"run {run_state}: {run_seconds:.0f} s from trigger to the end of the run; start-up (extract, "
         f"deployment, List, DAG parsed) {started_up:.0f} s",
     ]
+    split_seen = watch.seen.get(split["pid"])
+    split_log = read_shard_log(task_log(home, -1, split["try_number"], SPLIT_TASK_ID), SPLIT_PHASE_ENDS)
+    lines.append(
+        f"split: {split['state']} in {split['duration'] or 0:.1f} s, "
+        + (
+            f"peak RSS {mb(split_seen.peak_rss)} (at start {mb(split_seen.first_rss)})"
+            if split_seen
+            else "peak RSS not seen"
+        )
+        + "; "
+        + " + ".join(f"{phase} {value:.1f} s" for phase, value in split_log.phases.items())
+    )
     peaks, sharded_minimum, written = [], Counter[str](), Counter[str]()
     for ti in shards:
         index = ti["map_index"]
@@ -439,9 +459,17 @@ def measure(args: argparse.Namespace, launcher: ModuleType, root: Path, began: f
     needed = minimum(needed_people)
     people_needed = {kind: len(domains) for kind, domains in needed_people.items()}
     sent = requests_by_kind(emulator, ENDPOINTS)
+    stats = httpx.get(f"{emulator}/_emulator/stats", timeout=60).json()
+    whole_pages = stats["whole_pages"] = stats.get("unfiltered_pages", {}).get(f"people of {TABLE}", 0)
+    reads = stats["endpoints"].get("GET /v1/lists/{tableId}/targetable-people", {}).get("requests", 0)
+    # A read of several pages asks for its first page again at its end (listsync.client.paging).
+    one_read = -(-scale.people // 1000) + 1
     held, count = held_people(emulator)
     equal = held == expected and count == len(held)
     lines += [
+        f"List read whole: {whole_pages:,} pages of unfiltered reads = {whole_pages / one_read:.2f} reads "
+        f"of {one_read:,} pages; reads by account (the shards' re-reads and read backs): "
+        f"{reads - whole_pages:,} requests",
         f"people written: {dict(written)} = {sum(written.values()):,}; an unsharded sync writes "
         f"{people_needed} = {sum(people_needed.values()):,}",
         f"write requests: sent {sent} = {sum(sent.values())}; minimum of an unsharded sync {needed} = "
