@@ -96,8 +96,8 @@ def failure_advice(summary: Mapping[str, Any]) -> str:
     parts = []
     if permanent:
         parts.append(
-            f"{permanent} failed permanently ({_most_frequent(permanent_reasons)}): a re-run will not "
-            "write them before what the reasons say is done"
+            f"{permanent} failed permanently ({_most_frequent(permanent_reasons)}): they stay unwritten until what "
+            "the reasons say is done"
         )
     if curable:
         transient = {reason: count for reason, count in reasons.items() if reason not in permanent_reasons}
