@@ -259,10 +259,10 @@ def run_and_report(
 
     A job that fails with some items not written prints the summary it would have returned
     before the message; one that did not fail for them (``--no-fail-on-error``) prints the same
-    message after its summary: what failed permanently, what a re-run can retry. The messages of the errors caught say what to fix and name the request,
-    never the API key (the client keeps it out of them); one that says more about the address
-    than about the service (nothing answering, a redirect, a body that is not JSON) adds to
-    check ``--base-url``.
+    message after its summary: what failed permanently, what a re-run can retry. The messages of
+    the errors caught say what to fix and name the request, never the API key (the client keeps
+    it out of them); one that says more about the address than about the service (nothing
+    answering, a redirect, a body that is not JSON) adds to check ``--base-url``.
 
     :param base_url: the ``--base-url`` the job talks to, quoted (without credentials) in that hint.
     :param hint_on_failure: a further line printed after the message of a failed run.

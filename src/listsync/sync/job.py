@@ -330,6 +330,7 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         made.outcomes_path = outcomes.path
         made.failed_curable, made.failed_permanent = outcomes.curable, outcomes.permanent
         made.permanent_reasons = dict(outcomes.permanent_reasons.most_common(MAX_FAILURE_REASONS))
+        made.curable_reasons = dict(outcomes.curable_reasons.most_common(MAX_FAILURE_REASONS))
         made.lease_wait_seconds = 0.0 if lease is None else round(lease.waited, 1)
         made.lease_waited_for = None if lease is None else lease.waited_for
         made.lease_held_by = held_by

@@ -111,13 +111,14 @@ def outcome_line(
 @dataclass
 class OutcomeCounts:
     """What an outcomes file holds: where it went (None: nowhere), the failures (``failed`` and
-    ``refused``) a re-run can cure and those it cannot, and the most frequent reasons of these
+    ``refused``) a re-run can cure and those it cannot, and the most frequent reasons of each
     (among the first :data:`REASONS_TRACKED` distinct ones)."""
 
     path: str | None = None
     lines: int = 0
     curable: int = 0
     permanent: int = 0
+    curable_reasons: Counter[str] = field(default_factory=Counter)
     permanent_reasons: Counter[str] = field(default_factory=Counter)
 
     def count(self, line: Mapping[str, Any]) -> None:
@@ -126,9 +127,10 @@ class OutcomeCounts:
             return
         if line["curable"]:
             self.curable += 1
-            return
-        self.permanent += 1
-        reasons = self.permanent_reasons
+            reasons = self.curable_reasons
+        else:
+            self.permanent += 1
+            reasons = self.permanent_reasons
         if line["message"] in reasons or len(reasons) < REASONS_TRACKED:
             reasons[line["message"]] += 1
 

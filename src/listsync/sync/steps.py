@@ -83,11 +83,9 @@ class SyncFailedError(ListSyncError):
 
 def failure_advice(summary: Mapping[str, Any]) -> str:
     """What a sync's failures and drift call for, from its summary: how many items failed
-    permanently, with their most frequent reasons (a re-run will not write them as things
-    stand), how many on transient errors, with theirs (re-run to retry them), what drifted, and
-    where the outcomes file names each of them."""
-    reasons: Mapping[str, int] = summary.get("failure_reasons") or {}
-    permanent_reasons: Mapping[str, int] = summary.get("permanent_reasons") or {}
+    permanently, with their most frequent reasons (no run writes them before what the reasons
+    say is done), how many on transient errors, with theirs (re-run to retry them), what
+    drifted, and where the outcomes file names each of them."""
     failed, drift = summary.get("failed", 0), summary.get("drift", 0)
     permanent, curable = summary.get("failed_permanent", 0), summary.get("failed_curable", 0)
     what = f"{failed} item(s) failed to be written"
@@ -95,17 +93,17 @@ def failure_advice(summary: Mapping[str, Any]) -> str:
         what += f" and {drift} written item(s) differ when read back"
     parts = []
     if permanent:
+        reasons = _most_frequent(summary.get("permanent_reasons"))
         parts.append(
-            f"{permanent} failed permanently ({_most_frequent(permanent_reasons)}): they stay unwritten until what "
-            "the reasons say is done"
+            f"{permanent} failed permanently ({reasons}): they stay unwritten until what the reasons "
+            "say is done"
         )
     if curable:
-        transient = {reason: count for reason, count in reasons.items() if reason not in permanent_reasons}
-        parts.append(
-            f"{curable} failed on transient errors ({_most_frequent(transient)}): re-run to retry them"
-        )
+        reasons = _most_frequent(summary.get("curable_reasons"))
+        parts.append(f"{curable} failed on transient errors ({reasons}): re-run to retry them")
     if failed > permanent + curable:  # a summary that does not tell them apart (an older one)
-        parts.append(f"{failed - permanent - curable} failed ({_most_frequent(reasons)})")
+        reasons = _most_frequent(summary.get("failure_reasons"))
+        parts.append(f"{failed - permanent - curable} failed ({reasons})")
     if drift:
         parts.append("drift: " + "; ".join(summary.get("drift_reasons", [])[:3]))
     where = summary.get("outcomes_path")
@@ -116,10 +114,9 @@ def failure_advice(summary: Mapping[str, Any]) -> str:
     )
 
 
-def _most_frequent(reasons: Mapping[str, int]) -> str:
-    return (
-        "; ".join(f"{count} x {reason}" for reason, count in list(reasons.items())[:3]) or "reasons not kept"
-    )
+def _most_frequent(reasons: Mapping[str, int] | None) -> str:
+    top = list((reasons or {}).items())[:3]
+    return "; ".join(f"{count} x {reason}" for reason, count in top) or "reasons not kept"
 
 
 def write_requested_plan(
@@ -377,7 +374,7 @@ def combine_summaries(
         elif name == "other_shards":
             # Each shard counts every row of the others: those of the shards combined, len - 1 times.
             combined[name] = sum(value or 0 for value in values) - (len(values) - 1) * ordered[0]["read"]
-        elif name in ("failure_reasons", "permanent_reasons"):
+        elif name in ("failure_reasons", "permanent_reasons", "curable_reasons"):
             combined[name] = dict(_added(values).most_common(MAX_FAILURE_REASONS))
         elif name == "drift_reasons":
             combined[name] = list(

@@ -91,6 +91,10 @@ class ListSyncSummary(BaseModel):
         default_factory=dict,
         description="The most frequent reasons of ``failed_permanent``, with their counts.",
     )
+    curable_reasons: dict[str, int] = Field(
+        default_factory=dict,
+        description="The most frequent reasons of ``failed_curable``, with their counts.",
+    )
     drift_reasons: list[str] = Field(default_factory=list, description="The first writes that drifted.")
     unconfirmed_reasons: list[str] = Field(
         default_factory=list, description="Why writes stayed unconfirmed, the first few."
