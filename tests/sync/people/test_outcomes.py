@@ -14,6 +14,10 @@ import pytest
 
 from listsync.client import ListSyncClient
 from listsync.sync.people import sync_people
+from listsync.sync.people.apply import PeopleApplyResult
+from listsync.sync.people.outcomes import people_outcomes
+from listsync.sync.people.plan import PeoplePlan, PlannedAdd
+from listsync.sync.people.verify import PeopleVerification
 from listsync.sync.settings import SyncSettings
 from listsync.sync.steps import SyncFailedError
 
@@ -155,3 +159,20 @@ def test_a_run_that_wrote_everything_as_planned_leaves_no_outcomes_file_unless_a
 
     assert (summary["added"], summary["outcomes_path"]) == (2, None)
     assert (again["updated"], again["outcomes_path"], asked.read_text()) == (1, str(asked), "")
+
+
+def test_a_failure_under_no_planned_write_is_named_all_the_same() -> None:
+    ann = PlannedAdd("acme.com", "email:ann@acme.com", {"email": "ann@acme.com"})
+    plan = PeoplePlan(adds=[ann])
+    result = PeopleApplyResult(
+        failed={"acme.com email:ann@acme.com": "invalid person: email", "b.io name:x y": "gone"}
+    )
+
+    lines = list(people_outcomes(plan, result, PeopleVerification(), numbered=False, verify_timeout=0))
+
+    assert [
+        (line["action"], line["account_domain"], line["identity"], line["curable"]) for line in lines
+    ] == [
+        ("add", "acme.com", "email:ann@acme.com", False),
+        ("write", "b.io", "name:x y", True),
+    ]
