@@ -8,13 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from listsync.cli import main
+from listsync.emulator import FaultRule
 
-from ..support import LiveEmulator
+from ..support import LiveEmulator, read_jsonl
+from ..support.tenants import ACCOUNTS, people_in_list, people_writes
 from ..support.tenants import PEOPLE_API_KEY as API_KEY
 from ..support.tenants import PEOPLE_TABLE as TABLE
-from ..support.tenants import people_in_list, people_writes
 
 EXTRACT = "domain,email,first\nacme.com,Ann@Acme.com,Ann\nbeta.io,cy@beta.io,Cy\nbeta.io,bad,Dee\n"
 MAPS = ["--map", "domain=account_domain", "--map", "email=email", "--map", "first=first_name"]
@@ -139,6 +141,70 @@ def test_people_that_fail_print_the_summary_and_exit_1(
     assert reason.startswith("Account not found: nowhere.example (") and "account rows first" in reason
     assert "1 item(s) failed" in captured.err
     assert cli("--no-fail-on-error", extract="unknown.csv") == 0
+
+
+def test_people_that_fail_permanently_are_named_in_the_outcomes_file_and_no_rerun_is_advised(
+    cli: Callable[..., int], capsys: pytest.CaptureFixture[str], people_emulator: LiveEmulator, tmp_path: Path
+) -> None:
+    (tmp_path / "unknown.csv").write_text(
+        "domain,email,first\nnowhere.example,a@nowhere.example,A\nnowhere.example,b@nowhere.example,B\n"
+        "acme.com,c@acme.com,C\n"
+    )
+    outcomes, database = tmp_path / "outcomes.jsonl", tmp_path / "history.db"
+    history = ["--history-table", "runs", "--history-url", f"sqlite:///{database}"]
+
+    status = cli(
+        "--outcomes-path",
+        str(outcomes),
+        *history,
+        "--history-outcomes-table",
+        "outcomes",
+        extract="unknown.csv",
+    )
+
+    err = capsys.readouterr().err
+    assert status == 1
+    assert "2 failed permanently (2 x Account not found: nowhere.example" in err
+    assert "write the account rows first" in err and str(outcomes) in err
+    assert "re-run" not in err.lower() and "transient" not in err
+    # The people named are those whose account the List has no row for.
+    lines = read_jsonl(outcomes)
+    listed = people_in_list(people_emulator)
+    assert sorted(line["identity"] for line in lines) == [
+        f"email:{email}"
+        for email in ("a@nowhere.example", "b@nowhere.example")
+        if "nowhere.example" not in listed
+    ]
+    assert {(line["outcome"], line["status"], line["curable"]) for line in lines} == {("failed", 404, False)}
+    with sa.create_engine(f"sqlite:///{database}").connect() as conn:
+        copied = conn.execute(
+            sa.text("select identity, status, curable from outcomes order by identity")
+        ).all()
+    assert [tuple(row) for row in copied] == [(line["identity"], 404, 0) for line in lines]
+
+
+def test_people_that_fail_on_transient_errors_are_to_be_retried_by_a_rerun(
+    cli: Callable[..., int], capsys: pytest.CaptureFixture[str], people_emulator: LiveEmulator, tmp_path: Path
+) -> None:
+    people_emulator.faults.add(
+        [FaultRule(endpoint="POST /v1/lists/{tableId}/targetable-people", kind="error")]
+    )
+
+    status = cli("--verify-timeout", "0", "--no-fail-on-error")
+
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
+    assert status == 0
+    # The two people of the extract are not in the List: a re-run may add them.
+    assert people_in_list(people_emulator) == {domain: [] for domain in ACCOUNTS}
+    assert (summary["failed"], summary["failed_curable"], summary["failed_permanent"]) == (2, 2, 0)
+    assert "2 failed on transient errors (" in captured.err and "-> 500: " in captured.err
+    assert "re-run to retry them" in captured.err and "permanently" not in captured.err
+    lines = read_jsonl(summary["outcomes_path"])
+    assert {(line["identity"], line["status"], line["curable"]) for line in lines} == {
+        ("email:ann@acme.com", 500, True),
+        ("email:cy@beta.io", 500, True),
+    }
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from listsync.cli import main
+from listsync.emulator import FaultRule
 
 from ..support import LiveEmulator, read_jsonl
 from ..support.tenants import ROW_WRITES
@@ -143,3 +145,49 @@ def test_a_wrong_api_key_is_never_printed(
     output = capsys.readouterr()
     assert "Invalid API key" in output.err
     assert "sk_wrong_secret_value" not in output.out + output.err
+
+
+def test_rows_that_fail_are_named_in_the_outcomes_file_permanent_apart_from_transient(
+    rows_emulator: LiveEmulator,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LISTSYNC_API_KEY", SECRET)
+    rows_emulator.seed(TABLE, {"domain": "acme.com", "arr": 1})
+    # The service fails every cell update; it refuses a text in the number column.
+    rows_emulator.faults.add([FaultRule(endpoint="PATCH /v1/lists/{tableId}/cells", kind="error")])
+    source = tmp_path / "accounts.csv"
+    source.write_text('Domain,ARR,Meta\nacme.com,100,\nbad.io,"""lots""",\n', encoding="utf-8")
+    outcomes, database = tmp_path / "outcomes.jsonl", tmp_path / "history.db"
+
+    status = upsert_rows(
+        rows_emulator,
+        source,
+        "--outcomes-path",
+        str(outcomes),
+        "--verify-timeout",
+        "0",
+        "--history-table",
+        "runs",
+        "--history-url",
+        f"sqlite:///{database}",
+        "--history-outcomes-table",
+        "outcomes",
+    )
+
+    err = capsys.readouterr().err
+    assert status == 1
+    assert f"1 failed permanently (1 x POST /v1/lists/{TABLE}/rows -> 400: " in err
+    assert f"1 failed on transient errors (1 x outcome unknown (PATCH /v1/lists/{TABLE}/cells -> 500: " in err
+    assert "re-run to retry them" in err
+    shown = {row["domain"]: row for row in rows_emulator.rows(TABLE)}
+    expected = {
+        ("add", "bad.io", 400, False) if "bad.io" not in shown else None,
+        ("update", "acme.com", 500, True) if shown["acme.com"]["arr"] == 1 else None,
+    }
+    lines = read_jsonl(outcomes)
+    assert {(line["action"], line["key"], line["status"], line["curable"]) for line in lines} == expected
+    with sa.create_engine(f"sqlite:///{database}").connect() as conn:
+        copied = conn.execute(sa.text("select key, status from outcomes order by key")).all()
+    assert [tuple(row) for row in copied] == [("acme.com", 500), ("bad.io", 400)]

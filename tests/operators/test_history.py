@@ -128,6 +128,67 @@ def test_three_nights_of_a_dag_leave_three_rows_that_match_their_summaries(
     assert len({row["airflow_run_id"] for row in rows}) == 3
 
 
+@pytest.mark.slow
+def test_a_task_names_each_person_it_could_not_write_in_its_outcomes_file_and_table(
+    run_dag: Callable[[Any], Any],
+    people_emulator: LiveEmulator,
+    tmp_path: Path,
+    connect_listsync: Callable[..., None],
+    warehouse: tuple[str, str],
+) -> None:
+    from airflow.sdk import DAG
+
+    url, table = warehouse
+    outcomes_table = table.replace("runs", "outcomes")
+    people_emulator.seed(TABLE, {"domain": "acme.com"})
+    connect_listsync(people_emulator.url, API_KEY, "usr_people")
+    extract = tmp_path / "contacts.csv"
+    # Cy and Dee are of an account the List has no row for.
+    extract.write_text(NIGHTS[1].replace("beta.io,not an email,Eve,\n", ""), encoding="utf-8")
+    with DAG(
+        "people_outcomes",
+        schedule=None,
+        start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        params={"folder": str(tmp_path)},
+    ) as dag:
+        SyncTargetablePeopleOperator(
+            task_id="sync_people",
+            table_id=TABLE,
+            source=str(extract),
+            column_map=COLUMN_MAP,
+            outcomes_path="{{ params.folder }}/outcomes-{{ ds_nodash }}.jsonl",
+            history_conn_id="warehouse",
+            history_table=table,
+            history_outcomes_table=outcomes_table,
+            retries=0,
+        )
+
+    engine = sa.create_engine(url)
+    try:
+        assert run_dag(dag).state == "failed"
+        [row] = history(url, table)
+        summary = json.loads(row["summary"])
+        lines = [json.loads(line) for line in Path(summary["outcomes_path"]).read_text().splitlines()]
+        with engine.connect() as conn:
+            copied = conn.execute(sa.text(f"SELECT * FROM {outcomes_table}")).mappings().all()
+    finally:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {outcomes_table}"))
+        engine.dispose()
+
+    held = {row.cells["domain"] for row in people_emulator.state.lists[TABLE].rows.values()}
+    extract_people = [line.split(",")[:2] for line in extract.read_text().splitlines()[1:]]
+    assert sorted(line["identity"] for line in lines) == sorted(
+        f"email:{email}" for domain, email in extract_people if domain not in held
+    )
+    assert {(line["status"], line["curable"]) for line in lines} == {(404, False)}
+    assert Path(summary["outcomes_path"]).parent == tmp_path and row["failed_permanent"] == 2
+    assert "2 failed permanently" in row["error"] and "re-run" not in row["error"]
+    assert sorted((c["run_id"], c["identity"], c["status"]) for c in copied) == sorted(
+        (row["run_id"], line["identity"], 404) for line in lines
+    )
+
+
 def test_the_command_line_records_its_runs_without_printing_the_url(
     people_emulator: LiveEmulator,
     tmp_path: Path,

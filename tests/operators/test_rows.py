@@ -88,6 +88,7 @@ def test_templated_fields_are_the_documented_ones() -> None:
         "sql",
         "rejects_path",
         "plan_path",
+        "outcomes_path",
         "state_path",
         "user_id",
         "shard",

@@ -20,6 +20,7 @@ import pytest
 import sqlalchemy as sa
 
 from listsync.client import ListSyncClient
+from listsync.emulator import FaultRule
 from listsync.sync.history import COUNT_COLUMNS, MAX_ERROR_LENGTH, SyncRun, record_run
 from listsync.sync.lease import Lease
 from listsync.sync.people import sync_people
@@ -29,7 +30,7 @@ from listsync.sync.state import FileStateStore
 from listsync.sync.steps import SyncFailedError
 
 from ..support import LiveEmulator, read_jsonl
-from ..support.tenants import PEOPLE_TABLE, ROWS_TABLE
+from ..support.tenants import PEOPLE_TABLE, ROWS_TABLE, people_in_list
 
 UTC = timezone.utc
 START = datetime(2027, 1, 15, 8, 0, tzinfo=UTC)
@@ -56,11 +57,13 @@ LOG = "listsync.sync.history"
 
 @dataclass
 class Warehouse:
-    """A database for one test, with the names of its runs and rejects tables (dropped after)."""
+    """A database for one test, with the names of its runs, rejects and outcomes tables (dropped
+    after)."""
 
     engine: sa.engine.Engine
     runs: str
     rejects: str
+    outcomes: str
 
     def read(self, table: str, order_by: str) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
@@ -79,12 +82,14 @@ class Warehouse:
 def warehouse_at(url: str) -> Iterator[Warehouse]:
     suffix = uuid.uuid4().hex[:8]
     engine = sa.create_engine(url)
-    made = Warehouse(engine, f"listsync_runs_{suffix}", f"listsync_rejects_{suffix}")
+    made = Warehouse(
+        engine, f"listsync_runs_{suffix}", f"listsync_rejects_{suffix}", f"listsync_outcomes_{suffix}"
+    )
     try:
         yield made
     finally:
         with engine.begin() as conn:
-            for name in (made.runs, made.rejects):
+            for name in (made.runs, made.rejects, made.outcomes):
                 conn.execute(sa.text(f"drop table if exists {name}"))
         engine.dispose()
 
@@ -326,6 +331,79 @@ def test_the_rejects_of_a_run_are_copied_to_the_rejects_table(
         for row in copied
     ] == [(run.run_id, reject["row"], reject["reasons"], reject["original"]) for reject in rejects]
     assert warehouse.run_rows()[0]["rejected"] == 2
+
+
+def test_the_outcomes_of_runs_are_copied_to_the_outcomes_table_keyed_to_each_run(
+    warehouse: Warehouse,
+    people_client: ListSyncClient,
+    people_emulator: LiveEmulator,
+    rows_emulator: LiveEmulator,
+    tmp_path: Path,
+) -> None:
+    # People of an account the List has no row for, and rows whose adds the service fails.
+    nowhere = [{**person, "Company Domain": "nowhere.example"} for person in (ANN, BOB)]
+    people_path, rows_path = tmp_path / "people.outcomes.jsonl", tmp_path / "rows.outcomes.jsonl"
+    people_run = SyncRun(
+        "people",
+        PEOPLE_TABLE,
+        "success",
+        START,
+        START,
+        sync_people(
+            people_client,
+            PEOPLE_TABLE,
+            people(*nowhere, CY),
+            PEOPLE_MAP,
+            settings=SyncSettings(outcomes_path=people_path, fail_on_error=False),
+        ),
+    )
+    rows_emulator.faults.add([FaultRule(endpoint="POST /v1/lists/{tableId}/rows", kind="error")])
+    with rows_emulator.client(sleep=lambda seconds: None) as client:
+        rows_summary = upsert_rows(
+            client,
+            ROWS_TABLE,
+            [pd.DataFrame([{"Domain": "a.io", "Name": "A"}, {"Domain": "b.io", "Name": "B"}])],
+            key_column="domain",
+            column_map={"Domain": "domain", "Name": "name"},
+            settings=SyncSettings(outcomes_path=rows_path, fail_on_error=False, verify_timeout=0),
+        )
+    rows_run = SyncRun("rows", ROWS_TABLE, "success", START, START + timedelta(seconds=1), rows_summary)
+
+    for run in (people_run, rows_run):
+        record_run(warehouse.engine, warehouse.runs, run, outcomes_table=warehouse.outcomes)
+
+    # The lines name what the List lacks: the people of an account it has no row for, the rows.
+    listed = people_in_list(people_emulator)
+    people_lines, rows_lines = read_jsonl(people_path), read_jsonl(rows_path)
+    assert (
+        sorted(line["identity"] for line in people_lines)
+        == sorted(
+            f"email:{person['Email']}" for person in (*nowhere, CY) if person["Company Domain"] not in listed
+        )
+        == ["email:ann@acme.com", "email:bob@acme.com"]
+    )
+    assert (
+        sorted(line["key"] for line in rows_lines)
+        == sorted({"a.io", "b.io"} - {row["domain"] for row in rows_emulator.rows(ROWS_TABLE)})
+        == ["a.io", "b.io"]
+    )
+    assert {(line["status"], line["curable"]) for line in people_lines} == {(404, False)}
+    assert {(line["status"], line["curable"]) for line in rows_lines} == {(500, True)}
+    fields = ("outcome", "action", "account_domain", "identity", "key", "row_id", "plan_line", "status")
+    copied = [
+        (row["run_id"], *(row[name] for name in fields), row["message"], bool(row["curable"]))
+        for row in warehouse.read(warehouse.outcomes, "run_id")
+    ]
+    assert sorted(copied, key=str) == sorted(
+        [
+            (run.run_id, *(line.get(name) for name in fields), line["message"], line["curable"])
+            for run, lines in ((people_run, people_lines), (rows_run, rows_lines))
+            for line in lines
+        ],
+        key=str,
+    )
+    counts = [(row["failed"], row["failed_permanent"], row["failed_curable"]) for row in warehouse.run_rows()]
+    assert counts == [(2, 2, 0), (2, 0, 2)]
 
 
 def test_a_large_rejects_file_is_copied_whole(sqlite_warehouse: Warehouse, tmp_path: Path) -> None:

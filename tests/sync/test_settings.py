@@ -34,6 +34,7 @@ def test_the_defaults_are_a_plain_upsert_that_fails_on_error() -> None:
         "fail_on_error": True,
         "rejects_path": None,
         "plan_path": None,
+        "outcomes_path": None,
         "max_reject_fraction": 1.0,
         "shard": None,
         "max_memory": "auto",

@@ -258,10 +258,11 @@ def run_and_report(
     """Run ``job``, print its summary (:func:`print_result`), and return the exit status.
 
     A job that fails with some items not written prints the summary it would have returned
-    before the message. The messages of the errors caught say what to fix and name the request,
-    never the API key (the client keeps it out of them); one that says more about the address
-    than about the service (nothing answering, a redirect, a body that is not JSON) adds to
-    check ``--base-url``.
+    before the message; one that did not fail for them (``--no-fail-on-error``) prints the same
+    message after its summary: what failed permanently, what a re-run can retry. The messages of
+    the errors caught say what to fix and name the request, never the API key (the client keeps
+    it out of them); one that says more about the address than about the service (nothing
+    answering, a redirect, a body that is not JSON) adds to check ``--base-url``.
 
     :param base_url: the ``--base-url`` the job talks to, quoted (without credentials) in that hint.
     :param hint_on_failure: a further line printed after the message of a failed run.
@@ -289,5 +290,10 @@ def run_and_report(
             report(command, hint_on_failure)
         return EXIT_FAILED
     print_result(summary, output)
+    if any(summary.get(name) for name in ("failed_permanent", "failed_curable", "drift")):
+        # A List sync that failed some items and was told not to fail for them still says so.
+        from listsync.sync.steps import failure_advice
+
+        report(command, failure_advice(summary))
     status = then(summary) if then is not None else None
     return EXIT_OK if status is None else status

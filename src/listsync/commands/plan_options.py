@@ -71,6 +71,7 @@ def add_plan_arguments(group: argparse._ArgumentGroup, *, job: Job) -> None:
         ("fail_on_error", {}),
         ("rejects_path", {"metavar": "FILE"}),
         ("plan_path", {"metavar": "FILE"}),
+        ("outcomes_path", {"metavar": "FILE"}),
         ("shard", {"metavar": "I/N"}),
         ("max_memory", {"metavar": "SIZE"}),
     ):
@@ -95,6 +96,7 @@ def add_plan_arguments(group: argparse._ArgumentGroup, *, job: Job) -> None:
         ("lease_expiry", seconds),
         ("history_table", {"metavar": "TABLE"}),
         ("history_rejects_table", {"metavar": "TABLE"}),
+        ("history_outcomes_table", {"metavar": "TABLE"}),
     ):
         add_setting(group, declared[name], **options)
     group.add_argument(
@@ -114,7 +116,8 @@ def sync_settings(args: argparse.Namespace) -> SyncSettings:
 
     :raises ValueError: history options that do not go together, a value its setting's check
         refuses (:data:`~listsync.sync.settings.SETTINGS`), the message naming the option; or no
-        file can be written at ``--rejects-path``, ``--plan-path`` or ``--state-path``.
+        file can be written at ``--rejects-path``, ``--plan-path``, ``--outcomes-path`` or
+        ``--state-path``.
     """
     from listsync.files import check_output_file
     from listsync.sync.lease import this_process
@@ -134,6 +137,7 @@ def sync_settings(args: argparse.Namespace) -> SyncSettings:
             fail_on_error=args.fail_on_error,
             rejects_path=args.rejects_path,
             plan_path=args.plan_path,
+            outcomes_path=args.outcomes_path,
             max_reject_fraction=args.max_reject_fraction,
             shard=args.shard,
             max_memory=args.max_memory,
@@ -160,13 +164,18 @@ def sync_settings(args: argparse.Namespace) -> SyncSettings:
         ) from None
     check_history(
         args.history_table,
-        args.history_rejects_table,
+        (args.history_rejects_table, args.history_outcomes_table),
         args.history_url,
-        names=("--history-table", "--history-rejects-table", f"--history-url (or ${HISTORY_URL_ENV})"),
+        names=(
+            "--history-table",
+            "--history-rejects-table and --history-outcomes-table",
+            f"--history-url (or ${HISTORY_URL_ENV})",
+        ),
     )
     for what, option, path in (
         ("the rejects file", "--rejects-path", args.rejects_path),
         ("the plan file", "--plan-path", args.plan_path),
+        ("the outcomes file", "--outcomes-path", args.outcomes_path),
         ("the state file", "--state-path", args.state_path),
     ):
         if path:
@@ -199,7 +208,13 @@ def recorded(
 
         engine = sa.create_engine(args.history_url)
         try:
-            record_run(engine, args.history_table, run, rejects_table=args.history_rejects_table)
+            record_run(
+                engine,
+                args.history_table,
+                run,
+                rejects_table=args.history_rejects_table,
+                outcomes_table=args.history_outcomes_table,
+            )
         finally:
             engine.dispose()
 

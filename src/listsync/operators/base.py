@@ -234,9 +234,11 @@ class ListSyncExtractOperator(BaseOperator):
             return None
         from listsync.files import check_output_file
 
-        what = {"plan_path": "the plan file", "state_path": "the state file"}.get(
-            parameter, "the rejects file"
-        )
+        what = {
+            "plan_path": "the plan file",
+            "outcomes_path": "the outcomes file",
+            "state_path": "the state file",
+        }.get(parameter, "the rejects file")
         check_output_file(path, what, f"give {parameter} a file in a folder the task can write")
         return checked_storage_path(path)
 
@@ -302,6 +304,7 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         "dry_run",
         "rejects_path",
         "plan_path",
+        "outcomes_path",
         "state_path",
         "shard",
         "approved_plan",
@@ -317,6 +320,7 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         overwrite_with_null: bool = SHARED["overwrite_with_null"].default,
         fail_on_error: bool = SHARED["fail_on_error"].default,
         plan_path: str | None = SHARED["plan_path"].default,
+        outcomes_path: str | None = SHARED["outcomes_path"].default,
         user_id: str | None = None,
         max_reject_fraction: float = SHARED["max_reject_fraction"].default,
         shard: str | None = SHARED["shard"].default,
@@ -329,6 +333,7 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         history_table: str | None = SHARED["history_table"].default,
         history_conn_id: str | None = None,
         history_rejects_table: str | None = SHARED["history_rejects_table"].default,
+        history_outcomes_table: str | None = SHARED["history_outcomes_table"].default,
         approved_plan: str | None = SHARED["approved_plan"].default,
         max_plan_age: float = SHARED["max_plan_age"].default,
         lock_timeout: float = SHARED["lock_timeout"].default,
@@ -342,13 +347,14 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         self.max_plan_age = max_plan_age
         check_history(
             history_table,
-            history_rejects_table,
+            (history_rejects_table, history_outcomes_table),
             history_conn_id,
-            names=("history_table", "history_rejects_table", "history_conn_id"),
+            names=("history_table", "history_rejects_table and history_outcomes_table", "history_conn_id"),
         )
         self.history_table = history_table
         self.history_conn_id = history_conn_id
         self.history_rejects_table = history_rejects_table
+        self.history_outcomes_table = history_outcomes_table
         self.max_in_flight = SHARED["max_in_flight"].checked(max_in_flight)
         self.table_id = table_id
         self.column_map = column_map
@@ -356,6 +362,7 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         self.overwrite_with_null = overwrite_with_null
         self.fail_on_error = fail_on_error
         self.plan_path = plan_path
+        self.outcomes_path = outcomes_path
         self.user_id = user_id
         self.max_reject_fraction = max_reject_fraction
         self.shard = shard
@@ -422,7 +429,13 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         assert self.history_table is not None and self.history_conn_id is not None
         engine = sql_engine(self.history_conn_id)
         try:
-            record_run(engine, self.history_table, run, rejects_table=self.history_rejects_table)
+            record_run(
+                engine,
+                self.history_table,
+                run,
+                rejects_table=self.history_rejects_table,
+                outcomes_table=self.history_outcomes_table,
+            )
         finally:
             engine.dispose()
 
@@ -439,6 +452,7 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
             self._settings(),
             rejects_path=self.output_file(self.rejects_path),
             plan_path=self.output_file(self.plan_path, "plan_path"),
+            outcomes_path=self.output_file(self.outcomes_path, "outcomes_path"),
             state_path=state,
             lease_holder=task_holder(context),
             approved_plan=checked_storage_path(self.approved_plan) if self.approved_plan else None,

@@ -76,6 +76,7 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
         "column_map",
         "rejects_path",
         "plan_path",
+        "outcomes_path",
         "state_path",
         "user_id",
         "shard",

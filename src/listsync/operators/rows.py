@@ -56,6 +56,7 @@ class UpsertRowsOperator(ListSyncPlanOperator):
         "sql",
         "rejects_path",
         "plan_path",
+        "outcomes_path",
         "state_path",
         "user_id",
         "shard",

@@ -15,7 +15,8 @@ table it creates when missing, on any database SQLAlchemy reaches (PostgreSQL, S
     except SyncFailedError as error:
         run = SyncRun("people", table_id, "failed", started, datetime.now(timezone.utc),
                       error.summary, error=str(error))
-    record_run(engine, "analytics.listsync_runs", run, rejects_table="analytics.listsync_rejects")
+    record_run(engine, "analytics.listsync_runs", run, rejects_table="analytics.listsync_rejects",
+               outcomes_table="analytics.listsync_outcomes")
 
 The runs table holds, a row a run: ``run_id`` (primary key), ``job``, ``table_id``, ``mode``,
 ``dry_run``, ``shard``, ``state`` (``success``, ``failed``), ``started_at``, ``finished_at``, ``error``,
@@ -27,15 +28,19 @@ Times are stored in UTC; SQLite keeps no time zone, and gives them back naive.
 
 The rejects table (``rejects_table``) holds a row per rejected extract row: ``run_id``,
 ``row_number``, ``reasons`` (a JSON list) and ``original`` (a JSON object), copied from the
-run's local rejects file (:mod:`listsync.extract.rejects`).
+run's local rejects file (:mod:`listsync.extract.rejects`). The outcomes table
+(``outcomes_table``) holds a row per line of the run's local outcomes file
+(:mod:`listsync.sync.outcomes`): ``run_id`` and a column for each field of a line, the
+``outcome``, ``action``, ``account_domain`` and ``identity`` (people), ``key`` and ``row_id``
+(rows), ``plan_line``, ``status``, ``message`` and ``curable``.
 
 :func:`read_runs` reads the last runs back (``listsync history``), counts an older listsync
 wrote under other names (``rows_added``...) under today's.
 
 A table made by an older listsync, with fewer columns, is written to as it is: the columns it
 lacks are named in a warning, and the run is recorded without them. Missing tables are created
-in a transaction of their own; the rows of one run (the run and its rejects) are then written in
-one transaction, so a failed record leaves none of them.
+in a transaction of their own; the rows of one run (the run, its rejects and its outcomes) are
+then written in one transaction, so a failed record leaves none of them.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -66,7 +71,8 @@ COUNT_COLUMNS = COUNT_NAMES
 #: A run's ``error`` is kept to one line of at most this many characters.
 MAX_ERROR_LENGTH = 2000
 
-#: Rejects are inserted this many at a time, so that memory holds one batch however many there are.
+#: Rejects and outcomes are inserted this many at a time, so that memory holds one batch however
+#: many there are.
 REJECTS_PER_INSERT = 1000
 
 Job = Literal["people", "rows"]
@@ -122,35 +128,50 @@ class SyncRun:
 
 
 def record_run(
-    engine: sa.engine.Engine, table: str, run: SyncRun, *, rejects_table: str | None = None
+    engine: sa.engine.Engine,
+    table: str,
+    run: SyncRun,
+    *,
+    rejects_table: str | None = None,
+    outcomes_table: str | None = None,
 ) -> None:
-    """Record ``run`` as a row of ``table``, and with ``rejects_table`` its rejected rows.
+    """Record ``run`` as a row of ``table``, with ``rejects_table`` its rejected rows, and with
+    ``outcomes_table`` its writes that did not end as planned.
 
     Missing tables are created. The rejects are read from the summary's ``rejects_path`` when
-    it is a local file; otherwise (object storage, a file gone) a warning says they were not
-    copied.
+    it is a local file, the outcomes from its ``outcomes_path``; otherwise (object storage, a
+    file gone) a warning says they were not copied.
 
     :param engine: the warehouse.
     :param table: the runs table, ``name`` or ``schema.name``.
     :param run: the run.
     :param rejects_table: the rejects table, ``name`` or ``schema.name`` (None: rejects are not
         copied).
-    :raises ValueError: a table exists without a ``run_id`` column, or the rejects file holds a
-        line that is not a reject.
+    :param outcomes_table: the outcomes table, likewise.
+    :raises ValueError: a table exists without a ``run_id`` column, or the rejects or outcomes
+        file holds a line that is not a JSON object.
     """
     metadata = sa.MetaData()
     runs = _runs_table(metadata, table)
-    rejects = None if rejects_table is None else _rejects_table(metadata, rejects_table)
-    tables = [runs] if rejects is None else [runs, rejects]
-    _create_missing(engine, metadata, tables)
+    copies = [
+        (_copy_table(metadata, name, columns), what, row_of)
+        for name, (columns, what, row_of) in (
+            (rejects_table, (_REJECT_COLUMNS, "rejects", _reject_row)),
+            (outcomes_table, (_OUTCOME_COLUMNS, "outcomes", _outcome_row)),
+        )
+        if name is not None
+    ]
+    _create_missing(engine, metadata, [runs, *(copy for copy, _, _ in copies)])
     with engine.begin() as conn:
         inspector = sa.inspect(conn)
         written = _existing_columns(inspector, runs)
         values = _run_values(run)
         conn.execute(sa.insert(runs), {name: values[name] for name in written})
-        path = None if rejects is None else _local_rejects_file(run.summary, rejects.fullname)
-        if rejects is not None and path is not None:
-            _copy_rejects(conn, rejects, _existing_columns(inspector, rejects), path, run.run_id)
+        for copy, what, row_of in copies:
+            path = _local_file(run.summary, what, copy.fullname)
+            if path is not None:
+                rows = _read_lines(path, what, run.run_id, row_of)
+                _copy_lines(conn, copy, _existing_columns(inspector, copy), rows)
     log.info("Run %s of %s recorded in %s", run.run_id, run.table_id, runs.fullname)
 
 
@@ -291,15 +312,34 @@ def _runs_table(metadata: sa.MetaData, table: str) -> sa.Table:
     )
 
 
-def _rejects_table(metadata: sa.MetaData, table: str) -> sa.Table:
+#: The columns of the rejects table and of the outcomes table, ``run_id`` aside, with their types.
+_REJECT_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("row_number", sa.BigInteger),
+    ("reasons", sa.Text),
+    ("original", sa.Text),
+)
+_OUTCOME_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("outcome", sa.String(16)),
+    ("action", sa.String(32)),
+    ("account_domain", sa.Text),
+    ("identity", sa.Text),
+    ("key", sa.Text),
+    ("row_id", sa.Text),
+    ("plan_line", sa.BigInteger),
+    ("status", sa.Integer),
+    ("message", sa.Text),
+    ("curable", sa.Boolean),
+)
+
+
+def _copy_table(metadata: sa.MetaData, table: str, columns: tuple[tuple[str, Any], ...]) -> sa.Table:
+    """The table a run's rejects or outcomes are copied to, a row per line, keyed to the run."""
     schema, name = _split_name(table)
     return sa.Table(
         name,
         metadata,
         sa.Column("run_id", sa.String(_ID_LENGTH), nullable=False, index=True),
-        sa.Column("row_number", sa.BigInteger),
-        sa.Column("reasons", sa.Text),
-        sa.Column("original", sa.Text),
+        *(sa.Column(column, kind) for column, kind in columns),
         schema=schema,
     )
 
@@ -376,53 +416,68 @@ def _one_line(error: str) -> str:
     return line if len(line) <= MAX_ERROR_LENGTH else line[: MAX_ERROR_LENGTH - 1] + "…"
 
 
-def _local_rejects_file(summary: Mapping[str, Any] | None, table: str) -> Path | None:
-    """The run's rejects file, when it has one to copy into ``table``."""
-    where = None if summary is None else summary.get("rejects_path")
-    if where is None:  # no rejects file: nothing was rejected
+def _local_file(summary: Mapping[str, Any] | None, what: str, table: str) -> Path | None:
+    """The run's ``what`` file (``rejects``, ``outcomes``: the summary's ``<what>_path``), when
+    it has one to copy into ``table``."""
+    where = None if summary is None else summary.get(f"{what}_path")
+    if where is None:  # no file: nothing was rejected, or every write ended as planned
         return None
     if not isinstance(where, str) or "://" in where:
         log.warning(
-            "The rejects at %s are not one local file: they are not copied to %s (read them there)",
+            "The %s at %s are not one local file: they are not copied to %s (read them there)",
+            what,
             where,
             table,
         )
         return None
     path = Path(where)
     if not path.is_file():
-        log.warning("The rejects file %s is gone: its rejects are not copied to %s", where, table)
+        log.warning("The %s file %s is gone: its %s are not copied to %s", what, where, what, table)
         return None
     return path
 
 
-def _copy_rejects(
-    conn: sa.Connection, rejects: sa.Table, written: list[str], path: Path, run_id: str
+def _copy_lines(
+    conn: sa.Connection, table: sa.Table, written: list[str], rows: Iterable[dict[str, Any]]
 ) -> None:
     batch: list[dict[str, Any]] = []
-    for reject in _read_rejects(path, run_id):
-        batch.append({name: reject[name] for name in written})
+    for row in rows:
+        batch.append({name: row.get(name) for name in written})
         if len(batch) == REJECTS_PER_INSERT:
-            conn.execute(sa.insert(rejects), batch)
+            conn.execute(sa.insert(table), batch)
             batch = []
     if batch:
-        conn.execute(sa.insert(rejects), batch)
+        conn.execute(sa.insert(table), batch)
 
 
-def _read_rejects(path: Path, run_id: str) -> Iterator[dict[str, Any]]:
-    """The rejects table's rows for the rejects file at ``path``, read a line at a time."""
+def _read_lines(
+    path: Path, what: str, run_id: str, row_of: Callable[[dict[str, Any]], dict[str, Any]]
+) -> Iterator[dict[str, Any]]:
+    """The table's rows for the ``what`` file at ``path``, read a line at a time."""
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
             try:
-                reject = json.loads(line)
+                item = json.loads(line)
             except json.JSONDecodeError as error:
-                raise ValueError(f"line {number} of the rejects file {path} is not JSON: {error}") from None
-            if not isinstance(reject, dict):
-                raise ValueError(f"line {number} of the rejects file {path} is not a reject: {line[:200]}")
-            yield {
-                "run_id": run_id,
-                "row_number": reject.get("row"),
-                "reasons": json.dumps(reject.get("reasons", []), ensure_ascii=False),
-                "original": json.dumps(reject.get("original", {}), ensure_ascii=False),
-            }
+                raise ValueError(f"line {number} of the {what} file {path} is not JSON: {error}") from None
+            if not isinstance(item, dict):
+                raise ValueError(
+                    f"line {number} of the {what} file {path} is not a JSON object: {line[:200]}"
+                )
+            yield {"run_id": run_id, **row_of(item)}
+
+
+def _reject_row(reject: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "row_number": reject.get("row"),
+        "reasons": json.dumps(reject.get("reasons", []), ensure_ascii=False),
+        "original": json.dumps(reject.get("original", {}), ensure_ascii=False),
+    }
+
+
+def _outcome_row(outcome: dict[str, Any]) -> dict[str, Any]:
+    # The record's values as text: a key may be a number.
+    record = ("account_domain", "identity", "key", "row_id")
+    return {**outcome, **{name: None if outcome.get(name) is None else str(outcome[name]) for name in record}}

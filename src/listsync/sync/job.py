@@ -15,6 +15,7 @@
                                             # plan's deletes were reviewed instead)
     apply, then read back what was touched  # not in a dry run; waits for late writes
     keep the state                          # what was applied and seen (listsync.sync.state)
+    write the outcomes file                 # each write that did not end as planned
     summary                                 # logged, returned, raised with when something failed
     give the lease up                       # also when the run failed
 
@@ -42,6 +43,7 @@ from listsync.extract.options import Shard, parse_shard
 from listsync.sync.approved import check_approved_plan
 from listsync.sync.lease import Lease, LeaseLocation, lease_name, peek, this_process
 from listsync.sync.memory import MemoryGuard, RowCosts, give_back_freed_memory, use_returning_allocator
+from listsync.sync.outcomes import write_outcomes
 from listsync.sync.settings import SyncSettings, parse_max_memory
 from listsync.sync.state import (
     LastApplied,
@@ -53,6 +55,7 @@ from listsync.sync.state import (
     state_store,
 )
 from listsync.sync.steps import (
+    MAX_FAILURE_REASONS,
     SyncFailedError,
     check_delete_safety,
     prepare_with_rejects,
@@ -188,6 +191,11 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         """The entries of the next state and the forms the read back learned."""
 
     @abstractmethod
+    def outcome_lines(self, plan: PlanT, outcome: OutcomeT, *, numbered: bool) -> Iterable[dict[str, Any]]:
+        """The lines of the outcomes file (:mod:`listsync.sync.outcomes`), in plan order;
+        ``numbered``: a plan file was written, whose lines they name."""
+
+    @abstractmethod
     def nothing_applied(self) -> OutcomeT:
         """The outcome of a dry run: nothing written, nothing read back."""
 
@@ -310,8 +318,19 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
                 lease.check()
             entries, forms = self.state_entries(plan, outcome)
             save_state(store, scope, entries, [forms_kept, forms], clock=self.client.clock)
+        outcomes = write_outcomes(
+            self.outcome_lines(plan, outcome, numbered=plan_path is not None),
+            settings.outcomes_path,
+            prefix=f"listsync-{self.noun}-outcomes-",
+        )
+        if outcomes.lines:
+            self.log.info("%d writes did not end as planned: see %s", outcomes.lines, outcomes.path)
         where = None if store is None else store.where(scope)
         made = self.summary(extract, plan, outcome, JobFiles(plan_path, rejects_path, where))
+        made.outcomes_path = outcomes.path
+        made.failed_curable, made.failed_permanent = outcomes.curable, outcomes.permanent
+        made.permanent_reasons = dict(outcomes.permanent_reasons.most_common(MAX_FAILURE_REASONS))
+        made.curable_reasons = dict(outcomes.curable_reasons.most_common(MAX_FAILURE_REASONS))
         made.lease_wait_seconds = 0.0 if lease is None else round(lease.waited, 1)
         made.lease_waited_for = None if lease is None else lease.waited_for
         made.lease_held_by = held_by

@@ -395,6 +395,13 @@ SETTINGS: tuple[Setting, ...] = (
         "dry run (then a temporary file).",
     ),
     Setting(
+        "outcomes_path",
+        None,
+        "Where each person or row whose write did not end as planned (failed, drifted, "
+        "unconfirmed, not found, refused) goes, as JSON lines with the service's answer and whether "
+        "a re-run can cure it, as ``rejects_path``; none: a temporary file, only when there is one.",
+    ),
+    Setting(
         "max_reject_fraction",
         1.0,
         "Fail before reading the List when a larger share of the extract's rows is rejected, 0 to "
@@ -489,6 +496,12 @@ SETTINGS: tuple[Setting, ...] = (
         "With ``history_table``, a table that gets each rejected row of a run, copied from a "
         "local ``rejects_path``.",
     ),
+    Setting(
+        "history_outcomes_table",
+        None,
+        "With ``history_table``, a table that gets each line of a run's outcomes file, copied "
+        "from a local ``outcomes_path``.",
+    ),
 )
 
 
@@ -515,17 +528,17 @@ def with_param_docs(doc: str | None, settings: Iterable[Setting], *, templated: 
 
 
 def check_history(
-    table: str | None, rejects_table: str | None, where: str | None, *, names: tuple[str, str, str]
+    table: str | None, copies: Iterable[str | None], where: str | None, *, names: tuple[str, str, str]
 ) -> None:
     """Check that the history settings go together: ``history_table`` with its database
-    (``where``: the operator's connection, the command line's URL), ``history_rejects_table``
-    with both.
+    (``where``: the operator's connection, the command line's URL), the tables a run's rejects
+    and outcomes are copied to (``copies``) with both.
 
-    :param names: what the caller calls the table, the rejects table and the database.
+    :param names: what the caller calls the table, the tables of copies and the database.
     :raises ValueError: one without the other, naming them.
     """
-    if (table or rejects_table) and not (table and where):
-        raise ValueError(f"{names[0]} needs {names[2]}; {names[1]} needs both")
+    if (table or any(copies)) and not (table and where):
+        raise ValueError(f"{names[0]} needs {names[2]}; {names[1]} need both")
 
 
 @dataclass(frozen=True)
@@ -558,6 +571,7 @@ class SyncSettings:
     fail_on_error: bool = SHARED["fail_on_error"].default
     rejects_path: str | os.PathLike[str] | OpenableFile | None = SHARED["rejects_path"].default
     plan_path: str | os.PathLike[str] | OpenableFile | None = SHARED["plan_path"].default
+    outcomes_path: str | os.PathLike[str] | OpenableFile | None = SHARED["outcomes_path"].default
     max_reject_fraction: float = SHARED["max_reject_fraction"].default
     shard: str | Shard | None = SHARED["shard"].default
     max_memory: int | str | None = SHARED["max_memory"].default

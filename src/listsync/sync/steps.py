@@ -43,6 +43,7 @@ __all__ = [
     "build_summary",
     "check_delete_safety",
     "combine_summaries",
+    "failure_advice",
     "prepare_with_rejects",
     "read_back_rounds",
     "wait_for_late_writes",
@@ -72,23 +73,50 @@ class SyncFailedError(ListSyncError):
     """Some items could not be written; everything else was.
 
     Raised at the end of a sync with ``fail_on_error=True``. ``summary`` is the JSON summary the
-    sync would have returned; the message gives the failure count and the most frequent reasons.
+    sync would have returned; the message is :func:`failure_advice`.
     """
 
     def __init__(self, summary: Mapping[str, Any]) -> None:
         self.summary = dict(summary)
-        reasons = "; ".join(
-            [f"{count} x {reason}" for reason, count in list(summary["failure_reasons"].items())[:3]]
-            + [f"drift: {reason}" for reason in summary.get("drift_reasons", [])[:3]]
+        super().__init__(failure_advice(summary) + " (with fail_on_error=False they are only counted)")
+
+
+def failure_advice(summary: Mapping[str, Any]) -> str:
+    """What a sync's failures and drift call for, from its summary: how many items failed
+    permanently, with their most frequent reasons (no run writes them before what the reasons
+    say is done), how many on transient errors, with theirs (re-run to retry them), what
+    drifted, and where the outcomes file names each of them."""
+    failed, drift = summary.get("failed", 0), summary.get("drift", 0)
+    permanent, curable = summary.get("failed_permanent", 0), summary.get("failed_curable", 0)
+    what = f"{failed} item(s) failed to be written"
+    if drift:
+        what += f" and {drift} written item(s) differ when read back"
+    parts = []
+    if permanent:
+        reasons = _most_frequent(summary.get("permanent_reasons"))
+        parts.append(
+            f"{permanent} failed permanently ({reasons}): they stay unwritten until what the reasons "
+            "say is done"
         )
-        drift = summary.get("drift", 0)
-        what = f"{summary['failed']} item(s) failed to be written"
-        if drift:
-            what += f" and {drift} written item(s) differ when read back"
-        super().__init__(
-            f"{what}, everything else was written ({reasons}). Re-run to retry them (with "
-            "fail_on_error=False they are only counted); the summary lists every reason."
-        )
+    if curable:
+        reasons = _most_frequent(summary.get("curable_reasons"))
+        parts.append(f"{curable} failed on transient errors ({reasons}): re-run to retry them")
+    if failed > permanent + curable:  # a summary that does not tell them apart (an older one)
+        reasons = _most_frequent(summary.get("failure_reasons"))
+        parts.append(f"{failed - permanent - curable} failed ({reasons})")
+    if drift:
+        parts.append("drift: " + "; ".join(summary.get("drift_reasons", [])[:3]))
+    where = summary.get("outcomes_path")
+    if isinstance(where, list):  # combined shards
+        where = ", ".join(map(str, filter(None, where)))
+    return f"{what}, everything else was written: {'; '.join(parts)}" + (
+        f". The outcomes file names each: {where}" if where else ""
+    )
+
+
+def _most_frequent(reasons: Mapping[str, int] | None) -> str:
+    top = list((reasons or {}).items())[:3]
+    return "; ".join(f"{count} x {reason}" for reason, count in top) or "reasons not kept"
 
 
 def write_requested_plan(
@@ -346,7 +374,7 @@ def combine_summaries(
         elif name == "other_shards":
             # Each shard counts every row of the others: those of the shards combined, len - 1 times.
             combined[name] = sum(value or 0 for value in values) - (len(values) - 1) * ordered[0]["read"]
-        elif name == "failure_reasons":
+        elif name in ("failure_reasons", "permanent_reasons", "curable_reasons"):
             combined[name] = dict(_added(values).most_common(MAX_FAILURE_REASONS))
         elif name == "drift_reasons":
             combined[name] = list(

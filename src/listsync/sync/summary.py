@@ -59,6 +59,13 @@ class ListSyncSummary(BaseModel):
     not_added: int = _count("``update_only``: extract people or rows the List lacks, left out.")
     not_updated: int = _count("``insert_only``: List people or rows that differ, left as they are.")
     failed: int = _count("People or rows not written (refused, conflicting or held back).", headline=True)
+    failed_permanent: int = _count(
+        "Of ``failed``, those a re-run cannot write as things stand (a 4xx refusal, a conflict, a "
+        "delete held back): see their reasons."
+    )
+    failed_curable: int = _count(
+        "Of ``failed``, those a re-run can write (the service failed, pushed back or did not answer)."
+    )
     resent: int = _count("Adds of unknown outcome sent again after a read found them absent.")
     copies_removed: int = _count("Extra copies of a person or row removed from the List.")
     verified: int = _count("Writes read back as sent.")
@@ -80,6 +87,14 @@ class ListSyncSummary(BaseModel):
     failure_reasons: dict[str, int] = Field(
         default_factory=dict, description="The most frequent reasons of ``failed``, with their counts."
     )
+    permanent_reasons: dict[str, int] = Field(
+        default_factory=dict,
+        description="The most frequent reasons of ``failed_permanent``, with their counts.",
+    )
+    curable_reasons: dict[str, int] = Field(
+        default_factory=dict,
+        description="The most frequent reasons of ``failed_curable``, with their counts.",
+    )
     drift_reasons: list[str] = Field(default_factory=list, description="The first writes that drifted.")
     unconfirmed_reasons: list[str] = Field(
         default_factory=list, description="Why writes stayed unconfirmed, the first few."
@@ -95,6 +110,9 @@ class ListSyncSummary(BaseModel):
     normalization_version: str = Field(description="The version of the normalisation rules.")
     plan_path: str | None = Field(default=None, description="Where the plan file was written.")
     rejects_path: str | None = Field(default=None, description="Where the rejected rows were written.")
+    outcomes_path: str | None = Field(
+        default=None, description="Where the writes that did not end as planned were written."
+    )
     state: str | None = Field(default=None, description="Where the sync's state is kept.")
     lease_wait_seconds: float = Field(
         default=0.0, description="How long the run waited for the List's lease."

@@ -37,6 +37,7 @@ from listsync.sync.people.frames import (
 )
 from listsync.sync.people.match import ExtractPeople, arrow_text, list_values, match_people, numbered
 from listsync.sync.people.plan import (
+    HeldPerson,
     PeopleLedger,
     PeoplePlan,
     PlannedAdd,
@@ -185,9 +186,14 @@ class _Planner:
         self._adds(added)
         for key in frame_records(source, grouped[conflicts[grouped]], [ACCOUNT_DOMAIN, IDENTITY]):
             self.result.conflicts += 1
-            self.result.conflict_reasons.append(
-                f"{key[IDENTITY]} on account {key[ACCOUNT_DOMAIN]} matches several List people; "
-                "remove the duplicates"
+            self.result.held.append(
+                HeldPerson(
+                    key[ACCOUNT_DOMAIN],
+                    key[IDENTITY],
+                    "write",
+                    f"{key[IDENTITY]} on account {key[ACCOUNT_DOMAIN]} matches several List people; "
+                    "remove the duplicates",
+                )
             )
         patched = grouped[matched[grouped]]
         self._patches(patched, matches[patched])
@@ -230,9 +236,15 @@ class _Planner:
             held[inside] = self._held_in(frame.iloc[inside], local[copies], local[deleted])
         for person in frame_records(frame, np.flatnonzero(held), ["domain", IDENTITY]):
             self.result.deletes_held += 1
-            self.result.conflict_reasons.append(
-                f"{person[IDENTITY]} on account {person['domain']} is not deleted: another person of the "
-                "account shares that phone number or name, and a delete by it could remove them too"
+            self.result.held.append(
+                HeldPerson(
+                    person["domain"],
+                    person[IDENTITY],
+                    "delete",
+                    f"{person[IDENTITY]} on account {person['domain']} is not deleted: another person "
+                    "of the account shares that phone number or name, and a delete by it could remove "
+                    "them too",
+                )
             )
         return held[copies], held[deleted]
 

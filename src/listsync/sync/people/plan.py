@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 import numpy as np
 
@@ -129,6 +129,16 @@ class PlannedWrites(Sequence[WriteT], Generic[WriteT]):
         return f"PlannedWrites({len(self)})"
 
 
+class HeldPerson(NamedTuple):
+    """A person the plan does not write, though the extract or the mirror would: ``action`` is
+    ``write`` (an extract person whose identity several List people share) or ``delete``."""
+
+    account_domain: str
+    identity: str
+    action: str
+    reason: str
+
+
 @dataclass
 class PeoplePlan:
     """What a people sync will write, and the counts a summary needs.
@@ -141,8 +151,8 @@ class PeoplePlan:
         the same account, left alone: a write by that key could not say which of them it means.
     :ivar conflicts: extract people not written because their identity is one of those shared
         by several List people (remove the duplicates from the List to sync them).
-    :ivar conflict_reasons: one reason per conflict, naming the person, for the summary's
-        ``failure_reasons``.
+    :ivar held: one :class:`HeldPerson` per conflict and per delete held back (``deletes_held``),
+        naming the person, for the summary's ``failure_reasons`` and the outcomes file.
     :ivar repairs: in mirror mode, the extra copies of people the List holds more than once under
         one identity (a lost add of someone known only by phone or name leaves such copies): one
         copy of each is kept, these are deleted.
@@ -161,11 +171,11 @@ class PeoplePlan:
     list_unidentified: int = 0
     list_duplicates: int = 0
     conflicts: int = 0
-    conflict_reasons: list[str] = field(default_factory=list)
+    held: list[HeldPerson] = field(default_factory=list)
     not_added: int = 0
     not_updated: int = 0
     #: Deletes and copies to remove held back: a delete by their phone or name could reach another
-    #: person of the account (their reasons are in ``conflict_reasons``).
+    #: person of the account (they are in ``held``).
     deletes_held: int = 0
     ledger: PeopleLedger | None = None
     #: How the List was read: reads again of a torn read, and whether the read planned from was

@@ -24,6 +24,7 @@ from listsync.sync.people.apply import PeopleApplyResult, apply_people_plan, chu
 from listsync.sync.people.diff import plan_people_sync
 from listsync.sync.people.frames import ListPeople, PersonRecord, list_frame
 from listsync.sync.people.match import account_domain_of, list_domain
+from listsync.sync.people.outcomes import people_outcomes
 from listsync.sync.people.plan import PeopleLedger, PeoplePlan
 from listsync.sync.people.prepare import PreparedPeople, prepare_people
 from listsync.sync.people.read import NOT_IN_LIST, difference, people_in_shard, people_index, read_accounts
@@ -366,6 +367,14 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
         entries.append(StateEntries.of(ledger.delete_keys[waiting], 0, UNSEEN, now, DELETE))
         return entries, forms
 
+    def outcome_lines(
+        self, plan: PeoplePlan, outcome: _PeopleOutcome, *, numbered: bool
+    ) -> Iterator[dict[str, Any]]:
+        result, verification = outcome
+        return people_outcomes(
+            plan, result, verification, numbered=numbered, verify_timeout=self.settings.verify_timeout
+        )
+
     def nothing_applied(self) -> _PeopleOutcome:
         return PeopleApplyResult(), PeopleVerification()
 
@@ -403,8 +412,8 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
             **Ledger.counts(plan.ledger),
             rereads=plan.rereads,
             requests=result.requests,
-            failure_reasons=[*plan.conflict_reasons, *result.failed.values()],
-            drift_reasons=verification.drift,
+            failure_reasons=[*(held.reason for held in plan.held), *result.failed.values()],
+            drift_reasons=verification.drift.values(),
             isolation_requests=result.isolation_requests,
             verify_filter=verification.filter,
             table_id=self.table_id,

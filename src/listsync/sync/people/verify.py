@@ -49,7 +49,7 @@ class PeopleVerification:
     """What re-reading the accounts a plan touched showed.
 
     :ivar verified: writes the re-read confirms (acknowledged ones, and unknown ones found applied).
-    :ivar drift: one reason per acknowledged write the re-read contradicts.
+    :ivar drift: key → reason, per acknowledged write the re-read contradicts.
     :ivar filter: how the touched accounts were read: ``"service"`` (the service's account
         filter), ``"client"`` (the whole List, filtered here, because the service ignores the
         filter or too many accounts were touched), or ``None`` (nothing to verify).
@@ -67,7 +67,7 @@ class PeopleVerification:
     """
 
     verified: int = 0
-    drift: list[str] = field(default_factory=list)
+    drift: dict[str, str] = field(default_factory=dict)
     filter: str | None = None
     service_forms: int = 0
     forms: dict[str, list[str]] = field(default_factory=dict)
@@ -236,7 +236,7 @@ class _ReadBack:
             person = f"{item.account_domain} {item.identity}"
             if person not in verification.lost:
                 verification.lost.add(person)
-                verification.drift.append(f"{kind} of {key}: {back.problem}")
+                verification.drift[key] = f"{kind} of {key}: {back.problem}"
             result.unknown.pop(key, None)
             return False
         if isinstance(item, PlannedDelete) and item.copy:
@@ -248,7 +248,7 @@ class _ReadBack:
                 return False
             result.count(kind, 1)
         elif back.status == "drift":
-            verification.drift.append(f"{kind} of {key}: {back.problem}")
+            verification.drift[key] = f"{kind} of {key}: {back.problem}"
             return False
         verification.verified += 1
         verification.outcome[position] = SHOWN

@@ -51,6 +51,11 @@ class DuplicateKey:
     row_ids: tuple[str, ...]
     in_extract: bool
 
+    @property
+    def reason(self) -> str:
+        """Why an extract row of the key was not written."""
+        return f"key {self.key!r} is held by {len(self.row_ids)} List rows; remove the duplicates"
+
 
 @dataclass
 class RowsPlan:

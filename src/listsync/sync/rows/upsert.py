@@ -25,6 +25,7 @@ from listsync.sync.rows.apply import (
 )
 from listsync.sync.rows.diff import plan_rows_upsert
 from listsync.sync.rows.list_rows import ListRows
+from listsync.sync.rows.outcomes import rows_outcomes
 from listsync.sync.rows.plan import RowsLedger, RowsPlan, plan_entries
 from listsync.sync.rows.prepare import PreparedRows, prepare_rows
 from listsync.sync.rows.read import list_key_normalizer, read_list_rows
@@ -299,6 +300,14 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
             verification.forms,
         )
 
+    def outcome_lines(
+        self, plan: RowsPlan, outcome: _RowsOutcome, *, numbered: bool
+    ) -> Iterator[dict[str, Any]]:
+        applied, verification = outcome
+        return rows_outcomes(
+            plan, applied, verification, numbered=numbered, verify_timeout=self.settings.verify_timeout
+        )
+
     def nothing_applied(self) -> _RowsOutcome:
         return ApplyOutcome(), RowsVerification()
 
@@ -306,11 +315,7 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
         self, extract: PlannedExtract, plan: RowsPlan, outcome: _RowsOutcome, files: JobFiles
     ) -> RowsSummary:
         applied, verification = outcome
-        reasons = [
-            f"key {duplicate.key!r} is held by {len(duplicate.row_ids)} List rows; remove the duplicates"
-            for duplicate in plan.duplicate_keys
-            if duplicate.in_extract
-        ]
+        reasons = [duplicate.reason for duplicate in plan.duplicate_keys if duplicate.in_extract]
         reasons.extend(f"{kind}: {reason}" for kind, _, reason in applied.failures)
         failed_rows = applied.failed_keys("add") | applied.failed_keys("update")
         return build_summary(
@@ -336,7 +341,7 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
             rereads=plan.rereads,
             requests={kind: applied.requests[kind] for kind in (ADD_ROWS, UPDATE_CELLS, DELETE_ROWS)},
             failure_reasons=reasons,
-            drift_reasons=verification.drift,
+            drift_reasons=verification.drift.values(),
             isolation_requests=applied.isolation_requests,
             table_id=self.table_id,
             shard=None if self.shard is None else str(self.shard),

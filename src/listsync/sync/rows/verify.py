@@ -33,7 +33,7 @@ class RowsVerification:
     """What re-reading the rows a plan touched showed.
 
     :ivar verified: writes the re-read confirms (acknowledged ones, and unknown ones found applied).
-    :ivar drift: one line per acknowledged write the re-read contradicts.
+    :ivar drift: ``(kind, key)`` → a line, per acknowledged write the re-read contradicts.
     :ivar requests: GET rows requests the re-read took.
     :ivar unconfirmed: acknowledged writes the List did not show within the verify timeout, by
         key (row key; a deleted row's key) → kind (``add``, ``update``, ``delete``).
@@ -46,7 +46,7 @@ class RowsVerification:
     """
 
     verified: int = 0
-    drift: list[str] = field(default_factory=list)
+    drift: dict[tuple[str, str], str] = field(default_factory=dict)
     requests: int = 0
     unconfirmed: dict[str, str] = field(default_factory=dict)
     unconfirmed_reasons: list[str] = field(default_factory=list)
@@ -180,10 +180,10 @@ class _ReadBack:
                 continue
             del self.adds[key]
             if len(by_key.get(key, [])) > 1:
-                self._check(f"the List holds the key in {len(by_key[key])} rows", f"add of {key!r}")
+                self._check(f"the List holds the key in {len(by_key[key])} rows", "add", key)
                 continue
             shown = _shown(self.additions[key].cells, holders[0])
-            self._check(shown.problem, f"add of {key!r}")
+            self._check(shown.problem, "add", key)
             if shown.problem is None:
                 self._learn(shown)
                 self.shown[key] = holders[0]
@@ -209,7 +209,7 @@ class _ReadBack:
                 waiting.append((change, reason))
                 continue
             if reason is None:
-                self._check(problem, f"update of {change.key!r}")
+                self._check(problem, "update", change.key)
                 self.outcome.written_changes.append(change)
             elif problem is None:
                 self.verification.verified += 1
@@ -250,11 +250,11 @@ class _ReadBack:
                 self.outcome.rows_deleted += 1
         self.removals = waiting
 
-    def _check(self, problem: str | None, what: str) -> None:
+    def _check(self, problem: str | None, kind: str, key: str) -> None:
         if problem is None:
             self.verification.verified += 1
         else:
-            self.verification.drift.append(f"{what}: {problem}")
+            self.verification.drift[kind, key] = f"{kind} of {key!r}: {problem}"
 
     def give_up(self, verify_timeout: float) -> None:
         """Settle what the List still does not show: a write of unknown outcome failed (it may
