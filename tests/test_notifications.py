@@ -358,6 +358,8 @@ def test_the_row_count_is_compared_with_the_last_successful_run_and_a_failure_gi
         "- 4 x Account not found: nowhere0.example, nowhere1.example, nowhere2.example, nowhere3.example"
         in failed["body"]
     )
+    outcomes = failed["listsync"]["summary"]["outcomes_path"]
+    assert outcomes and f"Each record that did not end as planned, and why: {outcomes}" in failed["body"]
 
     # Night 3: two rows; the failed night is not the one compared with.
     source.write_text(CLEAN, encoding="utf-8")
@@ -448,6 +450,8 @@ def test_drift_and_unconfirmed_writes_alert_on_a_successful_run(
     assert alert["listsync"]["alerts"] == [expected[finding]]
     assert alert["listsync"]["summary"][finding] == 1
     assert "updated 1" in alert["body"]
+    outcomes = alert["listsync"]["summary"]["outcomes_path"]
+    assert outcomes and f"Each record that did not end as planned, and why: {outcomes}" in alert["body"]
     assert_rendered_from_listsync(sent)
 
 

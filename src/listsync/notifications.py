@@ -396,6 +396,9 @@ def _message(subject: str, context: Context, summary: Mapping[str, Any] | None, 
             lines += [f"- {line}" for line in found[:MAX_REASONS]]
     if _count(summary, "rejected") and summary.get("rejects_path"):
         lines.append(f"Rejected rows and their reasons: {summary['rejects_path']}")
+    unsettled = any(_count(summary, name) for name in ("failed", "drift", "unconfirmed"))
+    if unsettled and summary.get("outcomes_path"):
+        lines.append(f"Each record that did not end as planned, and why: {summary['outcomes_path']}")
     return "\n".join(lines)
 
 
