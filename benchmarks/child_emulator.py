@@ -122,12 +122,16 @@ def timing_steps(
 
 
 def night_figures(
-    job: Callable[[], dict[str, Any]], module: ModuleType, names: Mapping[str, str]
+    job: Callable[[], dict[str, Any]],
+    module: ModuleType,
+    names: Mapping[str, str],
+    also: Mapping[ModuleType, Mapping[str, str]] | None = None,
 ) -> dict[str, Any]:
     """In a night's process: run ``job`` (the whole job, client made to summary returned) once,
-    its steps timed (:func:`timing_steps`); its figures: ``seconds``, peak RSS (``rss``), seconds
-    and peak by step, the warnings ``listsync`` logged, the memory guard's ``estimate`` (MiB) and
-    the ``summary``."""
+    its steps timed (:func:`timing_steps`: ``names`` in ``module``, and those of ``also``, other
+    modules' functions by module); its figures: ``seconds``, peak RSS (``rss``) and the RSS
+    before the job (``start_rss``), seconds and peak by step, the warnings ``listsync`` logged,
+    the memory guard's ``estimate`` (MiB) and the ``summary``."""
     warnings: list[str] = []
 
     class Warnings(logging.Handler):
@@ -138,13 +142,16 @@ def night_figures(
     guards = record_memory_guards()
     steps: dict[str, float] = {}
     peaks: dict[str, float] = {}
-    timing_steps(module, names, steps, peaks)
+    for timed_module, timed_names in {module: names, **(also or {})}.items():
+        timing_steps(timed_module, timed_names, steps, peaks)
+    start_rss = peak_rss_mib()
     started = time.perf_counter()
     summary = job()
     seconds = time.perf_counter() - started
     steps["other"] = seconds - sum(steps.values())
     peaks["other"] = peak_rss_mib()
     figures: dict[str, Any] = {"seconds": seconds, "rss": peaks["other"], "steps": steps, "peaks": peaks}
+    figures["start_rss"] = start_rss
     figures["warnings"] = warnings
     figures["estimate"] = guards[-1].estimate() / 2**20
     return {**figures, "summary": summary}
