@@ -8,11 +8,12 @@ change, quiet: the same CRM-like data, emulator and whole ``sync_people``, a fre
 size, each night in a process of its own) at one latency and one in-flight value. For each night
 and each step the job's night process times (read + prepare the extract, read the List, plan,
 apply, read back, the state read, the plan file, the state kept, the rest), at each size: the
-wall time per person (microseconds, over the night-1 people N, so the three nights of a size share
-the divisor) and the peak RSS the night reached by the end of the step, over what the process held
-before the job (bytes per person). A step is flagged when its cost per person at the largest size
-is more than 25% above that at the smallest (steps under a second at the largest size are shown,
-not flagged: their per-person figures are noise).
+wall time and the CPU time (of all the process's threads) per person (microseconds, over the
+night-1 people N, so the three nights of a size share the divisor) and the peak RSS the night
+reached by the end of the step, over what the process held before the job (bytes per person). A
+step is flagged when one of these per person at the largest size is more than 25% above that at
+the smallest (steps under a second at the largest size are shown, not flagged: their per-person
+figures are noise). On a shared machine the CPU time moves less with the load than the wall time.
 
 With ``--baseline`` (needs the ``bench`` extra: ``make bench``), the change night of the largest
 size is also planned by a columnar pipeline in DuckDB (``people_baseline.py``, in a process of its
@@ -84,16 +85,21 @@ def dump_list(url: str, path: Path) -> int:
     return count
 
 
-def per_person(night: Night, size: int) -> dict[str, tuple[float, float]]:
-    """Each step of ``night`` (and ``night`` for the whole): microseconds per person and the bytes
-    per person of the peak RSS the night reached by its end, above the RSS before the job."""
+def per_person(night: Night, size: int) -> dict[str, tuple[float, float, float]]:
+    """Each step of ``night`` (and ``night`` for the whole): wall and CPU microseconds per person
+    and the bytes per person of the peak RSS the night reached by the step's end, above the RSS
+    before the job."""
     figures, start = night.figures, night.figures["start_rss"]
     costs = {}
     for step in STEPS:
         if step in figures["steps"]:
-            seconds, peak = figures["steps"][step], figures["peaks"][step]
-            costs[step] = (seconds / size * 1e6, (peak - start) * 2**20 / size)
-    costs["night"] = (night.seconds / size * 1e6, (figures["rss"] - start) * 2**20 / size)
+            seconds, used, peak = figures["steps"][step], figures["cpu"][step], figures["peaks"][step]
+            costs[step] = (seconds / size * 1e6, used / size * 1e6, (peak - start) * 2**20 / size)
+    costs["night"] = (
+        night.seconds / size * 1e6,
+        figures["cpu_seconds"] / size * 1e6,
+        (figures["rss"] - start) * 2**20 / size,
+    )
     return costs
 
 
@@ -103,8 +109,8 @@ def growth_table(runs: dict[int, list[Night]]) -> tuple[list[str], list[str]]:
     smallest, largest = sizes[0], sizes[-1]
     header = (
         "| night | step | "
-        + " | ".join(f"{size:,}: µs / person, peak B / person (s, MiB)" for size in sizes)
-        + " | growth µs, B | |"
+        + " | ".join(f"{size:,}: wall, CPU µs / person; peak B / person" for size in sizes)
+        + f" | {largest:,} ÷ {smallest:,} per person: wall, CPU, peak | |"
     )
     lines = [header, "|" + "---|" * (len(sizes) + 4)]
     flags = []
@@ -113,28 +119,32 @@ def growth_table(runs: dict[int, list[Night]]) -> tuple[list[str], list[str]]:
         for step in (*STEPS, "night"):
             if not all(step in costs[size] for size in sizes):
                 continue
-            cells = []
-            for size in sizes:
-                micro, byte = costs[size][step]
-                cells.append(
-                    f"{micro:,.1f}, {byte:,.0f} ({micro * size / 1e6:,.1f}, {byte * size / 2**20:,.0f})"
-                )
-            (first_t, first_b), (last_t, last_b) = costs[smallest][step], costs[largest][step]
-            grow_t = last_t / first_t - 1 if first_t else 0.0
-            grow_b = last_b / first_b - 1 if first_b > 0 else 0.0
-            seconds = last_t * largest / 1e6
-            flagged = [what for what, grew in (("time", grow_t), ("peak", grow_b)) if grew > GROWTH]
+            cells = [
+                f"{costs[size][step][0]:,.1f}, {costs[size][step][1]:,.1f}; {costs[size][step][2]:,.0f}"
+                for size in sizes
+            ]
+            ratios = [
+                last / first if first > 0 else 1.0
+                for first, last in zip(costs[smallest][step], costs[largest][step], strict=True)
+            ]
+            seconds = costs[largest][step][0] * largest / 1e6
+            grown = [
+                what
+                for what, ratio in zip(("wall", "CPU", "peak"), ratios, strict=True)
+                if ratio > 1 + GROWTH
+            ]
             mark = ""
-            if flagged and seconds >= NOISE_SECONDS:
-                mark = "GROWS: " + ", ".join(flagged)
+            if grown and seconds >= NOISE_SECONDS:
+                mark = "GROWS: " + ", ".join(grown)
                 flags.append(
-                    f"{name} night, {step}: per person at {largest:,} against {smallest:,}: time "
-                    f"{grow_t:+.0%}, peak {grow_b:+.0%} ({seconds:.1f} s at {largest:,})"
+                    f"{name} night, {step}: per person at {largest:,} over {smallest:,}: "
+                    f"wall {ratios[0]:.2f}x, CPU {ratios[1]:.2f}x, peak {ratios[2]:.2f}x "
+                    f"({seconds:.1f} s at {largest:,})"
                 )
             lines.append(
                 f"| {number} {name} | {step} | "
                 + " | ".join(cells)
-                + f" | {grow_t:+.0%}, {grow_b:+.0%} | {mark} |"
+                + f" | {ratios[0]:.2f}, {ratios[1]:.2f}, {ratios[2]:.2f} | {mark} |"
             )
     return lines, flags
 
