@@ -2,7 +2,8 @@
 
 Run by ``people_scaling.py --baseline`` in a process of its own:
 ``.venv/bin/python benchmarks/people_baseline.py EXTRACT.csv LIST.jsonl [--threads N]``; prints one
-JSON line: the counts, the seconds of each step, the whole wall time and the peak RSS (MiB).
+JSON line: the counts, the seconds of each step, the whole wall time, the CPU seconds (all threads)
+and the peak RSS (MiB).
 
 What it does, as SQL over the extract (``people_job.py``'s CSV columns) and the List (JSON lines,
 each person as the service sent it):
@@ -56,7 +57,7 @@ def blank(column: str) -> str:
 
 
 def prepare(db: duckdb.DuckDBPyConnection, extract: Path) -> None:
-    """The extract's people, normalised (table ``source``), and the count of rows rejected."""
+    """The extract's rows normalised (table ``raw``) and the people kept of them (table ``source``)."""
     email = f"lower({blank('email')})"
     # A dot-atom local part, international letters allowed (as the rules allow them).
     local = LOCAL_PART_PATTERN.replace("[a-z0-9", r"[\pL\pN").replace("'", "''")
@@ -153,7 +154,13 @@ def main() -> None:
     counts["rejected"] = rows[0]
     seconds = time.perf_counter() - started
     threads = db.execute("SELECT current_setting('threads')").fetchone()
-    figures = {"counts": counts, "steps": steps, "seconds": seconds, "rss": peak_rss_mib()}
+    figures = {
+        "counts": counts,
+        "steps": steps,
+        "seconds": seconds,
+        "cpu": time.process_time(),
+        "rss": peak_rss_mib(),
+    }
     print(json.dumps({**figures, "version": duckdb.__version__, "threads": threads[0] if threads else None}))
 
 

@@ -174,6 +174,7 @@ def baseline_lines(change: Night, baselines: list[dict[str, Any]], listed: int) 
     }
     steps = change.figures["steps"]
     ours = sum(steps[step] for step in PLANNING)
+    ours_cpu = sum(change.figures["cpu"][step] for step in PLANNING)
     without = ours - steps["read List"]
     counts = ", ".join(f"{name} {value:,}" for name, value in ours_counts.items())
     lines = [
@@ -190,7 +191,9 @@ def baseline_lines(change: Night, baselines: list[dict[str, Any]], listed: int) 
             f"({', '.join(f'{step} {value:.1f}' for step, value in baseline['steps'].items())}), peak RSS "
             f"{baseline['rss']:,.0f} MiB; ours / baseline {ours / base:.2f}x (aim <= 2x: "
             f"{'met' if ours <= 2 * base else 'NOT met'}); without the List read (ours over HTTP, the "
-            f"baseline's from a file) {without:.1f} s / {base_without:.1f} s = {without / base_without:.2f}x"
+            f"baseline's from a file) {without:.1f} s / {base_without:.1f} s = "
+            f"{without / base_without:.2f}x; CPU seconds (all threads) {ours_cpu:.1f} / "
+            f"{baseline['cpu']:.1f} = {ours_cpu / baseline['cpu']:.2f}x"
         )
     return lines
 
