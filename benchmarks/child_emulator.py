@@ -103,12 +103,11 @@ def timing_steps(
     names: Mapping[str, str],
     seconds: dict[str, float],
     peaks: dict[str, float],
-    cpu: dict[str, float] | None = None,
+    cpu: dict[str, float],
 ) -> None:
     """Time the steps a job calls (``names``: function name in ``module`` -> step), and take the
-    process's peak RSS at the end of each (the step that raises it is where it is); ``cpu``: the
-    process's CPU seconds (all its threads) by step too, which a busy machine moves less than the
-    wall time."""
+    process's peak RSS at the end of each (the step that raises it is where it is) and its CPU
+    seconds (all its threads: ``cpu``), which a busy machine moves less than the wall time."""
 
     def timed(function: Callable[..., Any], step: str) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -117,8 +116,7 @@ def timing_steps(
                 return function(*args, **kwargs)
             finally:
                 seconds[step] = seconds.get(step, 0.0) + time.perf_counter() - started
-                if cpu is not None:
-                    cpu[step] = cpu.get(step, 0.0) + time.process_time() - used
+                cpu[step] = cpu.get(step, 0.0) + time.process_time() - used
                 peaks[step] = peak_rss_mib()
 
         return wrapper
