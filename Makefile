@@ -33,6 +33,11 @@ unit: $(STAMP)
 
 test: lint typecheck unit
 
+# The benchmarks' optional dependencies (the people planning's DuckDB baseline), into .venv.
+.PHONY: bench
+bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet $(if $(CONSTRAINTS),--constraint $(CONSTRAINTS)) -e '.[bench]'
+
 # The nightly CRM-to-List DAG, three nights in a row against a local emulator (examples/demo.py).
 .PHONY: demo
 demo: $(STAMP)

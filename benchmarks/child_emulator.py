@@ -99,18 +99,24 @@ def record_memory_guards() -> list[Any]:
 
 
 def timing_steps(
-    module: ModuleType, names: Mapping[str, str], seconds: dict[str, float], peaks: dict[str, float]
+    module: ModuleType,
+    names: Mapping[str, str],
+    seconds: dict[str, float],
+    peaks: dict[str, float],
+    cpu: dict[str, float],
 ) -> None:
     """Time the steps a job calls (``names``: function name in ``module`` -> step), and take the
-    process's peak RSS at the end of each (the step that raises it is where it is)."""
+    process's peak RSS at the end of each (the step that raises it is where it is) and its CPU
+    seconds (all its threads: ``cpu``), which a busy machine moves less than the wall time."""
 
     def timed(function: Callable[..., Any], step: str) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
+            started, used = time.perf_counter(), time.process_time()
             try:
                 return function(*args, **kwargs)
             finally:
                 seconds[step] = seconds.get(step, 0.0) + time.perf_counter() - started
+                cpu[step] = cpu.get(step, 0.0) + time.process_time() - used
                 peaks[step] = peak_rss_mib()
 
         return wrapper
@@ -122,12 +128,17 @@ def timing_steps(
 
 
 def night_figures(
-    job: Callable[[], dict[str, Any]], module: ModuleType, names: Mapping[str, str]
+    job: Callable[[], dict[str, Any]],
+    module: ModuleType,
+    names: Mapping[str, str],
+    also: Mapping[ModuleType, Mapping[str, str]] | None = None,
 ) -> dict[str, Any]:
     """In a night's process: run ``job`` (the whole job, client made to summary returned) once,
-    its steps timed (:func:`timing_steps`); its figures: ``seconds``, peak RSS (``rss``), seconds
-    and peak by step, the warnings ``listsync`` logged, the memory guard's ``estimate`` (MiB) and
-    the ``summary``."""
+    its steps timed (:func:`timing_steps`: ``names`` in ``module``, and those of ``also``, other
+    modules' functions by module); its figures: ``seconds``, peak RSS (``rss``) and the RSS
+    before the job (``start_rss``), seconds, CPU seconds (``cpu``; ``cpu_seconds`` in all) and
+    peak by step, the warnings ``listsync`` logged, the memory guard's ``estimate`` (MiB) and the
+    ``summary``."""
     warnings: list[str] = []
 
     class Warnings(logging.Handler):
@@ -138,13 +149,18 @@ def night_figures(
     guards = record_memory_guards()
     steps: dict[str, float] = {}
     peaks: dict[str, float] = {}
-    timing_steps(module, names, steps, peaks)
-    started = time.perf_counter()
+    cpu: dict[str, float] = {}
+    for timed_module, timed_names in {module: names, **(also or {})}.items():
+        timing_steps(timed_module, timed_names, steps, peaks, cpu)
+    start_rss = peak_rss_mib()
+    started, used = time.perf_counter(), time.process_time()
     summary = job()
-    seconds = time.perf_counter() - started
+    seconds, used = time.perf_counter() - started, time.process_time() - used
     steps["other"] = seconds - sum(steps.values())
+    cpu["other"] = used - sum(cpu.values())
     peaks["other"] = peak_rss_mib()
     figures: dict[str, Any] = {"seconds": seconds, "rss": peaks["other"], "steps": steps, "peaks": peaks}
+    figures.update(start_rss=start_rss, cpu=cpu, cpu_seconds=used)
     figures["warnings"] = warnings
     figures["estimate"] = guards[-1].estimate() / 2**20
     return {**figures, "summary": summary}

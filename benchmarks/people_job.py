@@ -28,9 +28,10 @@ peak RSS of that process, the write requests the summary counts, every ``/v1`` r
 emulator received during the night (its stats endpoint), the minimum of write requests the caps
 allow (per kind, the larger of people / 500 and accounts / 100, from the data made) and the
 summary's counts. The job's steps are timed by wrapping, in the night's process, the functions
-the people sync calls: read + prepare the extract, read the List, plan, apply, read back (the rest,
-plan file and state, is "other"), with the process's peak RSS at the end of each step (shown for a
-night over 1 GB: the step that raised it).
+the people sync calls: read + prepare the extract, read the List, plan, apply, read back, and those
+of the sync flow around them: the state read, the plan file written, the state kept (the rest is
+"other"), with the process's peak RSS at the end of each step (shown for a night over 1 GB: the
+step that raised it). ``people_scaling.py`` runs these nights at a series of sizes.
 
 The matrix: every ``--in-flight`` value (the client's ``max_in_flight``; 1 sends one request at a
 time, as the client did before it asked for pages ahead and sent chunks together) at 0 s and at
@@ -365,6 +366,8 @@ STEPS = {
     "apply_people_plan": "apply",
     "verify_people": "read back",
 }
+#: The steps of the one sync flow (``listsync.sync.job``) around them.
+JOB_STEPS = {"load_state": "state read", "write_requested_plan": "plan file", "save_state": "state keep"}
 
 
 def night(url: str, extract: Path, state: str, plan: str, in_flight: int, dry_run_memory: str | None) -> None:
@@ -374,6 +377,7 @@ def night(url: str, extract: Path, state: str, plan: str, in_flight: int, dry_ru
     from listsync.client import ListSyncClient
     from listsync.extract.sources import read_extract
     from listsync.sync import SyncSettings
+    from listsync.sync import job as job_module
     from listsync.sync.people import sync as module
     from listsync.sync.people import sync_people
     from listsync.sync.settings import MAX_MEMORY_AUTO
@@ -397,7 +401,7 @@ def night(url: str, extract: Path, state: str, plan: str, in_flight: int, dry_ru
                 ),
             )
 
-    print(json.dumps(night_figures(job, module, STEPS)))
+    print(json.dumps(night_figures(job, module, STEPS, {job_module: JOB_STEPS})))
 
 
 def run_night(
@@ -458,12 +462,14 @@ def run_nights(
     folder: Path,
     show: Callable[[Night], str],
     dry_run: tuple[int, str] | None = None,
+    after: Callable[[str, int], None] | None = None,
 ) -> list[Night]:
     """Every (latency, in-flight) of the matrix: a fresh emulator (``script`` serving with
     ``emulator_args``), the latency added to its every request, then one night per extract, each
     in a process of its own (``script --night``), their sync state kept across them; each night
     printed as ``show`` makes it as soon as it is done. ``dry_run`` (night number, ``max_memory``):
-    that night is first run as a dry run with that memory limit."""
+    that night is first run as a dry run with that memory limit. ``after(url, number)`` is called
+    after each night, the emulator still serving."""
     nights = []
     for latency in latencies:
         for in_flight in in_flights:
@@ -479,12 +485,21 @@ def run_nights(
                     figures = run_night(url, extract, run, in_flight, script)
                     nights.append(Night(latency, in_flight, number, figures))
                     print(show(nights[-1]), flush=True)
+                    if after is not None:
+                        after(url, number)
     return nights
 
 
 def run_matrix(
-    crm: Crm, latencies: list[float], in_flights: list[int], folder: Path, dry_run_memory: str | None
+    crm: Crm,
+    latencies: list[float],
+    in_flights: list[int],
+    folder: Path,
+    dry_run_memory: str | None,
+    after: Callable[[str, int], None] | None = None,
 ) -> tuple[list[Night], list[int]]:
+    """The matrix of :func:`run_nights` on ``crm``'s extracts, written to ``folder``
+    (``night1.csv``, ``night2.csv``); the nights and the minimum write requests of each."""
     domains = folder / "domains.txt"
     domains.write_text("\n".join(crm.domains), encoding="utf-8")
     extracts = [folder / "night1.csv", folder / "night2.csv"]
@@ -500,6 +515,7 @@ def run_matrix(
         folder,
         lambda night: row(night, minimum),
         (2, dry_run_memory) if dry_run_memory else None,
+        after,
     )
     return nights, minimum
 

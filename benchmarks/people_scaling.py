@@ -1,0 +1,261 @@
+"""The people job's cost per person at a series of sizes, step by step, and a columnar baseline.
+
+Run: ``.venv/bin/python benchmarks/people_scaling.py [--sizes 100000,300000,1000000] [--latency SECONDS]
+[--in-flight 4] [--baseline] [--append-results]``
+
+At each size of ``--sizes`` (people on night 1), the three nights of ``people_job.py`` (fill,
+change, quiet: the same CRM-like data, emulator and whole ``sync_people``, a fresh emulator per
+size, each night in a process of its own) at one latency and one in-flight value. For each night
+and each step the job's night process times (read + prepare the extract, read the List, plan,
+apply, read back, the state read, the plan file, the state kept, the rest), at each size: the
+wall time and the CPU time (of all the process's threads) per person (microseconds, over the
+night-1 people N, so the three nights of a size share the divisor) and the peak RSS the night
+reached by the end of the step, over what the process held before the job (bytes per person). A
+step is flagged when one of these per person at the largest size is more than 25% above that at
+the smallest (steps under a second at the largest size are shown, not flagged: their per-person
+figures are noise). On a shared machine the CPU time moves less with the load than the wall time.
+
+With ``--baseline`` (needs the ``bench`` extra: ``make bench``), the change night of the largest
+size is also planned by a columnar pipeline in DuckDB (``people_baseline.py``, in a process of its
+own, with one thread and with as many as it takes), on the same extract and on the List as the
+service sent it after night 1 (every person read through the client once, outside the timing, and
+kept as JSON lines): the same normalisation, the same rejects, the same join by account domain and
+identity and the same counts of adds, patches, deletes and unchanged, asserted equal to the change
+night's plan. Reported: ours (read + prepare, read List, plan of the change night) over the
+baseline's wall time, with and without the List read (ours over HTTP from the emulator, the
+baseline's from a local file). Aim (issue 36): ours <= 2x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from people_job import (
+    HEADER,
+    RESULTS,
+    RULE,
+    Crm,
+    Night,
+    describe,
+    machine,
+    minimum_writes,
+    row,
+    run_matrix,
+    utc_now,
+)
+from people_sync import API_KEY, TABLE
+
+#: The steps of a night, in the order the job runs them (the names ``people_job.py`` times).
+STEPS = (
+    "state read",
+    "read + prepare",
+    "read List",
+    "plan",
+    "plan file",
+    "apply",
+    "read back",
+    "state keep",
+    "other",
+)
+NIGHTS = {1: "fill", 2: "change", 3: "quiet"}
+#: A step's cost per person may grow this much from the smallest size to the largest.
+GROWTH = 0.25
+#: Steps shorter than this at the largest size are not flagged.
+NOISE_SECONDS = 1.0
+#: The change night's steps the baseline does the work of.
+PLANNING = ("read + prepare", "read List", "plan")
+
+
+def dump_list(url: str, path: Path) -> int:
+    """Every person of the List at ``url``, as the service sent them, into ``path`` (JSON lines)."""
+    from listsync.client import ListSyncClient
+
+    count = 0
+    with ListSyncClient(url, API_KEY, timeout=120.0) as client, path.open("w", encoding="utf-8") as out:
+        for record in client.iter_targetable_people_records(TABLE, page_size=1000):
+            out.write(json.dumps(record) + "\n")
+            count += 1
+    return count
+
+
+def per_person(night: Night, size: int) -> dict[str, tuple[float, float, float]]:
+    """Each step of ``night`` (and ``night`` for the whole): wall and CPU microseconds per person
+    and the bytes per person of the peak RSS the night reached by the step's end, above the RSS
+    before the job."""
+    figures, start = night.figures, night.figures["start_rss"]
+    costs = {}
+    for step in STEPS:
+        if step in figures["steps"]:
+            seconds, used, peak = figures["steps"][step], figures["cpu"][step], figures["peaks"][step]
+            costs[step] = (seconds / size * 1e6, used / size * 1e6, (peak - start) * 2**20 / size)
+    costs["night"] = (
+        night.seconds / size * 1e6,
+        figures["cpu_seconds"] / size * 1e6,
+        (figures["rss"] - start) * 2**20 / size,
+    )
+    return costs
+
+
+def growth_table(runs: dict[int, list[Night]]) -> tuple[list[str], list[str]]:
+    """The per-person table of every night and step at every size, and the flags."""
+    sizes = sorted(runs)
+    smallest, largest = sizes[0], sizes[-1]
+    header = (
+        "| night | step | "
+        + " | ".join(f"{size:,}: wall, CPU µs / person; peak B / person" for size in sizes)
+        + f" | {largest:,} ÷ {smallest:,} per person: wall, CPU, peak | |"
+    )
+    lines = [header, "|" + "---|" * (len(sizes) + 4)]
+    flags = []
+    for number, name in NIGHTS.items():
+        costs = {size: per_person(runs[size][number - 1], size) for size in sizes}
+        for step in (*STEPS, "night"):
+            if not all(step in costs[size] for size in sizes):
+                continue
+            cells = [
+                f"{costs[size][step][0]:,.1f}, {costs[size][step][1]:,.1f}; {costs[size][step][2]:,.0f}"
+                for size in sizes
+            ]
+            ratios = [
+                last / first if first > 0 else 1.0
+                for first, last in zip(costs[smallest][step], costs[largest][step], strict=True)
+            ]
+            seconds = costs[largest][step][0] * largest / 1e6
+            grown = [
+                what
+                for what, ratio in zip(("wall", "CPU", "peak"), ratios, strict=True)
+                if ratio > 1 + GROWTH
+            ]
+            mark = ""
+            if grown and seconds >= NOISE_SECONDS:
+                mark = "GROWS: " + ", ".join(grown)
+                flags.append(
+                    f"{name} night, {step}: per person at {largest:,} over {smallest:,}: "
+                    f"wall {ratios[0]:.2f}x, CPU {ratios[1]:.2f}x, peak {ratios[2]:.2f}x "
+                    f"({seconds:.1f} s at {largest:,})"
+                )
+            lines.append(
+                f"| {number} {name} | {step} | "
+                + " | ".join(cells)
+                + f" | {ratios[0]:.2f}, {ratios[1]:.2f}, {ratios[2]:.2f} | {mark} |"
+            )
+    return lines, flags
+
+
+def run_baseline(extract: Path, listed: Path, threads: int | None) -> dict[str, Any]:
+    """``people_baseline.py`` on ``extract`` and ``listed`` in a process of its own; its figures."""
+    command = [sys.executable, str(Path(__file__).with_name("people_baseline.py")), str(extract), str(listed)]
+    if threads:
+        command += ["--threads", str(threads)]
+    done = subprocess.run(command, check=False, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr)
+        raise SystemExit(f"the baseline failed: exit {done.returncode}")
+    figures: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return figures
+
+
+def baseline_lines(change: Night, baselines: list[dict[str, Any]], listed: int) -> list[str]:
+    """Ours against each baseline on the change night; raises if their counts differ from ours."""
+    summary = change.summary
+    ours_counts = {
+        "adds": summary["planned"]["add"],
+        "patches": summary["planned"]["patch"],
+        "deletes": summary["planned"]["delete"],
+        "unchanged": summary["unchanged"],
+        "rejected": summary["rejected"],
+    }
+    steps = change.figures["steps"]
+    ours = sum(steps[step] for step in PLANNING)
+    ours_cpu = sum(change.figures["cpu"][step] for step in PLANNING)
+    without = ours - steps["read List"]
+    counts = ", ".join(f"{name} {value:,}" for name, value in ours_counts.items())
+    lines = [
+        f"the change night's counts, ours and the baseline's: {counts}; the List as read after night 1: "
+        f"{listed:,} people; ours (read + prepare, read List, plan): {ours:.1f} s "
+        f"({', '.join(f'{step} {steps[step]:.1f}' for step in PLANNING)})"
+    ]
+    for baseline in baselines:
+        if ours_counts != baseline["counts"]:
+            raise SystemExit(f"the baseline's counts {baseline['counts']} are not ours {ours_counts}")
+        base, base_without = baseline["seconds"], baseline["seconds"] - baseline["steps"]["read List"]
+        lines.append(
+            f"baseline DuckDB {baseline['version']}, {baseline['threads']} thread(s): {base:.1f} s "
+            f"({', '.join(f'{step} {value:.1f}' for step, value in baseline['steps'].items())}), peak RSS "
+            f"{baseline['rss']:,.0f} MiB; ours / baseline {ours / base:.2f}x (aim <= 2x: "
+            f"{'met' if ours <= 2 * base else 'NOT met'}); without the List read (ours over HTTP, the "
+            f"baseline's from a file) {without:.1f} s / {base_without:.1f} s = "
+            f"{without / base_without:.2f}x; CPU seconds (all threads) {ours_cpu:.1f} / "
+            f"{baseline['cpu']:.1f} = {ours_cpu / baseline['cpu']:.2f}x"
+        )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--sizes", default="100000,300000,1000000", help="people on night 1, comma-separated")
+    parser.add_argument(
+        "--latency", type=float, default=0.0, help="seconds added to each request (default 0)"
+    )
+    parser.add_argument("--in-flight", type=int, default=4, help="the client's max_in_flight (default 4)")
+    parser.add_argument("--baseline", action="store_true", help="plan the largest change night in DuckDB too")
+    parser.add_argument("--append-results", action="store_true", help="append a section to RESULTS.md")
+    args = parser.parse_args()
+    command = shlex.join([".venv/bin/python", "benchmarks/people_scaling.py", *sys.argv[1:]])
+    sizes = sorted(int(value) for value in args.sizes.split(","))
+    runs: dict[int, list[Night]] = {}
+    described: list[str] = []
+    tables: list[str] = []
+    compared: list[str] = []
+    for size in sizes:
+        crm = Crm.make(size)
+        described.append(describe(crm))
+        print(described[-1], flush=True)
+        minimum = minimum_writes(crm)
+        with tempfile.TemporaryDirectory() as name:
+            folder = Path(name)
+            listed = folder / "list.jsonl"
+            dumped: list[int] = []
+
+            def after(
+                url: str, number: int, size: int = size, listed: Path = listed, dumped: list[int] = dumped
+            ) -> None:
+                if args.baseline and size == sizes[-1] and number == 1:
+                    dumped.append(dump_list(url, listed))
+
+            nights, _ = run_matrix(crm, [args.latency], [args.in_flight], folder, None, after)
+            runs[size] = nights
+            tables.extend(f"| {size:,} {row(night, minimum)}" for night in nights)
+            if dumped:
+                baselines = [run_baseline(folder / "night2.csv", listed, threads) for threads in (1, None)]
+                compared = baseline_lines(nights[1], baselines, dumped[0])
+    table, flags = growth_table(runs)
+    lines = [*compared, *(flags or [f"no step grows more than {GROWTH:.0%} per person"])]
+    print("\n".join(table))
+    for line in lines:
+        print(line)
+    if args.append_results:
+        with RESULTS.open("a", encoding="utf-8") as results:
+            results.write(
+                f"\n## People job per person at {', '.join(f'{size:,}' for size in sizes)} people "
+                f"(benchmarks/people_scaling.py), {utc_now()}\n\n"
+                f"Machine: {machine()}. Command: `{command}`.\n\n"
+                + "".join(f"- {text}\n" for text in described)
+                + "\n"
+                + "\n".join([f"| people {HEADER}", f"|---{RULE}", *tables])
+                + "\n\n"
+                + "\n".join(table)
+                + "\n\n"
+                + "".join(f"- {line}\n" for line in lines)
+            )
+
+
+if __name__ == "__main__":
+    main()
