@@ -8,8 +8,9 @@ person look and say yes:
 2. ``decide``: the share of the List the plan deletes, against the run's ``max_delete_fraction``
    param (0.1): within it, straight to ``apply``; over it, to ``describe`` and ``approve``.
 3. ``approve``: an ``ApprovalOperator`` (Airflow's human-in-the-loop, 3.1 and later) shows the
-   counts, the delete fraction and a sample of the people who would go, from the plan file, under
-   *Required actions* in the UI. Rejected: nothing more runs, nothing is written. The Airflow
+   counts, the delete fraction, a sample of the people who would go, from the plan file, the
+   rejects by reason and where the dry run's report is (``people.plan.html``, beside the plan),
+   under *Required actions* in the UI. Rejected: nothing more runs, nothing is written. The Airflow
    users the run's ``reviewers`` param names (user ids) are the ones asked (``assigned_users``),
    and as it starts to wait its ``notifiers`` tell them: :data:`REVIEW_ALERTS`, the
    ``SyncNotifier`` of ``crm_to_list_nightly`` (a warning in the task log through
@@ -150,6 +151,7 @@ def approve_large_delete() -> None:
                 if entry["action"] == "delete" and len(deletes) < SAMPLE:
                     deletes.append(f"- {entry['identity']} on {entry['account_domain']}")
         planned, held = summary["planned"], summary["list_people"]
+        rejected = [f"- {count:,} x {reason}" for reason, count in summary["reject_reasons"].items()]
         return "\n".join(
             [
                 f"The people sync of List **{TABLE_ID}** would delete **{planned['delete']:,} of {held:,}** "
@@ -158,6 +160,14 @@ def approve_large_delete() -> None:
                 "",
                 f"The first {len(deletes)} deletes:",
                 *deletes,
+                "",
+                *(
+                    [f"{summary['rejected']:,} rows of the CRM were rejected, and why:", *rejected, ""]
+                    if rejected
+                    else []
+                ),
+                f"The dry run's report, every count and a sample of each change before and after, to open "
+                f"in a browser: `{summary['report_path']}`.",
                 "",
                 "Approve to apply exactly this plan; it is refused if the List or the CRM changes first.",
             ]

@@ -10,6 +10,10 @@ Every night at 02:00 UTC:
    the accounts it writes to exist.
 3. ``report``: one summary of both, returned to XCom and written beside the plan and rejects files.
 
+Each sync also leaves its report in the run's folder, ``accounts.report.html`` and
+``people.report.html``: one page to open in a browser, with its counts, its rejects by reason,
+what failed and a sample of the changes, before and after.
+
 Running it without babysitting:
 
 - Both syncs take the List as an inlet (their state lives in its asset state store) and emit the
@@ -26,8 +30,8 @@ Running it without babysitting:
   ``max_delete_fraction`` (a reviewed clean-up may delete more, for one run).
 
 Connections: ``listsync_warehouse`` (any SQL database Airflow has a hook for: SQLite by default,
-PostgreSQL in the compose stack) and ``listsync_default`` (the service). The plan, rejects and
-summary files go under the Airflow Variable ``listsync_output_dir``, else ``$LISTSYNC_OUTPUT_DIR``,
+PostgreSQL in the compose stack) and ``listsync_default`` (the service). The plan, rejects, report
+and summary files go under the Airflow Variable ``listsync_output_dir``, else ``$LISTSYNC_OUTPUT_DIR``,
 else ``$AIRFLOW_HOME/listsync``, one folder per run named after its logical date (or, for a run
 triggered without one, such as ``airflow dags trigger crm_to_list_nightly``, after the time it was
 triggered for); a local path, or an object-storage URI (``s3://aws_default@bucket/listsync``)
@@ -163,6 +167,7 @@ def crm_to_list_nightly() -> None:
         sql="SELECT * FROM crm_accounts",
         plan_path=f"{RUN_DIR}/accounts.plan.jsonl",
         rejects_path=f"{RUN_DIR}/accounts.rejects.jsonl",
+        report_path=f"{RUN_DIR}/accounts.report.html",
         **SYNC_TASK,
     )
     people = SyncTargetablePeopleOperator(
@@ -173,6 +178,7 @@ def crm_to_list_nightly() -> None:
         delete_scope="accounts_in_source",
         plan_path=f"{RUN_DIR}/people.plan.jsonl",
         rejects_path=f"{RUN_DIR}/people.rejects.jsonl",
+        report_path=f"{RUN_DIR}/people.report.html",
         **SYNC_TASK,
     )
     rows >> people

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import shutil
 import signal
@@ -181,19 +180,6 @@ def list_writes(stats: dict[str, Any]) -> dict[str, int]:
     return {name: endpoints.get(name, {}).get("requests", 0) for name in LIST_WRITE_ENDPOINTS}
 
 
-def rejects_by_reason(path: str | None) -> list[tuple[int, str]]:
-    """(count, reason) pairs of a rejects file, most frequent first; the rows' values elided."""
-    if not path or not Path(path).is_file():
-        return []
-    counts: dict[str, int] = {}
-    for line in Path(path).read_text().splitlines():
-        for reason in json.loads(line)["reasons"]:
-            field, _, detail = reason.partition(": ")
-            kind = field + ": " + re.sub(r"'[^']*'", "...", detail)
-            counts[kind] = counts.get(kind, 0) + 1
-    return sorted(((n, kind) for kind, n in counts.items()), key=lambda item: (-item[0], item[1]))
-
-
 def relative(path: str | Path) -> str:
     try:
         return str(Path(path).relative_to(REPO))
@@ -231,10 +217,10 @@ def describe_run(summary: dict[str, Any], with_reasons: bool) -> list[str]:
     ]
     if with_reasons:
         for label, part in (("accounts", rows), ("people", people)):
-            reasons = rejects_by_reason(part.get("rejects_path"))
+            reasons = part.get("reject_reasons") or {}
             if reasons:
                 lines.append(f"  Rejected {label}, and why:")
-                lines.extend(f"    {n:>2} x {reason}" for n, reason in reasons)
+                lines.extend(f"    {n:>2} x {reason}" for reason, n in reasons.items())
     sent = [
         f"{label}: "
         + ", ".join(
@@ -246,6 +232,8 @@ def describe_run(summary: dict[str, Any], with_reasons: bool) -> list[str]:
     total = rows["requests"]["total"] + people["requests"]["total"]
     lines.append(f"  Write requests: {total}" + (f" ({'; '.join(sent)})" if sent else ""))
     lines.append(f"  Plan, rejects and summary files: {relative(Path(rows['plan_path']).parent)}/")
+    reports = [relative(part["report_path"]) for part in (rows, people) if part.get("report_path")]
+    lines.append(f"  Reports to open in a browser: {', '.join(reports) or 'none written'}")
     return lines
 
 

@@ -8,6 +8,7 @@ messy extract, the second, on the same data, must send no write at all.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -271,6 +272,18 @@ def emulator_json(url: str, path: str) -> Any:
     return httpx.get(f"{url}/_emulator/{path}").json()
 
 
+def assert_reports(run_dir: Path, summary: dict[str, Any]) -> None:
+    """Each sync of the run left its report in ``run_dir``, its counts those of its summary."""
+    for name, part in (("accounts", summary["rows"]), ("people", summary["people"])):
+        assert part["report_path"] == str(run_dir / f"{name}.report.html")
+        html = (run_dir / f"{name}.report.html").read_text(encoding="utf-8")
+        shown = dict(re.findall(r"<tr><td><code>(\w+)</code></td><td class=\"n[^\"]*\">([\d,]+)</td>", html))
+        assert {key: int(value.replace(",", "")) for key, value in shown.items()} == {
+            key: part[key] for key in shown
+        }
+        assert {"read", "added", "unchanged", "failed"} <= set(shown)
+
+
 def write_requests(stats: dict[str, Any]) -> int:
     return sum(stats["endpoints"].get(endpoint, {}).get("requests", 0) for endpoint in WRITE_ENDPOINTS)
 
@@ -332,6 +345,7 @@ def test_nightly_dag_fills_the_list_then_later_runs_write_nothing_however_starte
         "the asset state store of listsync_tbl_accounts, key people-"
     )
     assert summary["rows"]["state"].startswith("the asset state store of listsync_tbl_accounts, key rows-")
+    assert_reports(summary_file.parent, summary)
 
     second = run_dag(dag, logical_date=datetime(2026, 11, 21, 2, tzinfo=timezone.utc))
 
@@ -340,6 +354,7 @@ def test_nightly_dag_fills_the_list_then_later_runs_write_nothing_however_starte
     again = json.loads((connections / "crm_to_list_nightly" / "20261121T020000" / "summary.json").read_text())
     assert again["rows"]["requests"]["total"] == again["people"]["requests"]["total"] == 0
     assert again["people"]["unchanged"] == len(people)
+    assert_reports(connections / "crm_to_list_nightly" / "20261121T020000", again)
 
     # Triggered by hand without a logical date (`airflow dags trigger`): named after run_after.
     manual = run_dag(dag, logical_date=None, run_after=datetime(2026, 11, 21, 9, 15, 30, tzinfo=timezone.utc))
@@ -351,6 +366,13 @@ def test_nightly_dag_fills_the_list_then_later_runs_write_nothing_however_starte
         (connections / "crm_to_list_nightly" / "20261121T091530" / "summary.json").read_text()
     )
     assert by_hand["people"]["unchanged"] == len(people)
+    assert_reports(connections / "crm_to_list_nightly" / "20261121T091530", by_hand)
+    # One report of each sync a run, in the run's folder.
+    assert sorted(path.relative_to(connections).as_posix() for path in connections.rglob("*.html")) == [
+        f"crm_to_list_nightly/{night}/{name}.report.html"
+        for night in ("20261120T020000", "20261121T020000", "20261121T091530")
+        for name in ("accounts", "people")
+    ]
 
 
 @pytest.mark.slow
@@ -599,6 +621,32 @@ def test_the_approval_dag_reviews_only_deletes_over_the_fraction() -> None:
     assert decide(summary, params={"max_delete_fraction": 0.2}) == "apply"
     assert dag.get_task("apply").approved_plan == dag.get_task("plan").plan_path
     assert dag.get_task("approve").downstream_task_ids == {"apply"}
+
+
+def test_the_approval_body_gives_the_gist_of_the_dry_runs_report(tmp_path: Path) -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    dag = DagBag(dag_folder=str(DAGS / "approve_large_delete.py")).dags["approve_large_delete"]
+    plan = tmp_path / "people.plan.jsonl"
+    plan.write_text(
+        json.dumps({"action": "delete", "identity": "email:a@acme.com", "account_domain": "acme.com"}) + "\n"
+    )
+    reasons = {"email (column 'email'): email … must contain exactly one @": 3}
+    summary = {
+        "planned": {"delete": 1, "add": 0, "patch": 0},
+        "list_people": 4,
+        "plan_path": str(plan),
+        "report_path": str(plan.with_suffix(".html")),
+        "rejected": 3,
+        "reject_reasons": reasons,
+    }
+
+    body = dag.get_task("describe").python_callable(summary)
+
+    assert "- email:a@acme.com on acme.com" in body
+    assert "3 rows of the CRM were rejected, and why:\n- 3 x email (column 'email'): email … must" in body
+    assert f"to open in a browser: `{plan.with_suffix('.html')}`" in body
+    assert dag.get_task("approve").body == "{{ ti.xcom_pull(task_ids='describe') }}"
 
 
 def test_the_approval_tells_the_reviewers_of_the_params_as_it_starts_to_wait(

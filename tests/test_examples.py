@@ -199,18 +199,27 @@ def test_demo_report_is_checked_against_the_emulator():
         demo.check_against_emulator(run_summary(3, 6, 2), before, after)
 
 
-def test_demo_groups_rejects_by_reason_without_the_rows_values(tmp_path):
+def test_demo_lists_rejects_by_reason_and_where_the_reports_are():
     demo = load_script("examples/demo.py")
-    rejects = tmp_path / "rejects.jsonl"
-    lines = [
-        {"row": 1, "reasons": ["email (column 'email'): email 'a@@b' must contain exactly one @"]},
-        {"row": 2, "reasons": ["email (column 'email'): email 'x' must contain exactly one @"]},
-        {"row": 3, "reasons": ["first_name (column 'first_name'): Field required"]},
-    ]
-    rejects.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    summary = run_summary(3, 6, 1)
+    for part, name in ((summary["rows"], "accounts"), (summary["people"], "people")):
+        part.update(
+            rejected=2,
+            reject_reasons={"email (column 'email'): email … must contain exactly one @": 2},
+            plan_path=str(demo.OUTPUT_DIR / f"{name}.plan.jsonl"),
+            report_path=str(demo.OUTPUT_DIR / f"{name}.report.html"),
+            read=5,
+            passed=3,
+            duplicates=0,
+            updated=0,
+            unchanged=0,
+            failed=0,
+            cells_updated=0,
+        )
 
-    assert demo.rejects_by_reason(str(rejects)) == [
-        (2, "email (column 'email'): email ... must contain exactly one @"),
-        (1, "first_name (column 'first_name'): Field required"),
-    ]
-    assert demo.rejects_by_reason(None) == []
+    lines = demo.describe_run(summary, with_reasons=True)
+
+    assert "     2 x email (column 'email'): email … must contain exactly one @" in lines
+    assert lines[-1] == (
+        "  Reports to open in a browser: .demo/output/accounts.report.html, .demo/output/people.report.html"
+    )

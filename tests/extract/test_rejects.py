@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from listsync.extract.rejects import Rejects, TooManyRejectsError
+from listsync.extract.rejects import MAX_REASON_KINDS, OTHER_REASONS, Rejects, TooManyRejectsError
 
 from ..support import read_jsonl
 
@@ -96,3 +96,28 @@ def test_check_fraction_refuses_a_fraction_outside_0_to_1() -> None:
 
 def test_zero_rows_read_never_fails() -> None:
     Rejects().check_fraction(0, 0.0)
+
+
+def test_rejects_are_counted_by_kind_of_reason_without_the_rows_values() -> None:
+    rejects = Rejects()
+    rejects.add(1, {}, ["email (column 'email'): email 'a@@b' must contain exactly one @"])
+    rejects.add(2, {}, ["email (column 'email'): email 'x' must contain exactly one @"])
+    rejects.add(3, {}, ["first_name (column 'first_name'): Field required"])
+    rejects.add_duplicate(4, {}, 1, "account domain and identity (acme.com, email:a@acme.com)")
+    rejects.add_duplicate(9, {}, 2, "account domain and identity (beta.io, email:b@beta.io)")
+
+    assert rejects.by_reason == {
+        "email (column 'email'): email … must contain exactly one @": 2,
+        "first_name (column 'first_name'): Field required": 1,
+        "duplicate of row …: same account domain and identity … but different values …": 2,
+    }
+
+
+def test_rare_kinds_of_reason_past_the_limit_are_counted_together() -> None:
+    rejects = Rejects()
+    for number in range(MAX_REASON_KINDS + 3):
+        rejects.add(number + 1, {}, [f"rule{'x' * number}: broken"])
+
+    assert len(rejects.by_reason) == MAX_REASON_KINDS + 1
+    assert rejects.by_reason[OTHER_REASONS] == 3
+    assert sum(rejects.by_reason.values()) == rejects.count

@@ -35,6 +35,7 @@ def test_the_defaults_are_a_plain_upsert_that_fails_on_error() -> None:
         "rejects_path": None,
         "plan_path": None,
         "outcomes_path": None,
+        "report_path": None,
         "max_reject_fraction": 1.0,
         "shard": None,
         "max_memory": "auto",

@@ -72,6 +72,7 @@ def add_plan_arguments(group: argparse._ArgumentGroup, *, job: Job) -> None:
         ("rejects_path", {"metavar": "FILE"}),
         ("plan_path", {"metavar": "FILE"}),
         ("outcomes_path", {"metavar": "FILE"}),
+        ("report_path", {"metavar": "FILE"}),
         ("shard", {"metavar": "I/N"}),
         ("max_memory", {"metavar": "SIZE"}),
     ):
@@ -116,8 +117,8 @@ def sync_settings(args: argparse.Namespace) -> SyncSettings:
 
     :raises ValueError: history options that do not go together, a value its setting's check
         refuses (:data:`~listsync.sync.settings.SETTINGS`), the message naming the option; or no
-        file can be written at ``--rejects-path``, ``--plan-path``, ``--outcomes-path`` or
-        ``--state-path``.
+        file can be written at ``--rejects-path``, ``--plan-path``, ``--outcomes-path``,
+        ``--report-path`` or ``--state-path``.
     """
     from listsync.files import check_output_file
     from listsync.sync.lease import this_process
@@ -138,6 +139,7 @@ def sync_settings(args: argparse.Namespace) -> SyncSettings:
             rejects_path=args.rejects_path,
             plan_path=args.plan_path,
             outcomes_path=args.outcomes_path,
+            report_path=args.report_path,
             max_reject_fraction=args.max_reject_fraction,
             shard=args.shard,
             max_memory=args.max_memory,
@@ -176,6 +178,7 @@ def sync_settings(args: argparse.Namespace) -> SyncSettings:
         ("the rejects file", "--rejects-path", args.rejects_path),
         ("the plan file", "--plan-path", args.plan_path),
         ("the outcomes file", "--outcomes-path", args.outcomes_path),
+        ("the report", "--report-path", args.report_path),
         ("the state file", "--state-path", args.state_path),
     ):
         if path:

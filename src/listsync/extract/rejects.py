@@ -7,8 +7,10 @@ row::
     {"row": 7, "reasons": ["email 'jane@': has nothing after the @"], "original": {"Email": "jane@", ...}}
 
 Without a path it keeps them in memory (:attr:`Rejects.records`), which suits tests and small
-extracts. The file is created (empty) when the collector is, so an empty file means "nothing
-rejected", and it is rewritten, not appended to, by a retried task.
+extracts. Either way it counts them by kind of reason (:attr:`Rejects.by_reason`,
+:func:`reason_kind`), for the summary and the run's report. The file is created (empty) when the
+collector is, so an empty file means "nothing rejected", and it is rewritten, not appended to, by
+a retried task.
 
 :meth:`Rejects.check_fraction` enforces the task's ``max_reject_fraction`` with
 :class:`TooManyRejectsError`.
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -27,7 +31,15 @@ from listsync.errors import ListSyncError
 from listsync.extract.text_rules import NormalizationError
 from listsync.extract.value_rules import to_json_value
 
-__all__ = ["Rejects", "TooManyRejectsError", "duplicate_reason"]
+__all__ = ["MAX_REASON_KINDS", "Rejects", "TooManyRejectsError", "duplicate_reason", "reason_kind"]
+
+#: The kinds of reason a :class:`Rejects` counts one by one; rarer ones past these are counted
+#: together under :data:`OTHER_REASONS`, so that an extract of a million different mistakes
+#: does not keep a million counters.
+MAX_REASON_KINDS = 200
+OTHER_REASONS = "other reasons"
+# What a reason says of one row: a quoted value, a parenthesised list, a number.
+_ROW_VALUES = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\([^()]*\)|\d+")
 
 
 class TooManyRejectsError(ListSyncError, ValueError):
@@ -60,6 +72,17 @@ def duplicate_reason(clashes_with: int, key: str) -> str:
     )
 
 
+def reason_kind(reason: str) -> str:
+    """``reason`` without what it says of its row, so that rows rejected for the same rule count
+    together: after the field it names (``email (column 'Email')``), quoted values, parenthesised
+    lists and numbers become ``…``; a number in the field part too (``duplicate of row …``)."""
+    field, colon, message = reason.partition(": ")
+    if not colon:
+        field, message = "", reason
+    field = re.sub(r"\d+", "…", field)
+    return field + colon + _ROW_VALUES.sub("…", message)
+
+
 def _json_original(original: Mapping[Any, Any]) -> dict[str, Any]:
     record = {}
     for key, value in original.items():
@@ -79,6 +102,8 @@ class Rejects:
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path: Path | None = Path(path) if path is not None else None
         self.count = 0
+        #: Rejected rows by kind of reason (:func:`reason_kind`), a row counted once per kind.
+        self.by_reason: Counter[str] = Counter()
         self.records: list[dict[str, Any]] = []
         """The rejected rows, when there is no ``path``."""
         self._file: IO[str] | None = None
@@ -92,6 +117,9 @@ class Rejects:
             raise ValueError(f"row {row_number} is rejected without a reason; give at least one")
         record = {"row": int(row_number), "reasons": list(reasons), "original": _json_original(original)}
         self.count += 1
+        for kind in dict.fromkeys(map(reason_kind, reasons)):
+            known = kind in self.by_reason or len(self.by_reason) < MAX_REASON_KINDS
+            self.by_reason[kind if known else OTHER_REASONS] += 1
         if self._file is not None:
             self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
         else:

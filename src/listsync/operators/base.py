@@ -237,6 +237,7 @@ class ListSyncExtractOperator(BaseOperator):
         what = {
             "plan_path": "the plan file",
             "outcomes_path": "the outcomes file",
+            "report_path": "the report",
             "state_path": "the state file",
         }.get(parameter, "the rejects file")
         check_output_file(path, what, f"give {parameter} a file in a folder the task can write")
@@ -282,10 +283,10 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
     (:meth:`failing_the_airflow_way`). ``dry_run`` and ``max_delete_fraction`` may be templates
     rendering to text (``"True"``, ``"0.25"``), so that a run triggered with params can set them
     (a reviewed clean-up allowed a larger delete for one night). On an operator, the files
-    (``rejects_path``, ``plan_path``, ``state_path``, ``approved_plan``) may be object-storage
-    URIs; ``shard`` may be mapped (``.expand(shard=[f"{i}/4" for i in range(4)])``); ``"auto"``
-    ``max_memory`` is worked out on the worker; with no ``state_path``, the state and the lease
-    live in the Airflow asset state store of the task's List asset (an inlet or outlet
+    (``rejects_path``, ``plan_path``, ``report_path``, ``state_path``, ``approved_plan``) may be
+    object-storage URIs; ``shard`` may be mapped (``.expand(shard=[f"{i}/4" for i in range(4)])``);
+    ``"auto"`` ``max_memory`` is worked out on the worker; with no ``state_path``, the state and the
+    lease live in the Airflow asset state store of the task's List asset (an inlet or outlet
     ``listsync://<host>/<tableId>``), else of its connection's state asset, which the operator
     adds to its inlets (:mod:`listsync.operators.asset_state`); ``history_table`` is on
     ``history_conn_id``, and a row that cannot be written is logged and fails nothing.
@@ -305,6 +306,7 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         "rejects_path",
         "plan_path",
         "outcomes_path",
+        "report_path",
         "state_path",
         "shard",
         "approved_plan",
@@ -321,6 +323,7 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         fail_on_error: bool = SHARED["fail_on_error"].default,
         plan_path: str | None = SHARED["plan_path"].default,
         outcomes_path: str | None = SHARED["outcomes_path"].default,
+        report_path: str | None = SHARED["report_path"].default,
         user_id: str | None = None,
         max_reject_fraction: float = SHARED["max_reject_fraction"].default,
         shard: str | None = SHARED["shard"].default,
@@ -363,6 +366,7 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
         self.fail_on_error = fail_on_error
         self.plan_path = plan_path
         self.outcomes_path = outcomes_path
+        self.report_path = report_path
         self.user_id = user_id
         self.max_reject_fraction = max_reject_fraction
         self.shard = shard
@@ -441,7 +445,7 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
 
     def sync_settings(self, context: Context) -> SyncSettings:
         """The settings of the task's sync, from this operator's parameters as rendered: the
-        rejects and plan files as :meth:`output_file` gives them, the state in ``state_path``,
+        rejects and plan files and the report as :meth:`output_file` gives them, the state in ``state_path``,
         else in the List asset's state store in ``context``."""
         from listsync.operators.asset_state import list_asset_state_store
 
@@ -453,6 +457,7 @@ class ListSyncPlanOperator(ListSyncExtractOperator):
             rejects_path=self.output_file(self.rejects_path),
             plan_path=self.output_file(self.plan_path, "plan_path"),
             outcomes_path=self.output_file(self.outcomes_path, "outcomes_path"),
+            report_path=self.output_file(self.report_path, "report_path"),
             state_path=state,
             lease_holder=task_holder(context),
             approved_plan=checked_storage_path(self.approved_plan) if self.approved_plan else None,

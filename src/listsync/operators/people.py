@@ -77,6 +77,7 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
         "rejects_path",
         "plan_path",
         "outcomes_path",
+        "report_path",
         "state_path",
         "user_id",
         "shard",

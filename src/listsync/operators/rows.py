@@ -57,6 +57,7 @@ class UpsertRowsOperator(ListSyncPlanOperator):
         "rejects_path",
         "plan_path",
         "outcomes_path",
+        "report_path",
         "state_path",
         "user_id",
         "shard",

@@ -17,6 +17,8 @@
     keep the state                          # what was applied and seen (listsync.sync.state)
     write the outcomes file                 # each write that did not end as planned
     summary                                 # logged, returned, raised with when something failed
+    write the report                        # one HTML page (listsync.sync.report); one that
+                                            # cannot be written is a warning, nothing more
     give the lease up                       # also when the run failed
 
 The sync's state is read before anything else (one made for another List, shard or mapping is
@@ -36,14 +38,17 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
+from listsync.errors import warn_aside
 from listsync.extract.mapping import PrepareStats
 from listsync.extract.options import Shard, parse_shard
 from listsync.sync.approved import check_approved_plan
 from listsync.sync.lease import Lease, LeaseLocation, lease_name, peek, this_process
 from listsync.sync.memory import MemoryGuard, RowCosts, give_back_freed_memory, use_returning_allocator
 from listsync.sync.outcomes import write_outcomes
+from listsync.sync.report import PlanSample, report_target, write_report
 from listsync.sync.settings import SyncSettings, parse_max_memory
 from listsync.sync.state import (
     LastApplied,
@@ -257,6 +262,7 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         """The steps of :meth:`run`, under the lease when one is held (``lease``); ``held_by``:
         the holder of the lease while a dry run read."""
         settings = self.settings
+        started = datetime.now(timezone.utc)
         state = load_state(store, scope, fresh=settings.fresh_state)
         if store is not None:
             self.last_applied = LastApplied(state, self.client.clock(), settings.visibility_window)
@@ -267,7 +273,7 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
             what=f"the {self.title.lower()} of {self.table_id}",
             shard=self.shard,
         )
-        prepared, rejects_path = prepare_with_rejects(
+        prepared, rejects_path, reject_reasons = prepare_with_rejects(
             functools.partial(self.prepare, memory=memory),
             settings.rejects_path,
             max_reject_fraction=settings.max_reject_fraction,
@@ -294,8 +300,9 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
             self.log.info(
                 "The plan is the approved plan %s (%d lines): applying it", settings.approved_plan, lines
             )
+        sample = PlanSample()
         plan_path = write_requested_plan(
-            self.plan_entries(plan),
+            sample.through(self.plan_entries(plan)),
             settings.plan_path,
             dry_run=settings.dry_run,
             prefix=f"listsync-{self.noun}-plan-",
@@ -334,9 +341,27 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         made.lease_wait_seconds = 0.0 if lease is None else round(lease.waited, 1)
         made.lease_waited_for = None if lease is None else lease.waited_for
         made.lease_held_by = held_by
+        made.reject_reasons = dict(reject_reasons.most_common(MAX_FAILURE_REASONS))
+        report = report_target(settings.report_path, settings.plan_path, plan_path)
+        if report is not None:
+            if plan_path is None:  # no plan file took the sample on its way
+                sample.take(self.plan_entries(plan))
+            self._report(report, made, sample, started)
         # XCom and the command line take the summary as JSON, as readers of earlier versions did.
         summary = made.model_dump(mode="json")
         self.log.info("%s summary: %s", self.title, json.dumps(summary))
         if (made.failed or made.drift) and settings.fail_on_error and not settings.dry_run:
             raise SyncFailedError(summary)
         return summary
+
+    def _report(self, target: Any, made: ListSyncSummary, sample: PlanSample, started: datetime) -> None:
+        """Write the run's report to ``target`` and name it in the summary ``made``; one that
+        cannot be written is one warning line, and the summary names none."""
+        made.report_path = str(target)
+        try:
+            written = write_report(target, made, sample, started=started, finished=datetime.now(timezone.utc))
+        except Exception as error:  # the run's work is done: its report's failure changes nothing
+            made.report_path = None
+            warn_aside(self.log, f"The run's report was not written to {target}", error)
+        else:
+            self.log.info("Report written to %s", written)

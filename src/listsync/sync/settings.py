@@ -1,12 +1,11 @@
 """The settings of the List syncs and their checks, importable without pandas.
 
-An operator checks its settings in its ``__init__``, so that a mistake fails when the DAG is
-parsed; the DAG processor must not import pandas, NumPy, PyArrow or phonenumbers for that. This
-module imports none of them, nor any module that does. The modules doing the work take these
-names from here: :mod:`listsync.sync.people` (mode, delete scope, chunk sizes),
-:mod:`listsync.sync.rows` (chunk sizes) and :mod:`listsync.sync.memory` (the memory cap);
-:class:`SyncSettings` holds the settings both syncs share.
-"""
+An operator checks its settings in its ``__init__``, so that a mistake fails when the DAG is parsed;
+the DAG processor must not import pandas, NumPy, PyArrow or phonenumbers for that. This module
+imports none of them, nor any module that does. The modules doing the work take these names
+from here: :mod:`listsync.sync.people` (mode, delete scope, chunk sizes), :mod:`listsync.sync.rows`
+(chunk sizes) and :mod:`listsync.sync.memory` (the memory cap); :class:`SyncSettings` holds the
+settings both syncs share."""
 
 from __future__ import annotations
 
@@ -402,6 +401,12 @@ SETTINGS: tuple[Setting, ...] = (
         "a re-run can cure it, as ``rejects_path``; none: a temporary file, only when there is one.",
     ),
     Setting(
+        "report_path",
+        None,
+        "Where the run's report goes, an HTML page to look at (counts, rejects by reason, failures, "
+        "a sample of the changes), as ``rejects_path``; none: beside the plan file, as ``.html``.",
+    ),
+    Setting(
         "max_reject_fraction",
         1.0,
         "Fail before reading the List when a larger share of the extract's rows is rejected, 0 to "
@@ -572,6 +577,7 @@ class SyncSettings:
     rejects_path: str | os.PathLike[str] | OpenableFile | None = SHARED["rejects_path"].default
     plan_path: str | os.PathLike[str] | OpenableFile | None = SHARED["plan_path"].default
     outcomes_path: str | os.PathLike[str] | OpenableFile | None = SHARED["outcomes_path"].default
+    report_path: str | os.PathLike[str] | OpenableFile | None = SHARED["report_path"].default
     max_reject_fraction: float = SHARED["max_reject_fraction"].default
     shard: str | Shard | None = SHARED["shard"].default
     max_memory: int | str | None = SHARED["max_memory"].default

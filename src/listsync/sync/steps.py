@@ -160,7 +160,7 @@ def prepare_with_rejects(
     *,
     max_reject_fraction: float,
     prefix: str,
-) -> tuple[PreparedT, str | None]:
+) -> tuple[PreparedT, str | None, Counter[str]]:
     """Prepare an extract, write its rejected rows, then enforce ``max_reject_fraction``.
 
     Rejects stream to a local ``rejects_path``; elsewhere (object storage, or no path) they are
@@ -173,7 +173,8 @@ def prepare_with_rejects(
         ``ObjectStoragePath``, or None.
     :param max_reject_fraction: the largest share of the rows read that may be rejected.
     :param prefix: the temporary file's name prefix.
-    :return: what ``prepare`` returned, and where the rejects were written (None: nowhere).
+    :return: what ``prepare`` returned, where the rejects were written (None: nowhere), and the
+        rejected rows by kind of reason (:attr:`~listsync.extract.rejects.Rejects.by_reason`).
     :raises TooManyRejectsError: more rows were rejected than ``max_reject_fraction`` allows; the
         rejects are written first, so that a run failed for them leaves them to read.
     """
@@ -186,7 +187,7 @@ def prepare_with_rejects(
         if local is None and (rejects_path is not None or rejects.records):
             written = write_json_lines(rejects.records, rejects_path, prefix=prefix)
         rejects.check_fraction(prepared.stats.read, max_reject_fraction)
-    return prepared, written
+    return prepared, written, rejects.by_reason
 
 
 def check_delete_safety(

@@ -95,6 +95,10 @@ class ListSyncSummary(BaseModel):
         default_factory=dict,
         description="The most frequent reasons of ``failed_curable``, with their counts.",
     )
+    reject_reasons: dict[str, int] = Field(
+        default_factory=dict,
+        description="The most frequent kinds of reason of ``rejected`` (values left out), with their rows.",
+    )
     drift_reasons: list[str] = Field(default_factory=list, description="The first writes that drifted.")
     unconfirmed_reasons: list[str] = Field(
         default_factory=list, description="Why writes stayed unconfirmed, the first few."
@@ -114,6 +118,7 @@ class ListSyncSummary(BaseModel):
         default=None, description="Where the writes that did not end as planned were written."
     )
     state: str | None = Field(default=None, description="Where the sync's state is kept.")
+    report_path: str | None = Field(default=None, description="Where the run's report was written.")
     lease_wait_seconds: float = Field(
         default=0.0, description="How long the run waited for the List's lease."
     )

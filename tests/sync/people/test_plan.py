@@ -248,11 +248,12 @@ def _reject_one_of(read: int) -> Any:
 def test_rejects_are_written_to_a_local_path_or_object_storage(tmp_path: Path, stored: bool) -> None:
     path: Any = _StoredFile(tmp_path / "rejects.jsonl") if stored else tmp_path / "rejects.jsonl"
 
-    prepared, written = prepare_with_rejects(
+    prepared, written, by_reason = prepare_with_rejects(
         _reject_one_of(4), path, max_reject_fraction=1.0, prefix="test-rejects-"
     )
 
     assert prepared.stats.read == 4
+    assert sum(by_reason.values()) == 1
     assert written == str(path)
     (record,) = read_jsonl(tmp_path / "rejects.jsonl")
     assert record["row"] == 2
@@ -260,10 +261,10 @@ def test_rejects_are_written_to_a_local_path_or_object_storage(tmp_path: Path, s
 
 
 def test_without_a_path_rejects_go_to_a_temporary_file_only_when_there_are_some() -> None:
-    _, none_rejected = prepare_with_rejects(
+    _, none_rejected, _ = prepare_with_rejects(
         lambda rejects: _Prepared(3), None, max_reject_fraction=1.0, prefix="test-rejects-"
     )
-    _, written = prepare_with_rejects(
+    _, written, _ = prepare_with_rejects(
         _reject_one_of(3), None, max_reject_fraction=1.0, prefix="test-rejects-"
     )
 
