@@ -217,10 +217,11 @@ def describe_run(summary: dict[str, Any], with_reasons: bool) -> list[str]:
     ]
     if with_reasons:
         for label, part in (("accounts", rows), ("people", people)):
-            reasons = part.get("reject_reasons") or {}
+            # The summary file keeps its keys sorted: the most frequent first again.
+            reasons = sorted((part.get("reject_reasons") or {}).items(), key=lambda item: (-item[1], item[0]))
             if reasons:
                 lines.append(f"  Rejected {label}, and why:")
-                lines.extend(f"    {n:>2} x {reason}" for reason, n in reasons.items())
+                lines.extend(f"    {n:>2} x {reason}" for reason, n in reasons)
     sent = [
         f"{label}: "
         + ", ".join(
@@ -232,8 +233,8 @@ def describe_run(summary: dict[str, Any], with_reasons: bool) -> list[str]:
     total = rows["requests"]["total"] + people["requests"]["total"]
     lines.append(f"  Write requests: {total}" + (f" ({'; '.join(sent)})" if sent else ""))
     lines.append(f"  Plan, rejects and summary files: {relative(Path(rows['plan_path']).parent)}/")
-    reports = [relative(part["report_path"]) for part in (rows, people) if part.get("report_path")]
-    lines.append(f"  Reports to open in a browser: {', '.join(reports) or 'none written'}")
+    reports = [Path(part["report_path"]).name for part in (rows, people) if part.get("report_path")]
+    lines.append(f"  Reports to open in a browser, in that folder: {', '.join(reports) or 'none written'}")
     return lines
 
 

@@ -277,7 +277,7 @@ def assert_reports(run_dir: Path, summary: dict[str, Any]) -> None:
     for name, part in (("accounts", summary["rows"]), ("people", summary["people"])):
         assert part["report_path"] == str(run_dir / f"{name}.report.html")
         html = (run_dir / f"{name}.report.html").read_text(encoding="utf-8")
-        shown = dict(re.findall(r"<tr><td><code>(\w+)</code></td><td class=\"n[^\"]*\">([\d,]+)</td>", html))
+        shown = dict(re.findall(r"<tr><td><code>(\w+)</code></td><td class=\"n\">([\d,]+)</td>", html))
         assert {key: int(value.replace(",", "")) for key, value in shown.items()} == {
             key: part[key] for key in shown
         }

@@ -205,7 +205,10 @@ def test_demo_lists_rejects_by_reason_and_where_the_reports_are():
     for part, name in ((summary["rows"], "accounts"), (summary["people"], "people")):
         part.update(
             rejected=2,
-            reject_reasons={"email (column 'email'): email … must contain exactly one @": 2},
+            reject_reasons={
+                "a rule broken once": 1,
+                "email (column 'email'): email … must contain exactly one @": 2,
+            },
             plan_path=str(demo.OUTPUT_DIR / f"{name}.plan.jsonl"),
             report_path=str(demo.OUTPUT_DIR / f"{name}.report.html"),
             read=5,
@@ -219,7 +222,10 @@ def test_demo_lists_rejects_by_reason_and_where_the_reports_are():
 
     lines = demo.describe_run(summary, with_reasons=True)
 
-    assert "     2 x email (column 'email'): email … must contain exactly one @" in lines
-    assert lines[-1] == (
-        "  Reports to open in a browser: .demo/output/accounts.report.html, .demo/output/people.report.html"
-    )
+    # The most frequent reason first, though the summary file sorts its keys.
+    at = lines.index("     2 x email (column 'email'): email … must contain exactly one @")
+    assert lines[at + 1] == "     1 x a rule broken once"
+    assert lines[-2:] == [
+        "  Plan, rejects and summary files: .demo/output/",
+        "  Reports to open in a browser, in that folder: accounts.report.html, people.report.html",
+    ]

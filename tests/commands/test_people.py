@@ -55,9 +55,13 @@ def test_dry_run_prints_the_plan_summary_and_writes_nothing(
     people_emulator: LiveEmulator,
     tmp_path: Path,
 ) -> None:
-    status = cli("--dry-run", "--plan-path", str(tmp_path / "plan.jsonl"))
+    status = cli(
+        "--dry-run", "--plan-path", str(tmp_path / "plan.jsonl"), "--report-path", str(tmp_path / "run.html")
+    )
 
     summary = json.loads(capsys.readouterr().out)
+    assert summary["report_path"] == str(tmp_path / "run.html")
+    assert "Dry run: planned, nothing written" in (tmp_path / "run.html").read_text(encoding="utf-8")
     assert status == 0
     assert summary["planned"] == {"add": 2, "patch": 0, "delete": 0, "remove_copy": 0}
     assert (summary["rejected"], summary["dry_run"]) == (1, True)

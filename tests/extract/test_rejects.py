@@ -105,11 +105,13 @@ def test_rejects_are_counted_by_kind_of_reason_without_the_rows_values() -> None
     rejects.add(3, {}, ["first_name (column 'first_name'): Field required"])
     rejects.add_duplicate(4, {}, 1, "account domain and identity (acme.com, email:a@acme.com)")
     rejects.add_duplicate(9, {}, 2, "account domain and identity (beta.io, email:b@beta.io)")
+    rejects.add_duplicate(11, {}, 3, "key 'quantix.ai' (quantix.ai)")
 
     assert rejects.by_reason == {
         "email (column 'email'): email … must contain exactly one @": 2,
         "first_name (column 'first_name'): Field required": 1,
         "duplicate of row …: same account domain and identity … but different values …": 2,
+        "duplicate of row …: same key … but different values …": 1,
     }
 
 

@@ -305,3 +305,6 @@ def test_plan_and_rejects_may_go_to_object_storage(
     assert json.loads((tmp_path / "out" / "plan.jsonl").read_text())["key"] == "acme.com"
     reject = json.loads((tmp_path / "out" / "rejects.jsonl").read_text())
     assert reject["row"] == 2 and "not a domain" in json.dumps(reject["reasons"])
+    # The report goes beside the plan, in its store.
+    assert summary["report_path"] == summary["plan_path"].removesuffix(".jsonl") + ".html"
+    assert "acme.com" in (tmp_path / "out" / "plan.html").read_text(encoding="utf-8")

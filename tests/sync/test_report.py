@@ -86,7 +86,9 @@ class Page(HTMLParser):
         return next(rows for title, rows in self.tables if title.startswith(heading))
 
     def counts(self) -> dict[str, int]:
-        return {row[0]: int(row[1].replace(",", "")) for row in self.table("Counts")[1:]}
+        """The counts of the tables under "Counts": those at zero folded away below the others."""
+        tables = [rows for title, rows in self.tables if title == "Counts"]
+        return {row[0]: int(row[1].replace(",", "")) for rows in tables for row in rows[1:]}
 
 
 def page_of(summary: dict[str, Any]) -> Page:

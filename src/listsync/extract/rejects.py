@@ -75,12 +75,13 @@ def duplicate_reason(clashes_with: int, key: str) -> str:
 def reason_kind(reason: str) -> str:
     """``reason`` without what it says of its row, so that rows rejected for the same rule count
     together: after the field it names (``email (column 'Email')``), quoted values, parenthesised
-    lists and numbers become ``…``; a number in the field part too (``duplicate of row …``)."""
+    lists and numbers become ``…`` (one for several in a row); a number in the field part too
+    (``duplicate of row …``)."""
     field, colon, message = reason.partition(": ")
     if not colon:
         field, message = "", reason
     field = re.sub(r"\d+", "…", field)
-    return field + colon + _ROW_VALUES.sub("…", message)
+    return field + colon + re.sub(r"…(?: …)+", "…", _ROW_VALUES.sub("…", message))
 
 
 def _json_original(original: Mapping[Any, Any]) -> dict[str, Any]:

@@ -39,24 +39,27 @@ _STYLE = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;
  color:#1f2328;background:#f6f8fa;margin:0}
 main{max-width:1100px;margin:0 auto;padding:24px 32px 48px;background:#fff;min-height:100vh}
-h1{font-size:26px;margin:0 0 4px}h2{font-size:19px;margin:32px 0 8px;padding-bottom:4px;
- border-bottom:1px solid #d0d7de}h3{font-size:16px;margin:20px 0 6px}
+h1{font-size:26px;margin:0 0 4px}
+h2{font-size:19px;margin:32px 0 8px;padding-bottom:4px;border-bottom:1px solid #d0d7de}
+h3{font-size:16px;margin:20px 0 6px}
 .status{display:inline-block;padding:3px 12px;border-radius:12px;font-weight:600;font-size:14px}
 .ok{background:#dafbe1;color:#116329}.bad{background:#ffebe9;color:#a40e26}
 .dry{background:#ddf4ff;color:#0550ae}
 table{border-collapse:collapse;margin:6px 0 10px;width:100%}
+table.compact{width:auto;min-width:360px}
 th,td{border:1px solid #d0d7de;padding:5px 9px;text-align:left;vertical-align:top}
 th{background:#f6f8fa;font-weight:600}tbody tr:nth-child(even){background:#fbfcfd}
 td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap;width:7em}
-td.zero{color:#8c959f}.facts th{width:13em}.meaning{color:#57606a}
+table.zero td{color:#8c959f}details{margin:4px 0 10px}summary{cursor:pointer;color:#57606a}
+.facts th{width:13em}.meaning{color:#57606a}
 .headline{display:flex;flex-wrap:wrap;gap:10px;margin:14px 0}
 .tile{border:1px solid #d0d7de;border-radius:8px;padding:8px 14px;min-width:92px}
 .tile b{display:block;font-size:22px}.tile span{color:#57606a;font-size:13px}
 .tile.warn{border-color:#cf222e}.tile.warn b{color:#cf222e}
 code,.v{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:13px;
- word-break:break-word}del{background:#ffebe9;color:#82071e}ins{background:#dafbe1;
- color:#116329;text-decoration:none}.none{color:#8c959f;font-style:italic}
-p.note{color:#57606a}
+ word-break:break-word}
+del{background:#ffebe9;color:#82071e}ins{background:#dafbe1;color:#116329;text-decoration:none}
+.none{color:#8c959f;font-style:italic}p.note{color:#57606a}
 """
 #: Counts whose non-zero value is bad news: shown in red.
 _WARNING_COUNTS = ("rejected", "failed", "drift", "unconfirmed", "lost")
@@ -234,20 +237,24 @@ def _facts(summary: ListSyncSummary, started: datetime, finished: datetime) -> s
 
 
 def _counts(summary: ListSyncSummary) -> str:
-    """Every count of the summary's type, each with its meaning; the zeros greyed."""
-    rows = []
+    """Every count of the summary's type, each with its meaning: those that counted something
+    first, those at zero folded away below them."""
+    rows: dict[bool, list[str]] = {True: [], False: []}
     for name in count_names(type(summary)):
         value = getattr(summary, name)
-        zero = " zero" if not value else ""
-        rows.append(
-            f'<tr><td><code>{_text(name)}</code></td><td class="n{zero}">{_number(value)}</td>'
+        rows[bool(value)].append(
+            f'<tr><td><code>{_text(name)}</code></td><td class="n">{_number(value)}</td>'
             f'<td class="meaning">{_text(meaning(name))}</td></tr>'
         )
-    parts = [
-        "<h2>Counts</h2>",
-        "<table><thead><tr><th>Count</th><th>Value</th><th>What it counts</th></tr></thead>",
-        f"<tbody>{''.join(rows)}</tbody></table>",
-    ]
+    head = "<thead><tr><th>Count</th><th>Value</th><th>What it counts</th></tr></thead>"
+    parts = ["<h2>Counts</h2>"]
+    if rows[True]:
+        parts.append(f"<table>{head}<tbody>{''.join(rows[True])}</tbody></table>")
+    if rows[False]:
+        parts.append(
+            f"<details><summary>{len(rows[False])} counts at zero</summary>"
+            f'<table class="zero">{head}<tbody>{"".join(rows[False])}</tbody></table></details>'
+        )
     for name in ("planned", "requests"):
         by_kind = getattr(summary, name)
         if by_kind:
@@ -262,7 +269,7 @@ def _count_table(header: list[str], counts: Mapping[str, int]) -> str:
         f'<tr><td class="v">{_text(key)}</td><td class="n">{_number(value)}</td></tr>'
         for key, value in counts.items()
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f'<table class="compact"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
 def _rejects(summary: ListSyncSummary) -> str:
