@@ -51,7 +51,8 @@ th,td{border:1px solid #d0d7de;padding:5px 9px;text-align:left;vertical-align:to
 th{background:#f6f8fa;font-weight:600}tbody tr:nth-child(even){background:#fbfcfd}
 td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap;width:7em}
 table.zero td{color:#8c959f}details{margin:4px 0 10px}summary{cursor:pointer;color:#57606a}
-.facts th{width:13em}.meaning{color:#57606a}
+.facts th{width:13em}.facts th,.facts td{padding:3px 9px}.meaning{color:#57606a}
+.side{display:flex;flex-wrap:wrap;gap:0 32px}
 .headline{display:flex;flex-wrap:wrap;gap:10px;margin:14px 0}
 .tile{border:1px solid #d0d7de;border-radius:8px;padding:8px 14px;min-width:92px}
 .tile b{display:block;font-size:22px}.tile span{color:#57606a;font-size:13px}
@@ -160,10 +161,10 @@ def render_report(
         _status(summary),
         _headline(summary),
         _facts(summary, started, finished),
-        _counts(summary),
-        _rejects(summary),
         _failures(summary, outcomes),
+        _rejects(summary),
         _changes(sample),
+        _counts(summary),
         "</main></body></html>",
     ]
     return "\n".join(parts) + "\n"
@@ -255,12 +256,18 @@ def _counts(summary: ListSyncSummary) -> str:
             f"<details><summary>{len(rows[False])} counts at zero</summary>"
             f'<table class="zero">{head}<tbody>{"".join(rows[False])}</tbody></table></details>'
         )
-    for name in ("planned", "requests"):
-        by_kind = getattr(summary, name)
-        if by_kind:
-            parts.append(f"<h3>{_text(meaning(name))}</h3>")
-            parts.append(_count_table(["Kind", "Count"], by_kind))
+    by_kind = [
+        f"<div>{_meaning_heading(name)}{_count_table(['Kind', 'Count'], getattr(summary, name))}</div>"
+        for name in ("planned", "requests")
+        if getattr(summary, name)
+    ]
+    parts.append(f'<div class="side">{"".join(by_kind)}</div>')
     return "".join(parts)
+
+
+def _meaning_heading(name: str) -> str:
+    """A heading of what the summary's ``name`` holds, as its description says."""
+    return f"<h3>{_text(meaning(name).rstrip('.'))}</h3>"
 
 
 def _count_table(header: list[str], counts: Mapping[str, int]) -> str:
@@ -296,13 +303,13 @@ def _failures(summary: ListSyncSummary, outcomes: str | os.PathLike[str] | Opena
         parts.append('<p class="note">Nothing failed, drifted or stayed unconfirmed.</p>')
         return "".join(parts)
     if summary.failure_reasons:
-        parts.append(f"<h3>{_text(meaning('failure_reasons'))}</h3>")
+        parts.append(_meaning_heading("failure_reasons"))
         parts.append(_count_table(["Reason", "Count"], summary.failure_reasons))
     for name in ("drift_reasons", "unconfirmed_reasons"):
         reasons = getattr(summary, name)
         if reasons:
             items = "".join(f'<li class="v">{_text(reason)}</li>' for reason in reasons)
-            parts.append(f"<h3>{_text(meaning(name))}</h3><ul>{items}</ul>")
+            parts.append(f"{_meaning_heading(name)}<ul>{items}</ul>")
     if outcomes is not None:
         records, more = _first_records(outcomes, SAMPLE_SIZE)
         parts.append(f"<h3>Failed records: <code>{_text(outcomes)}</code></h3>")
