@@ -209,6 +209,28 @@ def test_changes_show_their_values_before_and_after(rows_emulator: LiveEmulator,
     assert [row["name"] for row in rows_emulator.rows(ROWS_TABLE)] == ["Acme Inc"]
 
 
+def test_what_failed_is_reported_with_the_summarys_reasons(
+    people_client: ListSyncClient, people_emulator: LiveEmulator, tmp_path: Path
+) -> None:
+    contacts = tmp_path / "contacts.csv"
+    contacts.write_text(CONTACTS.replace("acme.com,bob@", "ghost.example,bob@"), encoding="utf-8")
+
+    summary = sync_people(
+        people_client,
+        PEOPLE_TABLE,
+        read_extract(contacts),
+        PEOPLE_MAP,
+        settings=SyncSettings(fail_on_error=False, report_path=tmp_path / "run.html"),
+    )
+
+    page = page_of(summary)
+    assert summary["failed"] == 1 and len(people_in_list(people_emulator)["acme.com"]) == 1
+    assert "1 failed" in page.text
+    reasons = page.table("The most frequent reasons of failed")
+    assert {row[0]: int(row[1]) for row in reasons[1:]} == summary["failure_reasons"]
+    assert any("ghost.example" in reason for reason in summary["failure_reasons"])
+
+
 def test_a_report_that_cannot_be_written_is_one_warning_and_the_run_succeeds(
     people_client: ListSyncClient,
     people_emulator: LiveEmulator,

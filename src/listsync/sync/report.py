@@ -279,29 +279,30 @@ def _count_table(header: list[str], counts: Mapping[str, int]) -> str:
     return f'<table class="compact"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
+def _section(title: str, parts: list[str], nothing: str) -> str:
+    """A section of the page: its heading, then ``parts``, or the note ``nothing`` when none."""
+    body = "".join(parts) if parts else f'<p class="note">{_text(nothing)}</p>'
+    return f"<h2>{_text(title)}</h2>{body}"
+
+
 def _rejects(summary: ListSyncSummary) -> str:
-    parts = ["<h2>Rejected rows</h2>"]
-    if not summary.rejected:
-        parts.append('<p class="note">No row of the extract was rejected.</p>')
-        return "".join(parts)
-    where = (
-        f" Every row and its reasons: <code>{_text(summary.rejects_path)}</code>."
-        if summary.rejects_path
-        else ""
-    )
-    parts.append(
-        f'<p class="note">{_number(summary.rejected)} rows rejected, by kind of reason (a row '
-        f"rejected for several counts under each).{where}</p>"
-    )
-    parts.append(_count_table(["Reason", "Rows"], summary.reject_reasons))
-    return "".join(parts)
+    parts = []
+    if summary.rejected:
+        where = (
+            f" Every row and its reasons: <code>{_text(summary.rejects_path)}</code>."
+            if summary.rejects_path
+            else ""
+        )
+        parts.append(
+            f'<p class="note">{_number(summary.rejected)} rows rejected, by kind of reason (a row '
+            f"rejected for several counts under each).{where}</p>"
+        )
+        parts.append(_count_table(["Reason", "Rows"], summary.reject_reasons))
+    return _section("Rejected rows", parts, "No row of the extract was rejected.")
 
 
 def _failures(summary: ListSyncSummary, outcomes: str | os.PathLike[str] | OpenableFile | None) -> str:
-    parts = ["<h2>What failed</h2>"]
-    if not (summary.failed or summary.drift or summary.unconfirmed or outcomes is not None):
-        parts.append('<p class="note">Nothing failed, drifted or stayed unconfirmed.</p>')
-        return "".join(parts)
+    parts = []
     if summary.failure_reasons:
         parts.append(_meaning_heading("failure_reasons"))
         parts.append(_count_table(["Reason", "Count"], summary.failure_reasons))
@@ -316,7 +317,14 @@ def _failures(summary: ListSyncSummary, outcomes: str | os.PathLike[str] | Opena
         parts.append(_records_table(records))
         if more:
             parts.append(f'<p class="note">… and {_number(more)} more in the file.</p>')
-    return "".join(parts)
+    trouble = summary.failed or summary.drift or summary.unconfirmed
+    return _section(
+        "What failed",
+        parts,
+        "The summary keeps no reason for them."
+        if trouble
+        else "Nothing failed, drifted or stayed unconfirmed.",
+    )
 
 
 def _first_records(
@@ -353,10 +361,7 @@ def _records_table(records: list[Mapping[str, Any]]) -> str:
 
 
 def _changes(sample: PlanSample) -> str:
-    parts = ["<h2>The plan: a sample of each action</h2>"]
-    if not sample.counts:
-        parts.append('<p class="note">The plan holds nothing: the List already matched the extract.</p>')
-        return "".join(parts)
+    parts = []
     for action, lines in sample.lines.items():
         total = sample.counts[action]
         shown = (
@@ -364,7 +369,11 @@ def _changes(sample: PlanSample) -> str:
         )
         parts.append(f"<h3><code>{_text(action)}</code>: {shown}</h3>")
         parts.append(_records_table([{k: v for k, v in line.items() if k != "action"} for line in lines]))
-    return "".join(parts)
+    return _section(
+        "The plan: a sample of each action",
+        parts,
+        "The plan holds nothing: the List already matched the extract.",
+    )
 
 
 def _value(value: Any) -> str:
