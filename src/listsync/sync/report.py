@@ -376,9 +376,10 @@ def _changes(sample: PlanSample) -> str:
     )
 
 
-def _value(value: Any) -> str:
+def _value(value: Any, *, nested: bool = False) -> str:
     """A value of a plan line or record, escaped: ``{field: {before, after}}`` as the changes
-    they are, other mappings a line a key, lists joined; None greyed."""
+    they are, other mappings a line a key, lists joined; within them (``nested``), a mapping or
+    list in its braces on one line; None greyed."""
     if value is None:
         return '<span class="none">none</span>'
     if isinstance(value, Mapping) and value and all(_is_change(change) for change in value.values()):
@@ -387,9 +388,11 @@ def _value(value: Any) -> str:
             for field, change in value.items()
         )
     if isinstance(value, Mapping):
-        return "<br>".join(f"{_text(key)}: {_value(item)}" for key, item in value.items()) or "{}"
+        items = [f"{_text(key)}: {_value(item, nested=True)}" for key, item in value.items()]
+        return "{" + ", ".join(items) + "}" if nested or not items else "<br>".join(items)
     if isinstance(value, list | tuple):
-        return ", ".join(_value(item) for item in value) or "[]"
+        joined = ", ".join(_value(item, nested=True) for item in value)
+        return f"[{joined}]" if nested or not value else joined
     if isinstance(value, bool | int | float | str):
         return _text(value)
     return _text(json.dumps(value, default=str, ensure_ascii=False))
