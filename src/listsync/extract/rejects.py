@@ -38,8 +38,8 @@ __all__ = ["MAX_REASON_KINDS", "Rejects", "TooManyRejectsError", "duplicate_reas
 #: does not keep a million counters.
 MAX_REASON_KINDS = 200
 OTHER_REASONS = "other reasons"
-# What a reason says of one row: a quoted value, a parenthesised list, a number.
-_ROW_VALUES = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\([^()]*\)|\d+")
+# What a reason's message says of one row: a quoted value, a parenthesised list.
+_ROW_VALUES = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\([^()]*\)")
 
 
 class TooManyRejectsError(ListSyncError, ValueError):
@@ -74,8 +74,8 @@ def duplicate_reason(clashes_with: int, key: str) -> str:
 
 def reason_kind(reason: str) -> str:
     """``reason`` without what it says of its row, so that rows rejected for the same rule count
-    together: after the field it names (``email (column 'Email')``), quoted values, parenthesised
-    lists and numbers become ``…`` (one for several in a row); a number in the field part too
+    together: after the field it names (``email (column 'Email')``), quoted values and
+    parenthesised lists become ``…`` (one for several in a row); a number in the field part too
     (``duplicate of row …``)."""
     field, colon, message = reason.partition(": ")
     if not colon:
