@@ -89,6 +89,7 @@ def test_templated_fields_are_the_documented_ones() -> None:
         "rejects_path",
         "plan_path",
         "outcomes_path",
+        "report_path",
         "state_path",
         "user_id",
         "shard",
