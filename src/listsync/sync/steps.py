@@ -323,8 +323,8 @@ def combine_summaries(
 
     Shards of a split (``sync_people`` with ``parts_path``) each read only their part, the split
     having read the extract (``split``: what ``split_people`` returned): ``read``, ``rejected``,
-    ``duplicates`` and ``rejects_path`` are then the split's, and ``other_shards`` the rows the
-    split passed to shards not combined.
+    ``duplicates``, ``rejects_path`` and ``reject_reasons`` are then the split's, and
+    ``other_shards`` the rows the split passed to shards not combined.
 
     Every shard reads the whole extract, so the combined ``read`` is the extract's rows once and
     ``other_shards`` the rows of shards not combined (0 when all are): ``read = passed + rejected
@@ -388,7 +388,7 @@ def combine_summaries(
         else:
             combined[name] = values[0] if all(value == values[0] for value in values) else values
     if split is not None:
-        for name in ("read", "rejected", "duplicates", "rejects_path"):
+        for name in ("read", "rejected", "duplicates", "rejects_path", "reject_reasons"):
             combined[name] = split.get(name)
         combined["other_shards"] = split["passed"] - combined["passed"]
     return combined

@@ -132,7 +132,7 @@ def test_a_split_and_its_shards_do_what_the_whole_sync_does_reading_the_list_onc
 
     combined = combine_summaries(shards, split=made)
     assert combined["shards"] == [f"{index}/{SHARDS}" for index in range(SHARDS)]
-    for name in ("read", "passed", "rejected", "duplicates", "list_people"):
+    for name in ("read", "passed", "rejected", "duplicates", "list_people", "reject_reasons"):
         assert combined[name] == whole[name], name
     assert (combined["other_shards"], combined["rejects_path"]) == (0, str(parts / "rejects.jsonl"))
     assert (combined["added"], combined["updated"], combined["deleted"]) == (12, 12, 12)

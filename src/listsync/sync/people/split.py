@@ -51,7 +51,7 @@ from listsync.sync.people.read import PEOPLE_AT_ONCE
 from listsync.sync.settings import SyncSettings, parse_max_memory
 from listsync.sync.state import state_store
 from listsync.sync.steady import read_steadily
-from listsync.sync.steps import prepare_with_rejects
+from listsync.sync.steps import MAX_FAILURE_REASONS, prepare_with_rejects
 
 if TYPE_CHECKING:
     from listsync.client.client import ListSyncClient
@@ -187,7 +187,7 @@ def split_people(
     memory = MemoryGuard(
         parse_max_memory(settings.max_memory), PEOPLE_COSTS, what=f"the split of {table_id}", shard=None
     )
-    prepared, rejects_path = prepare_with_rejects(
+    prepared, rejects_path, reject_reasons = prepare_with_rejects(
         lambda rejects: prepare_people(
             frames, column_map, rejects=rejects, default_region=default_region, on_chunk=memory.count_extract
         ),
@@ -254,6 +254,7 @@ def split_people(
         "rereads": listed.rereads,
         "torn_reasons": listed.problems,
         "rejects_path": rejects_path,
+        "reject_reasons": dict(reject_reasons.most_common(MAX_FAILURE_REASONS)),
         "lease_held_by": None if leases is None else peek(leases),
         "parts": manifest.parts,
     }
