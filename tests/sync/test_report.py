@@ -220,7 +220,9 @@ def test_what_failed_is_reported_with_the_summarys_reasons(
         PEOPLE_TABLE,
         read_extract(contacts),
         PEOPLE_MAP,
-        settings=SyncSettings(fail_on_error=False, report_path=tmp_path / "run.html"),
+        settings=SyncSettings(
+            fail_on_error=False, report_path=tmp_path / "run.html", outcomes_path=tmp_path / "outcomes.jsonl"
+        ),
     )
 
     page = page_of(summary)
@@ -229,6 +231,11 @@ def test_what_failed_is_reported_with_the_summarys_reasons(
     reasons = page.table("The most frequent reasons of failed")
     assert {row[0]: int(row[1]) for row in reasons[1:]} == summary["failure_reasons"]
     assert any("ghost.example" in reason for reason in summary["failure_reasons"])
+    # The run's outcomes file, its records a row each, a column for each key.
+    [header, *records] = page.table("Failed records")
+    written = [json.loads(line) for line in (tmp_path / "outcomes.jsonl").read_text().splitlines()]
+    assert header == list(written[0]) and len(records) == len(written) == 1
+    assert any("ghost.example" in cell for cell in records[0])
 
 
 def test_a_report_that_cannot_be_written_is_one_warning_and_the_run_succeeds(

@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -346,7 +347,10 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         if report is not None:
             if plan_path is None:  # no plan file took the sample on its way
                 sample.take(self.plan_entries(plan))
-            self._report(report, made, sample, started)
+            # Read back where it was written: a local path, or the object-storage file given.
+            given = settings.outcomes_path
+            stored = outcomes.path is not None and not isinstance(given, str | os.PathLike | None)
+            self._report(report, made, sample, started, given if stored else outcomes.path)
         # XCom and the command line take the summary as JSON, as readers of earlier versions did.
         summary = made.model_dump(mode="json")
         self.log.info("%s summary: %s", self.title, json.dumps(summary))
@@ -354,12 +358,18 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
             raise SyncFailedError(summary)
         return summary
 
-    def _report(self, target: Any, made: ListSyncSummary, sample: PlanSample, started: datetime) -> None:
-        """Write the run's report to ``target`` and name it in the summary ``made``; one that
-        cannot be written is one warning line, and the summary names none."""
+    def _report(
+        self, target: Any, made: ListSyncSummary, sample: PlanSample, started: datetime, outcomes: Any
+    ) -> None:
+        """Write the run's report to ``target``, the first records of the ``outcomes`` file on it,
+        and name it in the summary ``made``; one that cannot be written is one warning line, and
+        the summary names none."""
         made.report_path = str(target)
+        finished = datetime.now(timezone.utc)
         try:
-            written = write_report(target, made, sample, started=started, finished=datetime.now(timezone.utc))
+            written = write_report(
+                target, made, sample, started=started, finished=finished, outcomes=outcomes
+            )
         except Exception as error:  # the run's work is done: its report's failure changes nothing
             made.report_path = None
             warn_aside(self.log, f"The run's report was not written to {target}", error)
