@@ -44,6 +44,7 @@ from pathlib import Path
 
 import httpx
 import pandas as pd
+from results import publish
 
 from listsync.client import ListSyncClient
 from listsync.client.rate_hints import parse_timestamp
@@ -69,7 +70,6 @@ MAPPING = EventMapping(
     timestamp_column="occurred_at",
     reference_column="event_id",
 )
-RESULTS = Path(__file__).with_name("RESULTS.md")
 
 
 def history(windows: int) -> pd.DataFrame:
@@ -258,10 +258,7 @@ def main() -> None:
             f"loop and uses {ours['requests'] / naive['requests']:.3f}× its requests."
         )
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.record:
-        with RESULTS.open("a", encoding="utf-8") as results_file:
-            results_file.write(text)
+    publish(text, args.record)
 
 
 if __name__ == "__main__":

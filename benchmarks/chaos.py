@@ -68,13 +68,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pandas as pd
 from backfill import MAPPING, PAYLOADS
 from child_emulator import SERVE_FLAG, ChildEmulator, serve_until_stdin_closes
+from results import publish
 
 from listsync.client import ListSyncClient, ListSyncError
 from listsync.client.in_flight import MAX_IN_FLIGHT
@@ -86,7 +86,6 @@ from listsync.sync.people import sync_people
 from listsync.sync.rows import upsert_rows
 from listsync.sync.settings import SyncSettings
 
-RESULTS = Path(__file__).with_name("RESULTS.md")
 API_KEY = "sk_bench_chaos"
 SEED_VARIABLE = "LISTSYNC_CHAOS_SEED"
 #: The List jobs' ``max_in_flight`` (``--max-in-flight``).
@@ -817,10 +816,7 @@ def main() -> None:
     )
     lines += [paragraph + "\n" for paragraph in findings(results)]
     text = "\n".join(lines)
-    print(text)
-    if args.record:
-        with RESULTS.open("a", encoding="utf-8") as results_file:
-            results_file.write(text)
+    publish(text, args.record)
 
 
 if __name__ == "__main__":

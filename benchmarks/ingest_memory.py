@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from child_emulator import SERVE_FLAG, ChildEmulator, serve_until_stdin_closes
+from results import publish
 from rss import peak_rss_mib
 
 SRC = Path(__file__).resolve().parent.parent / "src"
-RESULTS = Path(__file__).with_name("RESULTS.md")
 API_KEY = "sk_demo_listsync"
 SIGNALS = {"page_visit": "Event", "seats_used": "Metric", "deal_stage": "State"}
 LIMITS = {"Event": 100, "Metric": 1000, "State": 30}
@@ -208,10 +208,7 @@ def main() -> None:
                 f"time {ours['seconds'] / base['seconds']:.2f}×."
             )
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.record:
-        with RESULTS.open("a", encoding="utf-8") as results_file:
-            results_file.write(text)
+    publish(text, args.record)
 
 
 def child_arguments() -> argparse.Namespace:

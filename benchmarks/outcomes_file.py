@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+from results import publish
 
 from listsync.sync.outcomes import write_outcomes
 from listsync.sync.people.apply import PeopleApplyResult
@@ -28,7 +29,6 @@ from listsync.sync.people.outcomes import people_outcomes
 from listsync.sync.people.plan import PeoplePlan, PlannedAdd, PlannedWrites
 from listsync.sync.people.verify import PeopleVerification
 
-RESULTS = Path(__file__).with_name("RESULTS.md")
 MIB = 1024 * 1024
 
 
@@ -114,10 +114,7 @@ def main() -> None:
         for failed, streamed, listed in ratios
     )
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.record:
-        with RESULTS.open("a", encoding="utf-8") as results_file:
-            results_file.write(text)
+    publish(text, args.record)
 
 
 if __name__ == "__main__":

@@ -20,14 +20,13 @@ import time
 import tracemalloc
 from collections.abc import Iterator
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
+
+from results import publish
 
 from listsync.files import write_json_lines
 from listsync.sync.report import PlanSample, render_report
 from listsync.sync.summary import PeopleSummary
-
-RESULTS = Path(__file__).with_name("RESULTS.md")
 
 
 def plan(lines: int) -> Iterator[dict[str, Any]]:
@@ -101,10 +100,7 @@ def main() -> None:
         f"{large['sampled_seconds'] / large['plain_seconds']:.2f}x the time of writing alone.",
     ]
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.record:
-        with RESULTS.open("a", encoding="utf-8") as results_file:
-            results_file.write(text)
+    publish(text, args.record)
 
 
 if __name__ == "__main__":
