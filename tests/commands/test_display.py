@@ -30,6 +30,8 @@ API_KEY = "sk_test_display"
 USER = "usr_display"
 TABLE = "tbl_display"
 ROWS = 400
+#: Rows of the run watched in a terminal: long enough to be watched (a few seconds).
+WATCHED_ROWS = 100_000
 TIMEOUT = 120  # seconds a run in the terminal may take
 # rich's cursor moves and colours, between the words a terminal shows.
 ESCAPES = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\r")
@@ -41,13 +43,14 @@ def emulator(live_emulator: Callable[..., LiveEmulator]) -> LiveEmulator:
     return live_emulator(EmulatorConfig(secret_keys=[API_KEY], users=[USER], lists=[table]), clock=None)
 
 
-def upsert(base_url: str, folder: Path, *options: str) -> list[str]:
+def upsert(base_url: str, folder: Path, *options: str, rows: int = ROWS) -> list[str]:
     source = folder / "accounts.csv"
-    source.write_text("domain,name\n" + "".join(f"a{i}.com,Account {i}\n" for i in range(ROWS)), "utf-8")
+    source.write_text("domain,name\n" + "".join(f"a{i}.com,Account {i}\n" for i in range(rows)), "utf-8")
+    chunks = ["--chunk-size", "20"] if rows == ROWS else []
     return [
         sys.executable, "-m", "listsync.cli", "upsert-rows", "--base-url", base_url, "--user-id", USER,
         "--table-id", TABLE, "--key-column", "domain", "--source", str(source), "--map", "domain=domain",
-        "--map", "name=name", "--chunk-size", "20", *options,
+        "--map", "name=name", *chunks, *options,
     ]  # fmt: skip
 
 
@@ -86,14 +89,17 @@ def in_a_terminal(argv: list[str], env: dict[str, str]) -> tuple[int, bytes]:
 
 
 def test_a_sync_in_a_terminal_shows_its_progress_then_a_table(emulator: LiveEmulator, tmp_path: Path) -> None:
-    status, shown = in_a_terminal(upsert(emulator.url, tmp_path), environment(tmp_path))
+    status, shown = in_a_terminal(upsert(emulator.url, tmp_path, rows=WATCHED_ROWS), environment(tmp_path))
 
     assert status == 0, shown.decode(errors="replace")[-2000:]
     text = shown.decode()
     progress = text.find(f"rows upsert into {TABLE}: ")
-    table = re.search(rf"added\s+{ROWS}\s+People or rows added to the List", text)
+    table = re.search(rf"added\s+{WATCHED_ROWS:,}\s+People or rows added to the List", text)
     assert progress >= 0, f"no progress shown: {text[-2000:]}"
     assert table is not None and progress < table.start(), text[-2000:]
+    # The bar moved while the run worked: several points of it before the table.
+    applied = re.findall(rf"rows upsert into {TABLE}: (\d+) of {WATCHED_ROWS} applied", text[: table.start()])
+    assert len(set(applied)) >= 3, text[: table.start()][-2000:]
     assert "{" not in text[table.start() :], "a JSON summary reached the terminal"
 
 
