@@ -11,6 +11,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pandas as pd
+import phonenumbers
 import pyarrow as pa
 import pytest
 from hypothesis import given
@@ -273,6 +274,28 @@ def test_north_american_shortcut_agrees_with_phonenumbers(keys: list[str], regio
     for key, decided in zip(keys, shortcut, strict=True):
         if decided is not None:
             assert decided == normalize_phone(key, default_region=region)
+
+
+international_keys = st.builds(
+    lambda code, national: f"+{code}{national}",
+    st.sampled_from(sorted(phonenumbers.COUNTRY_CODE_TO_REGION_CODE)),
+    st.from_regex(r"[0-9]{1,18}", fullmatch=True),
+)
+
+
+@given(st.lists(international_keys, max_size=20), st.sampled_from(["US", "GB", "DE"]))
+def test_international_shortcut_agrees_with_phonenumbers(keys: list[str], region: str) -> None:
+    shortcut = _fast_phones(pa.array(keys, type=pa.string()), check_region(region)).to_pylist()
+    for key, decided in zip(keys, shortcut, strict=True):
+        if decided is not None:
+            assert decided == normalize_phone(key, default_region=region)
+
+
+def test_international_shortcut_decides_the_common_european_numbers() -> None:
+    keys = ["+442079460000", "+4930123456789", "+33612345678", "+4402079460000", "+3906123456"]
+    decided = _fast_phones(pa.array(keys, type=pa.string()), "US").to_pylist()
+    # Their own E.164 form; a national prefix or a leading zero is left to phonenumbers.
+    assert decided == [*keys[:3], None, None]
 
 
 north_american_layouts = st.builds(

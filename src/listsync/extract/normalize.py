@@ -20,8 +20,8 @@ version whenever a rule's output changes for some input.
 scalar rule gives for each value, faster: for domains and e-mail addresses a vectorised fast
 path (Arrow compute kernels) decides the common ASCII shapes and leaves the rest to the rule;
 every rule's outcomes are remembered per distinct value across the chunks of an extract, and
-phone numbers per distinct number whatever their layout; ten-digit North American numbers,
-whose E.164 form phonenumbers would give without surprise, are written without parsing.
+phone numbers per distinct number whatever their layout; ten-digit North American numbers, and
+numbers written in international form that are their own E.164 form, are written without parsing.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import copy
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 import numpy as np
@@ -149,7 +149,8 @@ _NANP_SHORTCUT = _nanp_shortcut_holds()
 
 
 def _fast_phones(keys: pa.Array, region: str) -> pa.Array:
-    """:func:`normalize_phone` of phone keys that are ten-digit North American numbers; null for others.
+    """:func:`normalize_phone` of phone keys that are ten-digit North American numbers, or numbers in
+    international form that are their own E.164 form (:func:`_fast_international`); null for others.
 
     ``normalize_phone`` would give ``+1`` and the ten digits for a key ``+1NXXXXXXXXX`` (any
     default region) or, with default region US, ``NXXXXXXXXX``, where N is 2 to 9. Following
@@ -162,11 +163,64 @@ def _fast_phones(keys: pa.Array, region: str) -> pa.Array:
     national prefix 1). ``_NANP_SHORTCUT`` checks that the metadata still says so; the tests
     compare this function with the rule.
     """
-    decided = pc.if_else(pc.match_substring_regex(keys, r"^\+1[2-9][0-9]{9}$"), keys, None)
+    north_american = pc.match_substring_regex(keys, r"^\+1[2-9][0-9]{9}$")
+    decided = pc.if_else(north_american, keys, _fast_international(keys))
     if region == "US":
         national = pc.match_substring_regex(keys, r"^[2-9][0-9]{9}$")
         decided = pc.if_else(national, pc.binary_join_element_wise("+1", keys, ""), decided)
     return decided
+
+
+def _fast_international(keys: pa.Array) -> pa.Array:
+    """:func:`normalize_phone` of phone keys written in international form (``+``, a country code,
+    the national digits) that are their own E.164 form; null for the others (left to the rule).
+
+    A key is decided when its national digits are of a class :func:`_own_e164` vouches for: of
+    their country code, their length and their first digit. Country codes are prefix-free, so a
+    key has at most one of them."""
+    digits = pc.utf8_slice_codeunits(keys, 1)
+    decided = pa.nulls(len(keys), pa.string())
+    international = pc.fill_null(pc.match_substring_regex(keys, r"^\+[1-9][0-9]{2,19}$"), False)
+    for width in (1, 2, 3):
+        code = pc.utf8_slice_codeunits(digits, 0, width)
+        national = pc.utf8_slice_codeunits(digits, width)
+        classes = pc.binary_join_element_wise(
+            code, pc.cast(pc.utf8_length(national), pa.string()), pc.utf8_slice_codeunits(national, 0, 1), ":"
+        )
+        present = pc.filter(classes, international).unique().to_pylist()
+        vouched = [shape for shape in present if _own_e164(*shape.split(":"))]
+        if vouched:
+            own = pc.and_(international, pc.is_in(classes, pa.array(vouched, pa.string())))
+            decided = pc.if_else(own, keys, decided)
+    return decided
+
+
+@cache
+def _own_e164(code: str, length: str, first: str) -> bool:
+    """Whether every key ``+<code><national>`` with ``length`` national digits starting with
+    ``first`` is its own :func:`normalize_phone`.
+
+    ``phonenumbers.parse`` takes off the ``+`` and the country code, then a national prefix the
+    country's ``national_prefix_for_parsing`` matches at the start; :func:`normalize_phone` also
+    reads the E.164 form back with that pattern. Where the pattern is a list of digit strings
+    (``0``, ``0|180020``) none of which starts with ``first`` (1-9, so no leading zero to keep),
+    nothing is taken off, and the outcome depends on the number of national digits alone
+    (``is_possible_number``): so one number of the class, asked of the rule, answers for all."""
+    if not code.isdigit() or code.startswith("0") or not first.isdigit() or first == "0":
+        return False
+    region = phonenumbers.region_code_for_country_code(int(code))
+    metadata = phonenumbers.PhoneMetadata.metadata_for_region_or_calling_code(int(code), region)
+    if metadata is None or metadata.national_prefix_transform_rule:
+        return False
+    pattern = metadata.national_prefix_for_parsing or ""
+    prefixes = pattern.split("|") if pattern else []
+    if not all(prefix.isdigit() and not prefix.startswith(first) for prefix in prefixes):
+        return False
+    sample = f"+{code}{first}{'5' * (int(length) - 1)}"
+    try:
+        return normalize_phone(sample) == sample
+    except NormalizationError:
+        return False
 
 
 def _phone_region(rule: Callable[..., Any]) -> str | None:
