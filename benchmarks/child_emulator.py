@@ -104,10 +104,14 @@ def timing_steps(
     seconds: dict[str, float],
     peaks: dict[str, float],
     cpu: dict[str, float],
+    spans: list[tuple[float, float]],
 ) -> None:
     """Time the steps a job calls (``names``: function name in ``module`` -> step), and take the
     process's peak RSS at the end of each (the step that raises it is where it is) and its CPU
-    seconds (all its threads: ``cpu``), which a busy machine moves less than the wall time."""
+    seconds (all its threads: ``cpu``), which a busy machine moves less than the wall time. Steps
+    may run beside each other (the List is read while the extract is prepared): each one's
+    seconds are its own, and the CPU seconds of steps side by side are those of both. Every
+    step's span goes to ``spans``."""
 
     def timed(function: Callable[..., Any], step: str) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -115,6 +119,7 @@ def timing_steps(
             try:
                 return function(*args, **kwargs)
             finally:
+                spans.append((started, time.perf_counter()))
                 seconds[step] = seconds.get(step, 0.0) + time.perf_counter() - started
                 cpu[step] = cpu.get(step, 0.0) + time.process_time() - used
                 peaks[step] = peak_rss_mib()
@@ -125,6 +130,16 @@ def timing_steps(
         function = getattr(module, name, None)
         if function is not None:
             setattr(module, name, timed(function, step))
+
+
+def covered(spans: list[tuple[float, float]]) -> float:
+    """The seconds at least one of ``spans`` (start, end) covers."""
+    total, reached = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        if end > reached:
+            total += end - max(start, reached)
+            reached = end
+    return total
 
 
 def night_figures(
@@ -150,14 +165,15 @@ def night_figures(
     steps: dict[str, float] = {}
     peaks: dict[str, float] = {}
     cpu: dict[str, float] = {}
+    spans: list[tuple[float, float]] = []
     for timed_module, timed_names in {module: names, **(also or {})}.items():
-        timing_steps(timed_module, timed_names, steps, peaks, cpu)
+        timing_steps(timed_module, timed_names, steps, peaks, cpu, spans)
     start_rss = peak_rss_mib()
     started, used = time.perf_counter(), time.process_time()
     summary = job()
     seconds, used = time.perf_counter() - started, time.process_time() - used
-    steps["other"] = seconds - sum(steps.values())
-    cpu["other"] = used - sum(cpu.values())
+    steps["other"] = seconds - covered(spans)
+    cpu["other"] = max(0.0, used - sum(cpu.values()))
     peaks["other"] = peak_rss_mib()
     figures: dict[str, Any] = {"seconds": seconds, "rss": peaks["other"], "steps": steps, "peaks": peaks}
     figures.update(start_rss=start_rss, cpu=cpu, cpu_seconds=used)

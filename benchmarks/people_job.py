@@ -716,7 +716,10 @@ def main() -> None:
                 "- each night: the whole `sync_people` (mirror, accounts in source, max_delete_fraction 0.2, "
                 "plan file, state kept across the nights, max_memory auto); write requests (the minimum "
                 "the caps allow), every /v1 request the emulator received; steps timed in the night's "
-                "process\n\n" + "\n".join(table) + "\n\n" + "".join(f"- {line}\n" for line in lines)
+                "process (read List runs beside read + prepare; other is what no step covers)\n\n"
+                + "\n".join(table)
+                + "\n\n"
+                + "".join(f"- {line}\n" for line in lines)
             )
 
 

@@ -36,6 +36,7 @@ import functools
 import json
 import logging
 import os
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ from listsync.sync.state import (
     save_state,
     state_store,
 )
+from listsync.sync.steady import ReadAhead
 from listsync.sync.steps import (
     MAX_FAILURE_REASONS,
     SyncFailedError,
@@ -166,10 +168,18 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         """Read and prepare the extract, giving every rejected row to ``rejects`` and the rows
         of each chunk to ``memory.count_extract`` as they are read."""
 
+    def read_list(self, memory: MemoryGuard, stop: threading.Event) -> Any:
+        """Read the List, its items through ``memory.count_list``, while the extract is prepared:
+        in a thread of its own (:class:`~listsync.sync.steady.ReadAhead`), which stops at the next
+        item once ``stop`` is set (:meth:`ReadAhead.items`). What it gives is :meth:`plan`'s
+        ``listed``. None (this default): :meth:`plan` reads the List itself."""
+        return None
+
     @abstractmethod
-    def plan(self, prepared: PreparedT, memory: MemoryGuard) -> PlanT:
-        """Read the List, its items through ``memory.count_list``, and plan the writes that make
-        it match ``prepared``; log the plan."""
+    def plan(self, prepared: PreparedT, listed: Any, memory: MemoryGuard) -> PlanT:
+        """Plan the writes that make the List match ``prepared``, from the List as
+        :meth:`read_list` read it (``listed``), or read here, its items through
+        ``memory.count_list``; log the plan."""
 
     @abstractmethod
     def plan_entries(self, plan: PlanT) -> Iterable[Mapping[str, Any]]:
@@ -274,14 +284,21 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
             what=f"the {self.title.lower()} of {self.table_id}",
             shard=self.shard,
         )
-        prepared, rejects_path, reject_reasons = prepare_with_rejects(
-            functools.partial(self.prepare, memory=memory),
-            settings.rejects_path,
-            max_reject_fraction=settings.max_reject_fraction,
-            prefix=f"listsync-{self.noun}-rejects-",
+        listing = ReadAhead(
+            functools.partial(self.read_list, memory), what=f"the {self.noun} of {self.table_id}"
         )
+        try:
+            prepared, rejects_path, reject_reasons = prepare_with_rejects(
+                functools.partial(self.prepare, memory=memory),
+                settings.rejects_path,
+                max_reject_fraction=settings.max_reject_fraction,
+                prefix=f"listsync-{self.noun}-rejects-",
+            )
+        except BaseException:
+            listing.cancel()
+            raise
         give_back_freed_memory()
-        plan = self.plan(prepared, memory)
+        plan = self.plan(prepared, listing.result(), memory)
         if not settings.dry_run:  # the writes are made objects and sent only in a real run
             memory.count_planned(self.write_count(plan))
         # The plan's ledger holds what the next state needs of the last one: only its forms are kept.

@@ -167,10 +167,12 @@ class MemoryGuard:
         if self.limit is None:
             yield from items
             return
-        room = (self.limit - BASE_MEMORY - self.extract_rows * self.costs.extract) // self.costs.listed
+        room, costs = self.limit - BASE_MEMORY, self.costs
         for item in items:
             self.list_rows += 1
-            if self.list_rows > room:
+            # Against the extract rows counted so far, at each item: the extract is read meanwhile
+            # (the List is read while it is prepared).
+            if self.list_rows * costs.listed > room - self.extract_rows * costs.extract:
                 self._check()
             yield item
 

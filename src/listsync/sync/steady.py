@@ -12,17 +12,19 @@ steady. A sync plans no delete and no re-add from a read that never was.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from listsync.client.paging import ReadWatch
 
-__all__ = ["MAX_REREADS", "REREAD_PAUSE", "SteadyRead", "read_steadily"]
+__all__ = ["MAX_REREADS", "REREAD_PAUSE", "ReadAhead", "ReadCancelledError", "SteadyRead", "read_steadily"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+ItemT = TypeVar("ItemT")
 
 #: Reads again of a torn read, at most, before the run makes do with an unsteady one (A40).
 MAX_REREADS = 3
@@ -75,3 +77,51 @@ def read_steadily(
         )
         sleep(delay)
         rereads += 1
+
+
+class ReadCancelledError(Exception):
+    """A :class:`ReadAhead` was cancelled: its reader stops at the next item."""
+
+
+class ReadAhead(Generic[T]):
+    """A read of a List made in a thread of its own while the caller does other work (prepares the
+    extract): ``read(stop)`` runs at once, and :meth:`result` waits for what it gives.
+
+    Reading a large List is mostly waiting for the service; preparing an extract is mostly work
+    here, so the two overlap. :meth:`cancel` (the caller failed) tells the reader to stop at its
+    next item (:meth:`items`) and does not wait for it; what it read is let go.
+    """
+
+    def __init__(self, read: Callable[[threading.Event], T], *, what: str) -> None:
+        self._stop = threading.Event()
+        self._value: T | None = None
+        self._error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                self._value = read(self._stop)
+            except ReadCancelledError:
+                pass
+            except BaseException as exc:  # handed to the caller by result()
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, name=f"read {what}", daemon=True)
+        self._thread.start()
+
+    def result(self) -> T:
+        """What the read gave, once it has; its error, raised here."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
+
+    def cancel(self) -> None:
+        self._stop.set()
+
+    @staticmethod
+    def items(items: Iterable[ItemT], stop: threading.Event) -> Iterator[ItemT]:
+        """``items`` until ``stop`` is set, then :class:`ReadCancelledError`."""
+        for item in items:
+            if stop.is_set():
+                raise ReadCancelledError
+            yield item

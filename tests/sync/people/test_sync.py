@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -634,3 +636,53 @@ def test_the_extracts_people_are_let_go_before_the_plan_is_applied(
     assert alive_when_applied == [False]
     assert (summary["added"], summary["verified"], summary["passed"]) == (4, 4, 4)
     assert extract_view(list_people()) == NORMALISED
+
+
+LIST_READS = "GET /v1/lists/{tableId}/targetable-people"
+
+
+def test_the_list_is_read_while_the_extract_is_prepared(
+    client: ListSyncClient, emulator: LiveEmulator, extract: Callable[[str], Path], tmp_path: Path
+) -> None:
+    # The extract's first chunk is held back until the List has been asked for a page (10 s at
+    # most): a sync that read the List only once the extract was prepared would ask for none.
+    asked_before_the_extract: list[int] = []
+
+    def frames() -> Iterator[pd.DataFrame]:
+        deadline = time.monotonic() + 10
+        while not emulator.stats.requests[LIST_READS] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        asked_before_the_extract.append(emulator.stats.requests[LIST_READS])
+        yield from read_extract(extract(MESSY))
+
+    summary = sync_people(
+        client, TABLE, frames(), COLUMN_MAP, settings=SyncSettings(rejects_path=tmp_path / "rejects.jsonl")
+    )
+
+    assert asked_before_the_extract[0] >= 1
+    assert summary["added"] == sum(len(people) for people in NORMALISED.values())
+
+
+def test_an_extract_that_fails_stops_the_list_read_begun_beside_it(
+    client: ListSyncClient, emulator: LiveEmulator, extract: Callable[[str], Path], tmp_path: Path
+) -> None:
+    people = [{"email": f"p{n}@acme.com", "first_name": "P", "last_name": str(n)} for n in range(300)]
+    client.add_people(TABLE, [{"accountDomain": "acme.com", "people": people}])
+
+    def frames() -> Iterator[pd.DataFrame]:
+        yield from read_extract(extract(MESSY))
+        deadline = time.monotonic() + 10
+        while not emulator.stats.requests[LIST_READS] and time.monotonic() < deadline:
+            time.sleep(0.001)
+        raise OSError("the extract's connection was reset")
+
+    # The List is read a person a page: 300 pages, of which the read has asked for one or two.
+    with pytest.raises(OSError, match="connection was reset"):
+        sync_people(client, TABLE, frames(), COLUMN_MAP, settings=SyncSettings(), page_size=1)
+
+    deadline = time.monotonic() + 10
+    while any(thread.name.startswith("read the people") for thread in threading.enumerate()):
+        assert time.monotonic() < deadline, "the List read begun beside the extract is still running"
+        time.sleep(0.01)
+    # The reader stopped at its next person: the pages asked for are about those in flight then.
+    assert emulator.stats.requests[LIST_READS] < 50

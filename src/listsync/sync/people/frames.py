@@ -105,14 +105,36 @@ def frame_records(
     rows = frame if positions is None else frame.iloc[np.asarray(positions, dtype=np.intp)]
     records: list[dict[str, Any]] = [{} for _ in range(len(rows))]
     for name in list(frame.columns) if names is None else names:
-        for record, value in zip(records, rows[name].tolist(), strict=True):
-            if value is not None and (
-                value is not pd.NA and not (isinstance(value, float) and np.isnan(value))
-            ):
+        values = _python_values(rows[name])
+        if keep_nulls:
+            for record, value in zip(records, values, strict=True):
                 record[name] = value
-            elif keep_nulls:
-                record[name] = None
+        else:
+            for record, value in zip(records, values, strict=True):
+                if value is not None:
+                    record[name] = value
     return records
+
+
+def _python_values(column: pd.Series) -> list[Any]:
+    """A column's values as Python objects, its nulls (``None``, NaN, ``pd.NA``) as ``None``.
+    Arrow text, booleans and integers are converted by Arrow: pandas takes them one scalar at a
+    time (ten times slower for text)."""
+    dtype = column.dtype
+    if isinstance(dtype, pd.ArrowDtype) and _arrow_converts(dtype.pyarrow_dtype):
+        values: list[Any] = pa.array(column.array).to_pylist()
+        return values
+    return [
+        None if value is pd.NA or (isinstance(value, float) and np.isnan(value)) else value
+        for value in column.tolist()
+    ]
+
+
+def _arrow_converts(kind: pa.DataType) -> bool:
+    return any(
+        test(kind)
+        for test in (pa.types.is_string, pa.types.is_large_string, pa.types.is_boolean, pa.types.is_integer)
+    )
 
 
 def _clean(column: pd.Series) -> pd.Series:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -32,7 +33,7 @@ from listsync.sync.people.split import PartFolder, PeoplePart, load_part
 from listsync.sync.people.verify import SHOWN, UNCONFIRMED, PeopleVerification, verify_people
 from listsync.sync.settings import DeleteScope, SyncMode, SyncSettings, check_sync_options
 from listsync.sync.state import ADD, DELETE, PATCH, UNSEEN, Ledger, StateEntries
-from listsync.sync.steady import SteadyRead, read_steadily
+from listsync.sync.steady import ReadAhead, SteadyRead, read_steadily
 from listsync.sync.steps import build_summary
 from listsync.sync.summary import PeopleSummary
 
@@ -161,21 +162,25 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
             on_chunk=memory.count_extract,
         )
 
-    def plan(self, prepared: PreparedPeople, memory: MemoryGuard) -> PeoplePlan:
+    def read_list(self, memory: MemoryGuard, stop: threading.Event) -> SteadyRead[ListPeople]:
+        if self.part is not None:
+            return self._snapshot(memory)
+
         def read(watch: ReadWatch) -> ListPeople:
             memory.forget_list()
             records = self.client.iter_targetable_people_records(
                 self.table_id, page_size=self.page_size, watch=watch
             )
-            return list_frame(
-                memory.count_list(records if self.shard is None else people_in_shard(records, self.shard))
-            )
+            people = records if self.shard is None else people_in_shard(records, self.shard)
+            return list_frame(memory.count_list(ReadAhead.items(people, stop)))
 
-        if self.part is None:
-            listed = read_steadily(read, sleep=self.client.sleep, what=f"the people of {self.table_id}")
-            plan = self._planned(prepared, listed)
-        else:
-            plan = self._planned(prepared, self._snapshot(memory))
+        return read_steadily(read, sleep=self.client.sleep, what=f"the people of {self.table_id}")
+
+    def plan(
+        self, prepared: PreparedPeople, listed: SteadyRead[ListPeople], memory: MemoryGuard
+    ) -> PeoplePlan:
+        plan = self._planned(prepared, listed)
+        if self.part is not None:
             written = sorted(
                 {
                     item.account_domain

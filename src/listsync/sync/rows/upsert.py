@@ -147,7 +147,8 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
             on_chunk=memory.count_extract,
         )
 
-    def plan(self, prepared: PreparedRows, memory: MemoryGuard) -> RowsPlan:
+    def plan(self, prepared: PreparedRows, listed: None, memory: MemoryGuard) -> RowsPlan:
+        # The List is read here: which of its columns depends on the extract's (read_list is None).
         columns = list(prepared.frame.columns)
 
         def read(watch: ReadWatch) -> ListRows:
@@ -165,21 +166,21 @@ class _RowsUpsert(ListSyncJob[PreparedRows, RowsPlan, _RowsOutcome]):
             self.read_requests += requests
             return current
 
-        listed = read_steadily(read, sleep=self.client.sleep, what=f"the rows of {self.table_id}")
+        rows = read_steadily(read, sleep=self.client.sleep, what=f"the rows of {self.table_id}")
         give_back_freed_memory()
         plan = plan_rows_upsert(
             prepared.frame,
-            listed.value,
+            rows.value,
             key_column=self.key_column,
             # A torn read may miss rows that are there: none is deleted for it.
-            delete_missing=self.delete_missing and listed.steady,
+            delete_missing=self.delete_missing and rows.steady,
             overwrite_with_null=self.settings.overwrite_with_null,
             last_applied=self.last_applied,
             mode=self.mode,
         )
-        plan.rereads, plan.steady_read, plan.torn_reasons = listed.rereads, listed.steady, listed.problems
+        plan.rereads, plan.steady_read, plan.torn_reasons = rows.rereads, rows.steady, rows.problems
         if plan.ledger is not None and len(plan.ledger.absent_adds):
-            plan.drop_additions(self._settle_absent(plan, plan.ledger, confirmed=listed.steady))
+            plan.drop_additions(self._settle_absent(plan, plan.ledger, confirmed=rows.steady))
         _log.info(
             "Plan for %s: %d rows to add, %d cells to update on %d rows, %d rows to delete, %d unchanged "
             "(List holds %d keyed rows)",
