@@ -18,7 +18,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel
 
-__all__ = ["HASHED_AT_ONCE", "digest_text", "joined_hashes", "key_hashes", "value_digests"]
+__all__ = [
+    "HASHED_AT_ONCE",
+    "digest_text",
+    "joined_hashes",
+    "key_hashes",
+    "mapping_digest_text",
+    "text_hashes",
+    "value_digests",
+]
 
 _SEPARATOR = "\x1f"
 
@@ -81,6 +89,17 @@ def value_digests(frame: pd.DataFrame, names: Sequence[str], rows: np.ndarray | 
         return texts
 
     return joined_hashes(size, parts)
+
+
+def mapping_digest_text(values: Mapping[str, Any], names: Sequence[str]) -> str:
+    """What :func:`value_digests` hashes for a row whose values of ``names`` are ``values`` (a
+    missing name a null): its digest is the :func:`text_hashes` of this text."""
+    return _SEPARATOR.join(digest_text(values.get(name)) for name in sorted(names))
+
+
+def text_hashes(texts: Sequence[str]) -> np.ndarray:
+    """The 64-bit hash of each text, as :func:`value_digests` and :func:`key_hashes` make them."""
+    return joined_hashes(len(texts), lambda start, stop: [pa.array(texts[start:stop], pa.string())])
 
 
 def digest_text(value: Any) -> str:

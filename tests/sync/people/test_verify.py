@@ -107,3 +107,81 @@ def test_a_read_back_finds_each_list_person_by_the_keys_a_person_is_found_by() -
     assert list(zip(domains.to_pylist(), keys.to_pylist(), strict=True)) == expected
     assert len({key for _, key in expected if key.startswith("url:")}) == 2
     assert owner.tolist() == sorted(owner.tolist())
+
+
+def test_adds_sought_as_columns_are_sought_as_their_objects_are() -> None:
+    """The read back takes a plan's adds as the columns they are made of: each is looked up by the
+    keys it is as an object (identity, e-mail, profile URL), and counts as shown as written exactly
+    when its first person found shows every field it wrote, as the objects would say."""
+    import numpy as np
+
+    from listsync.sync.people import plan_people_sync
+    from listsync.sync.people.read import SoughtPeople
+
+    from .test_planner import source, src
+
+    extract = source(
+        src("acme.com", first_name="Ann", last_name="Lee", email="ann@acme.com", title="CTO"),
+        src("acme.com", first_name="Bo", last_name="Li", network_profile_url="https://linkedin.com/in/bo"),
+        src("beta.io", first_name="Cy", last_name="Doe", phone_number="+14155550100", title="VP"),
+        src(
+            "beta.io",
+            first_name="Dee",
+            last_name="Fox",
+            email="dee@beta.io",
+            network_profile_url="https://x.io/d",
+        ),
+        src("gamma.org", first_name="Eve", last_name="Gold"),
+    )
+    plan = plan_people_sync(
+        extract,
+        [],
+        fields={"first_name", "last_name", "email", "title", "phone_number", "network_profile_url"},
+    )
+    assert plan.adds.frame is not None and len(plan.adds) == 5
+    listed = [
+        {
+            "account_domain": "acme.com",
+            "first_name": "Ann",
+            "last_name": "Lee",
+            "email": "ANN@acme.com",
+            "title": "CTO",
+        },
+        {
+            "account_domain": "acme.com",
+            "first_name": "Bo",
+            "last_name": "Li",
+            "network_profile_url": "https://linkedin.com/in/bo",
+            "title": "new",
+        },
+        {
+            "account_domain": "beta.io",
+            "first_name": "Cy",
+            "last_name": "Doe",
+            "phone_number": "+14155550100",
+            "title": "CEO",
+        },
+        {
+            "account_domain": "beta.io",
+            "first_name": "Dee",
+            "last_name": "Fox",
+            "network_profile_url": "https://x.io/d",
+        },
+    ]
+    by_objects = SoughtPeople(enumerate(plan.adds), ["title"])
+    by_columns = SoughtPeople((), ["title"], (plan.adds.frame, np.arange(len(plan.adds))))
+    for sought in (by_objects, by_columns):
+        sought.read(listed)
+
+    assert list(by_columns.writes()) == list(by_objects.writes())
+    # Ann found by her e-mail in capitals (each of her keys finds her twice: her identity and her
+    # e-mail are one key), not as written; Bo as written (a title he was not written with aside);
+    # Cy with another title; Dee found by her profile URL alone, without the e-mail written; Eve
+    # not found.
+    assert [(found, shown) for found, shown, _seen in by_columns.writes()] == [
+        ([2, 2], False),
+        ([2, 2], True),
+        ([1], False),
+        ([0, 0, 2], False),
+        ([0], False),
+    ]

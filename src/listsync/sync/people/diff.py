@@ -304,7 +304,7 @@ class _Planner:
                 adds.append(PlannedAdd(domain, identity, person))
             return adds
 
-        self.result.adds = PlannedWrites(len(positions), make)
+        self.result.adds = PlannedWrites(len(positions), make, people)
 
     def _patches(self, positions: np.ndarray, matches: np.ndarray) -> None:
         """Compare each matched pair field by field; patch the pairs that differ."""

@@ -124,10 +124,7 @@ def _python_values(column: pd.Series) -> list[Any]:
     if isinstance(dtype, pd.ArrowDtype) and _arrow_converts(dtype.pyarrow_dtype):
         values: list[Any] = pa.array(column.array).to_pylist()
         return values
-    return [
-        None if value is pd.NA or (isinstance(value, float) and np.isnan(value)) else value
-        for value in column.tolist()
-    ]
+    return [value if given(value) else None for value in column.tolist()]
 
 
 def _arrow_converts(kind: pa.DataType) -> bool:

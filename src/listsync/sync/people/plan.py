@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 import numpy as np
+import pandas as pd
 
 from listsync.sync.state import Ledger
 
@@ -73,14 +74,23 @@ class PlannedWrites(Sequence[WriteT], Generic[WriteT]):
 
     :param count: how many writes.
     :param make: the writes from ``start`` to ``stop``, as objects.
+    :param frame: the columns the writes are made of, a row a write, where a reader can take
+        them as columns (the adds: account domain, identity and the fields they write, nulls
+        unwritten); None: as objects only.
     """
 
     #: Writes made objects at a time while iterating.
     BATCH = 10_000
 
-    def __init__(self, count: int = 0, make: Callable[[int, int], list[WriteT]] | None = None) -> None:
+    def __init__(
+        self,
+        count: int = 0,
+        make: Callable[[int, int], list[WriteT]] | None = None,
+        frame: pd.DataFrame | None = None,
+    ) -> None:
         self._count = count
         self._make: Callable[[int, int], list[WriteT]] = make or (lambda _start, _stop: [])
+        self.frame = frame
 
     def __len__(self) -> int:
         return self._count
@@ -116,7 +126,8 @@ class PlannedWrites(Sequence[WriteT], Generic[WriteT]):
             span = make(first, int(wanted[-1]) + 1)
             return [span[place - first] for place in wanted.tolist()]
 
-        return PlannedWrites(len(kept), made)
+        frame = None if self.frame is None else self.frame.take(kept).reset_index(drop=True)
+        return PlannedWrites(len(kept), made, frame)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence) and not isinstance(other, str):

@@ -11,15 +11,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from listsync.client.models import person_identity
 from listsync.extract.contact_rules import normalize_domain
-from listsync.extract.mapping import keys_in_shard
-from listsync.sync.digests import key_hashes, value_digests
+from listsync.extract.mapping import ACCOUNT_DOMAIN, keys_in_shard
+from listsync.sync.digests import key_hashes, mapping_digest_text, text_hashes, value_digests
 from listsync.sync.fan_out import fan_out
 from listsync.sync.forms import fold, fold_text, learn_form
 from listsync.sync.people.diff import canonical, person_fields
-from listsync.sync.people.frames import IDENTITY, PersonRecord, frame_records, list_batch
+from listsync.sync.people.frames import IDENTITY, TEXT, PersonRecord, list_batch
 from listsync.sync.people.match import account_domain_of, list_domain, normalised_list_fields, person_keys
 from listsync.sync.people.plan import PlannedAdd, PlannedDelete, PlannedPatch
 
@@ -228,34 +229,9 @@ def difference(
 SOUGHT_AT_ONCE = 5_000
 
 
-def compared(values: Mapping[str, Any], names: Sequence[str]) -> int:
-    """A hash of the values of ``names`` as :func:`read_back` compares them (:func:`canonical`), by
-    their ``repr``: Python's hash of the values themselves is one for ``-1`` and ``-2``, and values
-    Python holds equal but writes otherwise (``1``, ``1.0``, ``True``) only differ here, which
-    sends their write to the full comparison."""
-    return hash(repr([canonical(values.get(name)) for name in names]))
-
-
 def _written(item: PlannedAdd | PlannedPatch) -> dict[str, Any]:
     """The fields an add or a patch wrote, as :func:`read_back` compares them."""
     return item.person if isinstance(item, PlannedAdd) else item.patch
-
-
-def _entry_columns(
-    domains: list[str], keys: list[str], entries: list[tuple[int, int, int]]
-) -> tuple[np.ndarray, ...]:
-    """Entries of :class:`SoughtPeople` as columns: the hash of each (domain, key), the write's
-    position, its list of fields, and :func:`compared` of what it wrote."""
-    hashes = key_hashes(pa.array(domains, pa.string()), pa.array(keys, pa.string()))
-    position, place, digest = (
-        np.array(column, dtype=dtype)
-        for column, dtype in zip(
-            zip(*entries, strict=True) if entries else ((), (), ()),
-            (np.int32, np.int32, np.int64),
-            strict=True,
-        )
-    )
-    return hashes, position, place, digest
 
 
 class SoughtPeople:
@@ -264,51 +240,58 @@ class SoughtPeople:
     shows every field a write wrote as written and the digest of its fields for the next state.
 
     No List person is held, so that one read serves every write of a night, whatever its size, at
-    the cost of a few hashes a write.
+    the cost of a few hashes a write. What a write wrote and what its person shows are compared
+    as :func:`~listsync.sync.digests.value_digests` of the fields it wrote: a person whose digest
+    differs (in a form of the service's own, or drifted) is read back in full to say how.
 
-    :param writes: ``(position, write)`` in the plan's order.
+    :param writes: ``(position, write)`` in the plan's order, after the ``adds``.
     :param seen_fields: the fields of the next state's digest of a person shown
         (:func:`~listsync.sync.digests.value_digests`); None: no state is kept.
+    :param adds: planned adds taken as columns (:attr:`PlannedWrites.frame`, a row an add) and
+        the rows of them sought, which are their positions in the plan (adds come first).
     """
 
     def __init__(
         self,
         writes: Iterable[tuple[int, PlannedAdd | PlannedPatch | PlannedDelete]],
         seen_fields: Sequence[str] | None,
+        adds: tuple[pd.DataFrame, np.ndarray] | None = None,
     ) -> None:
         self.seen_fields = seen_fields
+        places: dict[tuple[str, ...], int] = {}
+        columns: list[tuple[np.ndarray, ...]] = []
         #: The account domains of the writes, for the read.
         self.domains: set[str] = set()
-        places: dict[tuple[str, ...], int] = {}
-        # Gathered as Python values SOUGHT_AT_ONCE entries at a time, held as columns.
-        columns: list[tuple[np.ndarray, ...]] = []
+        if adds is not None and len(adds[1]):
+            columns.append(self._added(*adds, places))
         domains: list[str] = []
         keys: list[str] = []
-        batch: list[tuple[int, int, int]] = []
+        batch: list[tuple[int, int]] = []
+        texts: list[str] = []
         for position, item in writes:
             wrote = None if isinstance(item, PlannedDelete) else _written(item)
-            names = () if wrote is None else tuple(wrote)
+            names = () if wrote is None else tuple(sorted(wrote))
             place = -1 if wrote is None else places.setdefault(names, len(places))
-            digest = 0 if wrote is None else compared(wrote, names)
+            text = "" if wrote is None else mapping_digest_text(wrote, names)
             self.domains.add(item.account_domain)
             for key in looked_up_keys(item):
                 domains.append(item.account_domain)
                 keys.append(key)
-                batch.append((position, place, digest))
+                batch.append((position, place))
+                texts.append(text)
             if len(keys) >= SOUGHT_AT_ONCE:
-                columns.append(_entry_columns(domains, keys, batch))
-                domains, keys, batch = [], [], []
-        columns.append(_entry_columns(domains, keys, batch))
+                columns.append(_entry_columns(domains, keys, batch, texts))
+                domains, keys, batch, texts = [], [], [], []
+        columns.append(_entry_columns(domains, keys, batch, texts))
         hashes, positions, field_list, expected = (
             np.concatenate(column) for column in zip(*columns, strict=True)
         )
         del columns
         #: The lists of fields the adds and patches wrote, each once; an entry names one by its place.
         self.field_lists: list[tuple[str, ...]] = list(places)
-        self._written_names = sorted(set().union(*self.field_lists))
         #: Per entry (a key of a write, in the plan's order and each write's :func:`looked_up_keys`
         #: order): the write's position, the key's slot, the write's list of fields (-1: a delete)
-        #: and :func:`compared` of what it wrote.
+        #: and the digest of what it wrote, of that list.
         self.position, self.field_list, self.expected = positions, field_list, expected
         self.keys, slot = np.unique(hashes, return_inverse=True)
         del hashes
@@ -322,6 +305,39 @@ class SoughtPeople:
         # The entries of each slot, for the first person a key finds.
         self._by_slot = np.argsort(self.slot, kind="stable").astype(np.int32)
         self._slot_start = np.searchsorted(self.slot[self._by_slot], np.arange(len(self.keys) + 1))
+
+    def _added(
+        self, frame: pd.DataFrame, rows: np.ndarray, places: dict[tuple[str, ...], int]
+    ) -> tuple[np.ndarray, ...]:
+        """The entries of the adds at ``rows`` of ``frame``, as columns: what :func:`looked_up_keys`
+        gives each, and what it wrote (its fields that are not null) and their digest."""
+        adds = frame.take(rows).reset_index(drop=True)
+        self.domains.update(pc.unique(pa.array(adds[ACCOUNT_DOMAIN].array).cast(pa.string())).to_pylist())
+        owner, domains, keys = _owned_keys(
+            [
+                adds[IDENTITY].astype(TEXT),
+                *(
+                    prefix + text.where(text.str.len() > 0)
+                    for prefix, name in (("email:", "email"), ("url:", "network_profile_url"))
+                    if name in adds.columns
+                    for text in [adds[name].astype(TEXT).str.strip()]
+                ),
+            ],
+            adds[ACCOUNT_DOMAIN],
+        )
+        fields = [name for name in adds.columns if name not in (ACCOUNT_DOMAIN, IDENTITY)]
+        written = np.zeros(len(adds), dtype=np.uint64)
+        for bit, name in enumerate(fields):
+            written |= adds[name].notna().to_numpy().astype(np.uint64) << np.uint64(bit)
+        patterns, pattern_of = np.unique(written, return_inverse=True)
+        place = np.empty(len(adds), dtype=np.int32)
+        digest = np.empty(len(adds), dtype=np.uint64)
+        for number, pattern in enumerate(patterns.tolist()):
+            names = tuple(sorted(name for bit, name in enumerate(fields) if pattern >> bit & 1))
+            chosen = np.flatnonzero(pattern_of == number)
+            place[chosen] = places.setdefault(names, len(places))
+            digest[chosen] = value_digests(adds, names, chosen)
+        return key_hashes(domains, keys), rows[owner].astype(np.int32), place[owner], digest[owner]
 
     def writes(self) -> Iterator[tuple[list[int], bool, int]]:
         """Per write, in the plan's order: how many people each of its keys finds, whether the
@@ -383,20 +399,31 @@ class SoughtPeople:
         first_slots, first = np.unique(slots[new], return_index=True)
         if not len(first_slots):
             return
-        # The first people found, each made a dict of the fields the writes wrote, once.
-        people, person_of = np.unique(owners[new][first], return_inverse=True)
-        held = frame_records(frame, people, [name for name in self._written_names if name in frame])
-        for slot, person in zip(first_slots.tolist(), person_of.tolist(), strict=True):
-            fields, digests = held[person], {}
-            for entry in self._by_slot[self._slot_start[slot] : self._slot_start[slot + 1]].tolist():
-                place_of_fields = int(self.field_list[entry])
-                if place_of_fields < 0:
-                    continue
-                if place_of_fields not in digests:
-                    digests[place_of_fields] = compared(fields, self.field_lists[place_of_fields])
-                self.as_written_entry[entry] = digests[place_of_fields] == self.expected[entry]
+        person = owners[new][first]  # the frame's row of each slot's first person
+        # Every entry of those slots, beside its person; compared a list of fields at a time.
+        starts, stops = self._slot_start[first_slots], self._slot_start[first_slots + 1]
+        counts = stops - starts
+        within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        entries = self._by_slot[np.repeat(starts, counts) + within]
+        rows, lists = np.repeat(person, counts), self.field_list[entries]
+        for place_of_fields in np.unique(lists[lists >= 0]).tolist():
+            chosen = lists == place_of_fields
+            shown = value_digests(frame, self.field_lists[place_of_fields], rows[chosen])
+            self.as_written_entry[entries[chosen]] = shown == self.expected[entries[chosen]]
         if self.seen_fields is not None:
-            self.seen[first_slots] = value_digests(frame, self.seen_fields, people)[person_of]
+            self.seen[first_slots] = value_digests(frame, self.seen_fields, person)
+
+
+def _entry_columns(
+    domains: list[str], keys: list[str], entries: list[tuple[int, int]], texts: list[str]
+) -> tuple[np.ndarray, ...]:
+    """Entries of :class:`SoughtPeople` made of objects, as columns: the hash of each (domain,
+    key), the write's position, its list of fields, and the digest of what it wrote."""
+    hashes = key_hashes(pa.array(domains, pa.string()), pa.array(keys, pa.string()))
+    position, place = (
+        np.array(column, dtype=np.int32) for column in (zip(*entries, strict=True) if entries else ((), ()))
+    )
+    return hashes, position, place, text_hashes(texts)
 
 
 def keys_found_by(frame: pd.DataFrame) -> tuple[np.ndarray, pa.ChunkedArray, pa.ChunkedArray]:
@@ -410,6 +437,15 @@ def keys_found_by(frame: pd.DataFrame) -> tuple[np.ndarray, pa.ChunkedArray, pa.
         ("email:" + email).where(email.str.len() > 0),
         "url:" + frame["url_key"],
     ]
+    return _owned_keys(candidates, frame["domain"])
+
+
+def _owned_keys(
+    candidates: list[pd.Series], domains: pd.Series
+) -> tuple[np.ndarray, pa.ChunkedArray, pa.ChunkedArray]:
+    """Per key that is there among the ``candidates`` (columns of keys, a row a person, in the
+    order a person's keys come): the person's row, their domain and the key (:func:`loose`),
+    person after person."""
     rows = [np.flatnonzero(column.notna().to_numpy()) for column in candidates]
     texts = [
         pa.array(column.iloc[taken].array).cast(pa.string())
@@ -419,5 +455,4 @@ def keys_found_by(frame: pd.DataFrame) -> tuple[np.ndarray, pa.ChunkedArray, pa.
     order = np.argsort(owner, kind="stable")
     keys = fold_text(pa.chunked_array(texts, pa.string()), ("whitespace", "case")).take(order)
     owner = owner[order]
-    domains = pa.array(frame["domain"].array).cast(pa.string()).take(owner)
-    return owner, domains, keys
+    return owner, pa.array(domains.array).cast(pa.string()).take(owner), keys

@@ -147,9 +147,16 @@ class _ReadBack:
         (:class:`SoughtPeople`), and settle the writes the hashes settle; return the positions
         of those to read back in full: an add or a patch whose person shows other than written."""
         plan = self.plan
+        frame = getattr(plan.adds, "frame", None)
+        # The adds are taken as columns where the plan holds them so: a fill night's are most of it.
+        adds = None if frame is None else (frame, np.flatnonzero(self.pending[: len(plan.adds)]))
         sought = SoughtPeople(
-            ((position, item) for position, (_, item) in _pending(plan, self.pending)),
+            (
+                (position, item)
+                for position, (_, item) in _pending(plan, self.pending, 0 if adds is None else len(plan.adds))
+            ),
             None if plan.ledger is None else plan.ledger.fields,
+            adds,
         )
         sought.read(self._read(sought.domains))
         # With no write of unknown outcome to settle, those shown as written are settled as
