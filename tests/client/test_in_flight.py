@@ -208,6 +208,19 @@ def test_fan_out_keeps_order_and_bounds_what_runs_at_once() -> None:
     assert 1 < peak <= 4
 
 
+def test_fan_out_goes_on_past_a_slow_item() -> None:
+    finished: list[int] = []
+
+    def work(item: int) -> int:
+        time.sleep(0.5 if item == 0 else 0.01)
+        finished.append(item)
+        return item
+
+    assert list(fan_out(work, range(8), at_once=2)) == list(range(8))
+    # While the first item takes its time, the other thread works through those after it.
+    assert finished.index(0) >= 3
+
+
 def test_fan_out_raises_at_the_items_turn_and_starts_nothing_after() -> None:
     started: list[int] = []
 

@@ -27,10 +27,17 @@ ItemT = TypeVar("ItemT")
 ResultT = TypeVar("ResultT")
 
 
+#: Items handed to the threads ahead of the one whose result is awaited, per thread: a slow item
+#: holds back the results after it, not the work, until the threads are that far ahead of it.
+AHEAD = 2
+
+
 def fan_out(work: Callable[[ItemT], ResultT], items: Iterable[ItemT], *, at_once: int) -> Iterator[ResultT]:
     """``work(item)`` for every item, up to ``at_once`` running at a time, the results yielded in
-    the items' order as each is ready. An exception of ``work`` is raised at its item's turn;
-    the items not started by then are not started. ``at_once`` of 1 runs them one by one here."""
+    the items' order as each is ready. A thread that is done starts the next item at once, even
+    while an earlier one is still running (up to :data:`AHEAD` times ``at_once`` items started and
+    not yielded). An exception of ``work`` is raised at its item's turn; the items not started
+    by then are not started. ``at_once`` of 1 runs them one by one here."""
     if at_once <= 1:
         yield from map(work, items)
         return
@@ -43,7 +50,7 @@ def fan_out(work: Callable[[ItemT], ResultT], items: Iterable[ItemT], *, at_once
             running.append(pool.submit(contextvars.copy_context().run, work, item))
 
         try:
-            for item in itertools.islice(queue, at_once):
+            for item in itertools.islice(queue, AHEAD * at_once):
                 start(item)
             while running:
                 result = running.popleft().result()
