@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pytest_mock import MockerFixture
 
 from listsync.client import ListSyncClient
@@ -109,13 +110,14 @@ def test_a_read_back_finds_each_list_person_by_the_keys_a_person_is_found_by() -
     assert owner.tolist() == sorted(owner.tolist())
 
 
-def test_adds_sought_as_columns_are_sought_as_their_objects_are() -> None:
+@pytest.mark.parametrize("at_once", [100_000, 2])
+def test_adds_sought_as_columns_are_sought_as_their_objects_are(at_once: int, mocker: MockerFixture) -> None:
     """The read back takes a plan's adds as the columns they are made of: each is looked up by the
     keys it is as an object (identity, e-mail, profile URL), and counts as shown as written exactly
     when its first person found shows every field it wrote, as the objects would say."""
     import numpy as np
 
-    from listsync.sync.people import plan_people_sync
+    from listsync.sync.people import plan_people_sync, read
     from listsync.sync.people.read import SoughtPeople
 
     from .test_planner import source, src
@@ -168,20 +170,25 @@ def test_adds_sought_as_columns_are_sought_as_their_objects_are() -> None:
             "network_profile_url": "https://x.io/d",
         },
     ]
-    by_objects = SoughtPeople(enumerate(plan.adds), ["title"])
-    by_columns = SoughtPeople((), ["title"], (plan.adds.frame, np.arange(len(plan.adds))))
-    for sought in (by_objects, by_columns):
-        sought.read(listed)
+    mocker.patch.object(read, "ADDS_AT_ONCE", at_once)  # 2: rows 0 and 2 taken, then a span, 3 and 4
+    sought = [0, 2, 3, 4]  # Bo's add is settled: the others are sought
+    by_objects = SoughtPeople(((row, plan.adds[row]) for row in sought), ["title"])
+    by_columns = SoughtPeople((), ["title"], (plan.adds.frame, np.array(sought)))
+    for people in (by_objects, by_columns):
+        people.read(listed)
 
     assert list(by_columns.writes()) == list(by_objects.writes())
+    assert by_columns.position.tolist() == by_objects.position.tolist()
     # Ann found by her e-mail in capitals (each of her keys finds her twice: her identity and her
-    # e-mail are one key), not as written; Bo as written (a title he was not written with aside);
-    # Cy with another title; Dee found by her profile URL alone, without the e-mail written; Eve
-    # not found.
+    # e-mail are one key), not as written; Cy with another title than written; Dee found by her
+    # profile URL alone, without the e-mail written; Eve not found.
     assert [(found, shown) for found, shown, _seen in by_columns.writes()] == [
         ([2, 2], False),
-        ([2, 2], True),
         ([1], False),
         ([0, 0, 2], False),
         ([0], False),
     ]
+    bo = SoughtPeople((), ["title"], (plan.adds.frame, np.array([1])))
+    bo.read(listed)
+    # Bo as written: a title he was not written with is no difference.
+    assert [(found, shown) for found, shown, _seen in bo.writes()] == [([2, 2], True)]

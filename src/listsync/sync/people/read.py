@@ -227,6 +227,9 @@ def difference(
 
 #: List people sorted against the keys sought at a time (:meth:`SoughtPeople.read`).
 SOUGHT_AT_ONCE = 5_000
+#: Planned adds taken as columns at a time (:class:`SoughtPeople`): what a slice's keys and digests
+#: take while they are made is let go before the next.
+ADDS_AT_ONCE = 100_000
 
 
 def _written(item: PlannedAdd | PlannedPatch) -> dict[str, Any]:
@@ -262,8 +265,10 @@ class SoughtPeople:
         columns: list[tuple[np.ndarray, ...]] = []
         #: The account domains of the writes, for the read.
         self.domains: set[str] = set()
-        if adds is not None and len(adds[1]):
-            columns.append(self._added(*adds, places))
+        if adds is not None:
+            frame, rows = adds
+            for start in range(0, len(rows), ADDS_AT_ONCE):
+                columns.append(self._added(frame, rows[start : start + ADDS_AT_ONCE], places))
         domains: list[str] = []
         keys: list[str] = []
         batch: list[tuple[int, int]] = []
@@ -311,7 +316,11 @@ class SoughtPeople:
     ) -> tuple[np.ndarray, ...]:
         """The entries of the adds at ``rows`` of ``frame``, as columns: what :func:`looked_up_keys`
         gives each, and what it wrote (its fields that are not null) and their digest."""
-        adds = frame.take(rows).reset_index(drop=True)
+        first = int(rows[0])
+        if int(rows[-1]) - first + 1 == len(rows):  # all of a span: the first round's, mostly
+            adds = frame.iloc[first : first + len(rows)].reset_index(drop=True)
+        else:
+            adds = frame.take(rows).reset_index(drop=True)
         self.domains.update(pc.unique(pa.array(adds[ACCOUNT_DOMAIN].array).cast(pa.string())).to_pylist())
         owner, domains, keys = _owned_keys(
             [
