@@ -15,7 +15,7 @@ import logging
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType, TracebackType
 from typing import Any
 
@@ -104,14 +104,15 @@ def timing_steps(
     seconds: dict[str, float],
     peaks: dict[str, float],
     cpu: dict[str, float],
-    spans: list[tuple[float, float]],
+    spans: list[tuple[str, float, float, float, float]],
 ) -> None:
     """Time the steps a job calls (``names``: function name in ``module`` -> step), and take the
     process's peak RSS at the end of each (the step that raises it is where it is) and its CPU
     seconds (all its threads: ``cpu``), which a busy machine moves less than the wall time. Steps
     may run beside each other (the List is read while the extract is prepared): each one's
     seconds are its own, and the CPU seconds of steps side by side are those of both. Every
-    step's span goes to ``spans``."""
+    call's span goes to ``spans``: its step, its start and end (``time.perf_counter``) and the
+    process's CPU seconds then."""
 
     def timed(function: Callable[..., Any], step: str) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -119,7 +120,7 @@ def timing_steps(
             try:
                 return function(*args, **kwargs)
             finally:
-                spans.append((started, time.perf_counter()))
+                spans.append((step, started, time.perf_counter(), used, time.process_time()))
                 seconds[step] = seconds.get(step, 0.0) + time.perf_counter() - started
                 cpu[step] = cpu.get(step, 0.0) + time.process_time() - used
                 peaks[step] = peak_rss_mib()
@@ -132,7 +133,7 @@ def timing_steps(
             setattr(module, name, timed(function, step))
 
 
-def covered(spans: list[tuple[float, float]]) -> float:
+def covered(spans: Iterable[tuple[float, float]]) -> float:
     """The seconds at least one of ``spans`` (start, end) covers."""
     total, reached = 0.0, float("-inf")
     for start, end in sorted(spans):
@@ -165,18 +166,23 @@ def night_figures(
     steps: dict[str, float] = {}
     peaks: dict[str, float] = {}
     cpu: dict[str, float] = {}
-    spans: list[tuple[float, float]] = []
+    spans: list[tuple[str, float, float, float, float]] = []
     for timed_module, timed_names in {module: names, **(also or {})}.items():
         timing_steps(timed_module, timed_names, steps, peaks, cpu, spans)
     start_rss = peak_rss_mib()
     started, used = time.perf_counter(), time.process_time()
     summary = job()
     seconds, used = time.perf_counter() - started, time.process_time() - used
-    steps["other"] = seconds - covered(spans)
+    steps["other"] = seconds - covered((start, end) for _step, start, end, _cpu, _cpu_end in spans)
     cpu["other"] = max(0.0, used - sum(cpu.values()))
     peaks["other"] = peak_rss_mib()
     figures: dict[str, Any] = {"seconds": seconds, "rss": peaks["other"], "steps": steps, "peaks": peaks}
     figures.update(start_rss=start_rss, cpu=cpu, cpu_seconds=used)
+    # Each step's calls, in seconds from the job's start: (step, start, end, CPU at start, at end).
+    figures["spans"] = [
+        (step, start - started, end - started, cpu_start, cpu_end)
+        for step, start, end, cpu_start, cpu_end in spans
+    ]
     figures["warnings"] = warnings
     figures["estimate"] = guards[-1].estimate() / 2**20
     return {**figures, "summary": summary}

@@ -37,6 +37,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from child_emulator import covered
 from people_job import (
     HEADER,
     RESULTS,
@@ -173,9 +174,13 @@ def baseline_lines(change: Night, baselines: list[dict[str, Any]], listed: int) 
         "rejected": summary["rejected"],
     }
     steps = change.figures["steps"]
-    ours = sum(steps[step] for step in PLANNING)
-    ours_cpu = sum(change.figures["cpu"][step] for step in PLANNING)
-    without = ours - steps["read List"]
+    # The List is read beside the extract's preparation: the planning's wall time is what its
+    # steps cover together, its CPU time the process's from the first one's start to the last
+    # one's end (all threads).
+    spans = [span for span in change.figures["spans"] if span[0] in PLANNING]
+    ours = covered((start, end) for _step, start, end, _cpu, _cpu_end in spans)
+    ours_cpu = max(span[4] for span in spans) - min(span[3] for span in spans)
+    without = sum(steps[step] for step in PLANNING if step != "read List")
     counts = ", ".join(f"{name} {value:,}" for name, value in ours_counts.items())
     lines = [
         f"the change night's counts, ours and the baseline's: {counts}; the List as read after night 1: "
