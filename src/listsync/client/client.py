@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -61,6 +61,8 @@ log = logging.getLogger(__name__)
 
 # Failures that happen before the request is written: nothing reached the service.
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
+WireT = TypeVar("WireT", bound=WireModel)
+_JSON = {"Content-Type": "application/json"}  # a request body's, made by WireModel.wire_json
 
 
 def user_agent() -> str:
@@ -154,7 +156,7 @@ class ListSyncClient:
 
         The event is re-sent when its fate is unknown (at-least-once, see :mod:`.retry`).
         """
-        body = validate_event(event).to_wire()
+        body = validate_event(event)
         response = self._request(
             "POST", "/v1/events", json_body=body, repeat=Repeat.AT_LEAST_ONCE, limited=False
         )
@@ -190,7 +192,7 @@ class ListSyncClient:
         response = self._request(
             "POST",
             "/v1/events/batch",
-            json_body=request.to_wire(),
+            json_body=request,
             repeat=Repeat.AT_LEAST_ONCE,
             retry_rate_limited=retry_rate_limited,
             attempts=record,
@@ -366,10 +368,8 @@ class ListSyncClient:
         raises :class:`OutcomeUnknownError` (re-read the account before sending it again). An
         unknown domain raises :class:`AccountsNotFoundError` and nothing is applied (A14).
         """
-        request = validate_record(
-            AddPeopleRequest,
-            {"userId": self.user_id, "accounts": list(accounts), "duplicateStrategy": duplicate_strategy},
-            record="people add",
+        request = self._as_user(
+            AddPeopleRequest, "people add", accounts=list(accounts), duplicateStrategy=duplicate_strategy
         )
         mergeable = all(is_merged_on_add(person) for account in request.accounts for person in account.people)
         repeat = Repeat.SAFE if mergeable else Repeat.AT_MOST_ONCE
@@ -382,9 +382,7 @@ class ListSyncClient:
 
         People not found are listed in ``not_found`` (A18). Idempotent, so retried.
         """
-        request = validate_record(
-            UpdatePeopleRequest, {"userId": self.user_id, "accounts": list(accounts)}, record="people patch"
-        )
+        request = self._as_user(UpdatePeopleRequest, "people patch", accounts=list(accounts))
         return self._write("PATCH", _list_path(table_id, "targetable-people"), request, Repeat.SAFE)
 
     def delete_people(
@@ -394,9 +392,7 @@ class ListSyncClient:
 
         People already gone are listed in ``not_found``, not an error (A19). Idempotent, so retried.
         """
-        request = validate_record(
-            DeletePeopleRequest, {"userId": self.user_id, "accounts": list(accounts)}, record="people delete"
-        )
+        request = self._as_user(DeletePeopleRequest, "people delete", accounts=list(accounts))
         return self._write("DELETE", _list_path(table_id, "targetable-people"), request, Repeat.SAFE)
 
     # -- rows and cells (§4.7-4.9, GET rows) ----------------------------------------------------
@@ -408,16 +404,12 @@ class ListSyncClient:
         :class:`OutcomeUnknownError` and a 5xx raises :class:`ServerError`; re-read before
         re-sending. Only failures that prove nothing was applied (no connection, 429) are retried.
         """
-        request = validate_record(
-            AddRowsRequest, {"userId": self.user_id, "rows": list(rows)}, record="rows add"
-        )
+        request = self._as_user(AddRowsRequest, "rows add", rows=list(rows))
         return self._write("POST", _list_path(table_id, "rows"), request, Repeat.AT_MOST_ONCE)
 
     def update_cells(self, table_id: str, updates: Sequence[CellUpdate | Mapping[str, Any]]) -> WriteResult:
         """PATCH /v1/lists/{tableId}/cells: set cell values in batch. Idempotent, so retried."""
-        request = validate_record(
-            UpdateCellsRequest, {"userId": self.user_id, "updates": list(updates)}, record="cells update"
-        )
+        request = self._as_user(UpdateCellsRequest, "cells update", updates=list(updates))
         return self._write("PATCH", _list_path(table_id, "cells"), request, Repeat.SAFE)
 
     def delete_rows(self, table_id: str, row_ids: Sequence[str]) -> WriteResult:
@@ -425,9 +417,7 @@ class ListSyncClient:
 
         Rows already gone are listed in ``not_found``, or answered 404 and treated alike (A19).
         """
-        request = validate_record(
-            DeleteRowsRequest, {"userId": self.user_id, "rowIds": list(row_ids)}, record="rows delete"
-        )
+        request = self._as_user(DeleteRowsRequest, "rows delete", rowIds=list(row_ids))
         return self._write("DELETE", _list_path(table_id, "rows"), request, Repeat.SAFE)
 
     def get_rows(
@@ -528,8 +518,12 @@ class ListSyncClient:
 
     # -- plumbing -------------------------------------------------------------------------------
 
+    def _as_user(self, model: type[WireT], record: str, **fields: Any) -> WireT:
+        """The body of a List write (``fields`` by their wire names), acting as the client's user."""
+        return validate_record(model, {"userId": self.user_id, **fields}, record=record)
+
     def _write(self, method: str, path: str, request: WireModel, repeat: Repeat) -> WriteResult:
-        response = self._request(method, path, json_body=request.to_wire(), repeat=repeat)
+        response = self._request(method, path, json_body=request, repeat=repeat)
         return write_result(response)
 
     def _request(
@@ -537,7 +531,7 @@ class ListSyncClient:
         method: str,
         path: str,
         *,
-        json_body: Any = None,
+        json_body: WireModel | None = None,
         params: Mapping[str, Any] | None = None,
         repeat: Repeat = Repeat.READ,
         retry_rate_limited: bool = True,
@@ -548,6 +542,7 @@ class ListSyncClient:
         :attr:`in_flight` (every List request; event ingestion is paced per signal instead, so
         that one signal's 429 holds back no other)."""
         query = {key: value for key, value in (params or {}).items() if value is not None}
+        body, headers = (None, None) if json_body is None else (json_body.wire_json(), _JSON)  # made once
         if method == "GET" and self.user_id is not None:
             query.setdefault("userId", self.user_id)
 
@@ -558,7 +553,9 @@ class ListSyncClient:
         def answer() -> httpx.Response:
             self.last_sent_at = self.clock()
             try:
-                response = self._http.request(method, path, params=query or None, json=json_body)
+                response = self._http.request(
+                    method, path, params=query or None, content=body, headers=headers
+                )
             except _NOT_SENT as exc:
                 raise TransportError(f"{method} {path}: could not reach the service: {exc}") from None
             except httpx.TransportError as exc:

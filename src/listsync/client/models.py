@@ -52,6 +52,11 @@ class WireModel(BaseModel):
         """The JSON body the service expects: wire names, ``None`` fields left out."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
+    def wire_json(self) -> bytes:
+        """:meth:`to_wire` as JSON text, made by pydantic's serializer at once (a request of 500
+        people is made several times faster than as a dict then encoded)."""
+        return self.__pydantic_serializer__.to_json(self, by_alias=True, exclude_none=True)
+
 
 class ResponseModel(BaseModel):
     """Base of every response model: keeps unknown fields, accepts wire or Python names."""
