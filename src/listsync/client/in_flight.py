@@ -21,7 +21,7 @@ from listsync.client.errors import OutcomeUnknownError, RateLimitedError, Server
 __all__ = ["MAX_IN_FLIGHT", "InFlightLimit", "check_max_in_flight"]
 
 #: Requests at once by default: see docs/assumptions.md A35 for the measurement behind it.
-MAX_IN_FLIGHT = 4
+MAX_IN_FLIGHT = 8
 #: The most a user may ask for: past it a service is hammered rather than used.
 MAX_IN_FLIGHT_CEILING = 64
 #: How often a paused or full limit looks again (seconds, on the client's clock).
