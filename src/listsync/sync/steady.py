@@ -11,6 +11,7 @@ steady. A sync plans no delete and no re-add from a read that never was.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -105,7 +106,9 @@ class ReadAhead(Generic[T]):
             except BaseException as exc:  # handed to the caller by result()
                 self._error = exc
 
-        self._thread = threading.Thread(target=run, name=f"read {what}", daemon=True)
+        # The thread runs in a copy of the caller's context (its logging context included).
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(target=context.run, args=(run,), name=f"read {what}", daemon=True)
         self._thread.start()
 
     def result(self) -> T:
