@@ -322,3 +322,20 @@ def test_a_list_read_in_batches_keeps_its_order_and_stops_soon_after_a_bad_batch
     with pytest.raises(UnexpectedResponseError, match="Expected bytes"):
         list_frame(read())
     assert len(taken) <= 2 * frames.BATCH  # the bad batch, and at most the one read beside it
+
+
+def test_writes_without_some_keep_the_columns_they_are_made_of_beside_them() -> None:
+    """The read back takes a plan's adds as columns: once adds are dropped (people found after
+    all), the columns must still be those of the adds left, row for row."""
+    import numpy as np
+    import pandas as pd
+
+    frame = pd.DataFrame({"identity": ["email:a@x.io", "email:b@x.io", "email:c@x.io", "email:d@x.io"]})
+    writes: PlannedWrites[Any] = PlannedWrites(
+        4, lambda start, stop: frame["identity"][start:stop].tolist(), frame
+    )
+
+    kept = writes.without(np.array([1, 2]))
+
+    assert list(kept) == ["email:a@x.io", "email:d@x.io"]
+    assert kept.frame is not None and kept.frame["identity"].tolist() == list(kept)
