@@ -18,7 +18,6 @@ a retried task.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections import Counter
@@ -30,6 +29,7 @@ from typing import IO, Any
 from listsync.errors import ListSyncError
 from listsync.extract.text_rules import NormalizationError
 from listsync.extract.value_rules import to_json_value
+from listsync.files import json_line
 
 __all__ = ["MAX_REASON_KINDS", "Rejects", "TooManyRejectsError", "duplicate_reason", "reason_kind"]
 
@@ -122,7 +122,7 @@ class Rejects:
             known = kind in self.by_reason or len(self.by_reason) < MAX_REASON_KINDS
             self.by_reason[kind if known else OTHER_REASONS] += 1
         if self._file is not None:
-            self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self._file.write(json_line(record))
         else:
             self.records.append(record)
 
