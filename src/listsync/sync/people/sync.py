@@ -264,17 +264,24 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
             self.part.manifest.list_people,
             may_page=False,
         )
-        people = list(fresh)
+        read = 0
+
+        def people() -> Iterator[Any]:  # taken as they come, counted for the log line
+            nonlocal read
+            for person in fresh:
+                read += 1
+                yield person
+
+        plan = self._planned(prepared, self._snapshot(memory, people(), written))
         log.info(
             "Read the %d accounts shard %s writes in afresh (%s filter, %d people) and planned "
             "again: the part's snapshot of the List was read at %s",
             len(written),
             self.shard,
             how,
-            len(people),
+            read,
             datetime.fromtimestamp(self.part.manifest.read_at, timezone.utc).isoformat(timespec="seconds"),
         )
-        plan = self._planned(prepared, self._snapshot(memory, people, written))
         plan.rechecked = len(written)
         return plan
 
