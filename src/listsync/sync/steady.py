@@ -80,6 +80,11 @@ def read_steadily(
         rereads += 1
 
 
+#: Seconds a cancelled :class:`ReadAhead` is waited for: the pages in flight of a service that
+#: answers (a round trip or two), not the retries of one that does not.
+CANCEL_WAIT = 2.0
+
+
 class ReadCancelledError(Exception):
     """A :class:`ReadAhead` was cancelled: its reader stops at the next item."""
 
@@ -90,7 +95,9 @@ class ReadAhead(Generic[T]):
 
     Reading a large List is mostly waiting for the service; preparing an extract is mostly work
     here, so the two overlap. :meth:`cancel` (the caller failed) tells the reader to stop at its
-    next item (:meth:`items`) and does not wait for it; what it read is let go.
+    next item (:meth:`items`) and waits up to :data:`CANCEL_WAIT` seconds for it to have stopped,
+    so that the pages it has asked for are answered before the caller closes the client; a read
+    still retrying an unreachable service is not waited for. What it read is let go.
     """
 
     def __init__(self, read: Callable[[threading.Event], T], *, what: str) -> None:
@@ -120,6 +127,7 @@ class ReadAhead(Generic[T]):
 
     def cancel(self) -> None:
         self._stop.set()
+        self._thread.join(CANCEL_WAIT)
 
     @staticmethod
     def items(items: Iterable[ItemT], stop: threading.Event) -> Iterator[ItemT]:
