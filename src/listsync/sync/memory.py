@@ -159,6 +159,14 @@ class MemoryGuard:
         """Forget the List items counted so far: the List is read again from the start."""
         self.list_rows = 0
 
+    def count_listed(self, items: int) -> None:
+        """Count ``items`` List people or rows of the run's shard, read at once.
+
+        :raises MemoryLimitError: the estimate passes the limit.
+        """
+        self.list_rows += items
+        self._check()
+
     def count_list(self, items: Iterable[T]) -> Iterator[T]:
         """``items`` (List people or rows of the run's shard, as read), counted as they go by.
 

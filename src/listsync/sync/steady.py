@@ -119,11 +119,12 @@ class ReadAhead(Generic[T]):
         self._thread.start()
 
     def result(self) -> T:
-        """What the read gave, once it has; its error, raised here."""
+        """What the read gave, once it has (handed over: not kept here); its error, raised here."""
         self._thread.join()
         if self._error is not None:
             raise self._error
-        return self._value  # type: ignore[return-value]
+        value, self._value = self._value, None
+        return value  # type: ignore[return-value]
 
     def cancel(self) -> None:
         self._stop.set()

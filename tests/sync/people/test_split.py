@@ -167,6 +167,7 @@ def test_a_failed_shard_is_run_again_from_its_part_and_the_night_converges(
 
 NAMED = {"Domain": "account_domain", "Email": "email", "First": "first_name", "Last": "last_name"}
 ANN = {"first_name": "Ann", "last_name": "Lee"}  # known by name alone: the service merges no add of her
+SOLO = {"first_name": "Solo"}  # no identity: left alone by every plan
 KEEP = {"email": "keep@acme.com", "first_name": "Keep"}
 GONE = {"email": "gone@acme.com", "first_name": "Gone"}
 
@@ -193,6 +194,27 @@ def test_people_another_writer_adds_or_deletes_after_the_split_are_not_added_twi
     assert (summary["added"], summary["deleted"], summary["not_found"], summary["unchanged"]) == (0, 0, 0, 2)
     assert summary["rechecked"] == 1 and summary["requests"]["total"] == 0
     assert emulator.stats.unfiltered_pages == Counter()
+
+
+def test_a_part_keeps_the_list_people_a_plan_leaves_alone_and_counts_them(
+    client: ListSyncClient, emulator: LiveEmulator, tmp_path: Path
+) -> None:
+    """The split writes each shard's List people as columns: those without an identity (left
+    alone, but counted) and the fields the extract does not carry go through the part as well."""
+    source = tmp_path / "named.csv"
+    source.write_text("Domain,Email,First,Last\nacme.com,keep@acme.com,Keep,\n", "utf-8")
+    kept = {**KEEP, "personas": ["buyer"], "target": True}
+    client.add_people(TABLE, [{"accountDomain": "acme.com", "people": [kept, SOLO]}])
+    parts = tmp_path / "parts"
+    split(client, source, parts, column_map=NAMED, shards=2)
+    emulator.stats.clear()
+
+    summary = shard(client, parts, shard_number("acme.com", 2), 2, column_map=NAMED)
+
+    assert (summary["list_people"], summary["list_unidentified"], summary["unchanged"]) == (2, 1, 1)
+    assert summary["requests"]["total"] == 0
+    people = people_in_list(emulator)["acme.com"]
+    assert sorted(person["first_name"] for person in people) == ["Keep", "Solo"]
 
 
 def test_a_shard_of_a_split_holds_the_lists_lease_as_an_unsharded_sync_does(
@@ -228,6 +250,10 @@ def test_a_shard_refuses_parts_of_another_list_mapping_or_number_of_shards(
         shard(client, parts, 0, column_map={**COLUMN_MAP, "Title": "first_name", "First": "title"})
     with pytest.raises(ValueError, match="give the shard"):
         sync_people(client, TABLE, (), COLUMN_MAP, parts_path=parts)
+    # A part the split of this version did not write (an earlier version's, or a folder changed since).
+    (parts / f"shard-0-of-{SHARDS}.list.parquet").unlink()
+    with pytest.raises(SplitError, match=r"is missing: .* run the split again"):
+        shard(client, parts, 0)
 
 
 def test_accounts_read_by_the_filter_come_as_they_are_read(

@@ -42,8 +42,10 @@ __all__ = [
     "field_column",
     "frame_records",
     "given",
+    "identified",
     "identities",
     "list_batch",
+    "list_columns",
     "list_frame",
     "one_chunk",
     "record_fields",
@@ -205,7 +207,7 @@ class ListPeople:
         return self.read - len(self.frame)
 
 
-def list_frame(records: Iterable[PersonRecord]) -> ListPeople:
+def list_frame(records: Iterable[PersonRecord], *, before: ListPeople | None = None) -> ListPeople:
     """The List's people as columns, built :data:`BATCH` people at a time.
 
     Each batch is turned into columns in a thread of its own while the next is read, so that this
@@ -216,6 +218,8 @@ def list_frame(records: Iterable[PersonRecord]) -> ListPeople:
     :param records: the List's people as read: ``ListedPerson`` models, or the JSON objects the
         service sent (``iter_targetable_people_records``), whose field types are checked here as
         the client's ``ListedPerson`` would (:class:`~listsync.client.errors.UnexpectedResponseError`).
+    :param before: people read before, put first: a frame with every column of
+        :func:`list_columns` (a split's part, :mod:`~listsync.sync.people.split`).
     """
     built: list[Future[pd.DataFrame]] = []
     read = 0
@@ -234,10 +238,13 @@ def list_frame(records: Iterable[PersonRecord]) -> ListPeople:
             read += len(batch)
         batches = [future.result() for future in built]
     del built
+    if before is not None:
+        batches.insert(0, before.frame)
+        read += before.read
     # A field no List person has would be a column of nulls, 4 to 8 bytes a person: left out.
     names = [
         name
-        for name in batches[0].columns
+        for name in batches[-1].columns
         if name in ("domain", IDENTITY) or any(batch[name].notna().any() for batch in batches)
     ]
     return ListPeople(stacked(batches, names), read)
@@ -267,9 +274,15 @@ def text_chunks(column: pd.Series) -> list[pa.Array]:
     return array.chunks if isinstance(array, pa.ChunkedArray) else [array]
 
 
-def list_batch(batch: list[PersonRecord]) -> pd.DataFrame:
-    """A batch of List people as columns, as :func:`list_frame` holds them: the identified people,
-    ``domain`` (normalised), ``identity``, ``url_key`` and every person field.
+def list_batch(batch: Sequence[PersonRecord]) -> pd.DataFrame:
+    """A batch of List people as columns, as :func:`list_frame` holds them: the identified people
+    of :func:`list_columns`."""
+    return identified(list_columns(batch))
+
+
+def list_columns(batch: Sequence[PersonRecord]) -> pd.DataFrame:
+    """A batch of List people as columns: ``domain`` (normalised), every person field, ``url_key``
+    and ``identity`` (null for a person without one).
 
     :raises UnexpectedResponseError: a person whose fields the client's model would refuse.
     """
@@ -284,10 +297,15 @@ def list_batch(batch: list[PersonRecord]) -> pd.DataFrame:
     frame["url_key"] = _clean(normalised["network_profile_url"])
     frame[IDENTITY] = identities(normalised)
     del frame[ACCOUNT_DOMAIN]  # as the List holds it: planning needs the normalised one only
-    return frame[frame[IDENTITY].notna().to_numpy()].reset_index(drop=True)
+    return frame
 
 
-def _columns(batch: list[PersonRecord]) -> pd.DataFrame:
+def identified(people: pd.DataFrame) -> pd.DataFrame:
+    """The people of a List frame (:func:`list_columns`) who have an identity."""
+    return people[people[IDENTITY].notna().to_numpy()].reset_index(drop=True)
+
+
+def _columns(batch: Sequence[PersonRecord]) -> pd.DataFrame:
     """A batch of List people as columns: models as they are, JSON objects checked like a model
     (text must be text, ``target`` a boolean; lists by the model itself)."""
     if all(isinstance(record, BaseModel) for record in batch):

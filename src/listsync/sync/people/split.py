@@ -5,12 +5,13 @@
     split_people                           # one task, no lease (it writes nothing to the List)
         prepare the extract                # rejects and duplicates, once for the whole extract
         write each shard's prepared people # Parquet
-        page the List, steadily            # once; each person streamed to the part of the shard
-                                           # of its account (nothing of the List is held)
+        page the List, steadily            # once; each batch of people, as columns, streamed to
+                                           # the parts of the shards of their accounts (Parquet;
+                                           # nothing of the List is held)
         write split.json                   # last: what was split, read when, steady or not
     sync_people(parts_path=..., shard=i/n) # n tasks, the one people job, under the List's lease
         prepare = the part's people        # nothing is read from the extract
-        read the List = the part's people  # the snapshot of the shard's accounts
+        read the List = the part's people  # the snapshot of the shard's accounts, as columns
         plan, re-read the accounts written afresh by the account filter, plan again
         apply, read back by account, keep the state of the shard
 
@@ -25,29 +26,37 @@ same ``open()`` the plan files use.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from listsync.client.paging import ReadWatch
 from listsync.extract.contact_rules import normalize_domain
 from listsync.extract.mapping import PrepareStats, shard_numbers
 from listsync.extract.options import Shard
-from listsync.files import json_line
 from listsync.progress import PROGRESS
 from listsync.sync.lease import LeaseLocation, lease_name, peek
 from listsync.sync.memory import PEOPLE_COSTS, MemoryGuard, give_back_freed_memory, use_returning_allocator
-from listsync.sync.people.frames import OBJECT_FIELDS, TEXT
-from listsync.sync.people.match import account_domain_of
+from listsync.sync.people.frames import (
+    BATCH,
+    OBJECT_FIELDS,
+    TEXT,
+    ListPeople,
+    PersonRecord,
+    identified,
+    list_columns,
+    list_frame,
+)
 from listsync.sync.people.prepare import PreparedPeople, prepare_people
-from listsync.sync.people.read import PEOPLE_AT_ONCE
 from listsync.sync.settings import SyncSettings, parse_max_memory
 from listsync.sync.state import state_store
 from listsync.sync.steady import read_steadily
@@ -115,20 +124,33 @@ class PeoplePart:
 
     def people(self) -> pd.DataFrame:
         """The shard's prepared extract people (``PreparedPeople.frame``), as the split made them."""
-        with _part_file(self.folder, self.shard, "people.parquet").open("rb") as handle:
-            table = pq.read_table(handle)
-        frame = table.to_pandas(types_mapper={pa.string(): TEXT, pa.large_string(): TEXT}.get)
-        for name in OBJECT_FIELDS & set(frame.columns):
-            frame[name] = pd.Series(
-                [None if text is None else json.loads(text) for text in table[name].to_pylist()], dtype=object
-            )
-        return frame
+        return _pandas(self._table("people.parquet"))
 
-    def list_records(self) -> Iterator[dict[str, Any]]:
-        """The shard's List people as the split read them: the JSON objects the service sent."""
-        with _part_file(self.folder, self.shard, "list.jsonl").open("rb") as handle:
-            for line in handle:
-                yield json.loads(line)
+    def list_people(
+        self, memory: MemoryGuard, fresh: Iterable[PersonRecord] = (), afresh: Collection[str] = ()
+    ) -> ListPeople:
+        """The shard's List people as the split read them, but those of the accounts ``afresh``
+        (normalised domains), whose people are ``fresh`` (as read) instead; all counted by
+        ``memory``."""
+        table = self._table("list.parquet")
+        if afresh:
+            table = table.filter(pc.invert(pc.is_in(table["domain"], pa.array(sorted(afresh), pa.string()))))
+        read = table.num_rows
+        memory.count_listed(read)
+        kept = identified(_pandas(table))
+        del table
+        return list_frame(memory.count_list(fresh), before=ListPeople(kept, read))
+
+    def _table(self, kind: str) -> pa.Table:
+        try:
+            with _part_file(self.folder, self.shard, kind).open("rb") as handle:
+                return pq.read_table(handle)
+        except FileNotFoundError:
+            raise SplitError(
+                f"{_part_file(self.folder, self.shard, kind)} is missing: the split in {self.folder} "
+                "was made by another version of listsync, or its folder was changed since; run the "
+                "split again"
+            ) from None
 
 
 def load_part(folder: PartFolder, shard: Shard, table_id: str, mapping: Mapping[str, Any]) -> PeoplePart:
@@ -272,17 +294,7 @@ def _write_people_parts(prepared: PreparedPeople, folder: PartFolder, shards: in
     fields (lists, booleans) as their JSON."""
     frame = prepared.frame
     numbers = shard_numbers(frame["account_domain"], normalize_domain, shards)
-    columns = {
-        name: (
-            pa.array(
-                [None if value is None else json.dumps(value) for value in frame[name].tolist()], pa.string()
-            )
-            if name in OBJECT_FIELDS
-            else pa.array(frame[name], pa.string(), from_pandas=True)
-        )
-        for name in frame.columns
-    }
-    table = pa.table(columns)
+    table = _arrow(frame)
     counts = []
     for index in range(shards):
         mine = table.filter(pa.array(numbers == index))
@@ -301,21 +313,57 @@ def _write_list_parts(
     shards: int,
     page_size: int,
 ) -> list[int]:
-    """Page the List once, each person's JSON object going to the part of the shard of its account
-    domain (normalised as the extract's, :func:`~listsync.sync.people.read.people_in_shard`);
-    return how many went to each. A read again writes the parts afresh."""
-    handles = [_part_file(folder, Shard(index, shards), "list.jsonl").open("wb") for index in range(shards)]
+    """Page the List once, :data:`~listsync.sync.people.frames.BATCH` people at a time turned into
+    columns (:func:`~listsync.sync.people.frames.list_columns`) and each person written to the part
+    of the shard of its account domain (normalised as the extract's, as
+    :func:`~listsync.sync.people.read.people_in_shard` places it); return how many went to each. A
+    read again writes the parts afresh."""
     counts = [0] * shards
-    try:
+    with contextlib.ExitStack() as stack:
+        writers = [
+            stack.enter_context(
+                pq.ParquetWriter(
+                    stack.enter_context(_part_file(folder, Shard(index, shards), "list.parquet").open("wb")),
+                    _LIST_SCHEMA,
+                )
+            )
+            for index in range(shards)
+        ]
         records = client.iter_targetable_people_records(table_id, page_size=page_size, watch=watch)
-        while batch := list(itertools.islice(records, PEOPLE_AT_ONCE)):
-            domains = pd.Series([account_domain_of(person) for person in batch], dtype=object)
-            for person, number in zip(
-                batch, shard_numbers(domains, normalize_domain, shards).tolist(), strict=True
-            ):
-                handles[number].write(json_line(person).encode("utf-8"))
-                counts[number] += 1
-    finally:
-        for handle in handles:
-            handle.close()
+        while batch := list(itertools.islice(records, BATCH)):
+            people = list_columns(batch)
+            numbers = shard_numbers(people["domain"], normalize_domain, shards)
+            table = _arrow(people)
+            del batch, people
+            for index, writer in enumerate(writers):
+                mine = table.filter(pa.array(numbers == index))
+                writer.write_table(mine)
+                counts[index] += mine.num_rows
     return counts
+
+
+def _arrow(frame: pd.DataFrame) -> pa.Table:
+    """A people frame as Parquet holds it: text as text, the object fields (lists, booleans) as
+    their JSON (:func:`_pandas` reads it back)."""
+    columns = {}
+    for name in frame.columns:
+        if name in OBJECT_FIELDS:
+            texts = [None if value is None else json.dumps(value) for value in frame[name].tolist()]
+            columns[name] = pa.array(texts, pa.string())
+        else:
+            columns[name] = pa.array(frame[name], pa.string(), from_pandas=True)
+    return pa.table(columns)
+
+
+def _pandas(table: pa.Table) -> pd.DataFrame:
+    """The people frame of a table :func:`_arrow` made."""
+    frame = table.to_pandas(types_mapper={pa.string(): TEXT, pa.large_string(): TEXT}.get)
+    for name in OBJECT_FIELDS & set(frame.columns):
+        frame[name] = pd.Series(
+            [None if text is None else json.loads(text) for text in table[name].to_pylist()], dtype=object
+        )
+    return frame
+
+
+#: The columns of a List part: those of a List frame, as :func:`_arrow` writes them.
+_LIST_SCHEMA = _arrow(list_columns([])).schema

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -24,7 +23,6 @@ from listsync.sync.memory import PEOPLE_COSTS, MemoryGuard, RowCosts, give_back_
 from listsync.sync.people.apply import PeopleApplyResult, apply_people_plan, chunk_sizes
 from listsync.sync.people.diff import plan_people_sync
 from listsync.sync.people.frames import ListPeople, PersonRecord, list_frame
-from listsync.sync.people.match import account_domain_of, list_domain
 from listsync.sync.people.outcomes import people_outcomes
 from listsync.sync.people.plan import PeopleLedger, PeoplePlan
 from listsync.sync.people.prepare import PreparedPeople, prepare_people
@@ -180,6 +178,7 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
         self, prepared: PreparedPeople, listed: SteadyRead[ListPeople], memory: MemoryGuard
     ) -> PeoplePlan:
         plan = self._planned(prepared, listed)
+        del listed  # the List's columns: a shard plans again from a snapshot made afresh
         if self.part is not None:
             written = sorted(
                 {
@@ -235,19 +234,14 @@ class _PeopleSync(ListSyncJob[PreparedPeople, PeoplePlan, _PeopleOutcome]):
         return plan
 
     def _snapshot(
-        self, memory: MemoryGuard, fresh: Iterable[PersonRecord] = (), afresh: Iterable[str] = ()
+        self, memory: MemoryGuard, fresh: Iterable[PersonRecord] = (), afresh: Collection[str] = ()
     ) -> SteadyRead[ListPeople]:
         """The shard's List people as its part holds them, but those of the accounts ``afresh``
         (normalised domains), which are ``fresh`` instead; as steady as the split's read was."""
         assert self.part is not None
-        manifest, replaced = self.part.manifest, set(afresh)
-        kept = (
-            person
-            for person in self.part.list_records()
-            if not replaced or list_domain(account_domain_of(person)) not in replaced
-        )
+        manifest = self.part.manifest
         memory.forget_list()
-        people = list_frame(memory.count_list(itertools.chain(kept, fresh)))
+        people = self.part.list_people(memory, fresh, afresh)
         return SteadyRead(people, manifest.steady, manifest.rereads, list(manifest.torn_reasons))
 
     def _rechecked(self, prepared: PreparedPeople, memory: MemoryGuard, written: list[str]) -> PeoplePlan:
