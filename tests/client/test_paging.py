@@ -67,6 +67,25 @@ def test_an_ignored_filter_is_applied_by_the_client_with_one_warning(make_client
     assert "accountDomain" not in requests[1].url.params
 
 
+@pytest.mark.parametrize("honoured", [{"accountDomain"}, set()])
+def test_an_accounts_people_read_as_json_objects_are_those_of_the_account(make_client, caplog, honoured):
+    requests, handler = people_service(honoured)
+    client = make_client(handler)
+
+    with caplog.at_level(logging.WARNING):
+        first = list(client.iter_targetable_people_records("tbl_1", account_domain="acme.com"))
+        second = list(client.iter_targetable_people_records("tbl_1", account_domain="globex.com"))
+
+    assert [p["first_name"] for p in first] == ["Ada", "Bob"]
+    assert [p["first_name"] for p in second] == ["Cy"]
+    # What the models' reads learn, the JSON objects' reads learn too, and the other way round.
+    assert client.filters_applied_here == ({"account_domain"} if not honoured else set())
+    assert caplog.text.count("ignored the account_domain filter") == (0 if honoured else 1)
+    assert ("accountDomain" in requests[1].url.params) is bool(honoured)
+    again = client.iter_targetable_people("tbl_1", account_domain="globex.com")
+    assert [p.first_name for p in again] == ["Cy"]
+
+
 def test_filters_are_checked_one_by_one(make_client):
     _, handler = people_service({"accountDomain"})
     client = make_client(handler)

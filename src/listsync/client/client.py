@@ -52,7 +52,7 @@ from listsync.client.models import (
     validate_event,
     validate_record,
 )
-from listsync.client.paging import PeopleFilters, ReadWatch, iter_offset_pages
+from listsync.client.paging import PeopleFilters, ReadWatch, iter_offset_pages, kept_to_filters
 from listsync.client.rate_hints import RateLimitInfo
 from listsync.client.responses import body_of, data_of, items_of, page_of, parse, unexpected, write_result
 from listsync.client.retry import Attempts, Repeat, RetryPolicy, call_with_retries
@@ -293,43 +293,41 @@ class ListSyncClient:
         if not filters.active():
             yield from people  # nothing to check: the unfiltered read of a whole List stays cheap
             return
-        for person in people:
-            broken = filters.failed_by(person)
-            for name in broken:
-                if name not in ignored:
-                    ignored.add(name)
-                    log.warning(
-                        "GET targetable-people of %s ignored the %s filter; it is applied by the client "
-                        "from now on (every matching page is read)",
-                        table_id,
-                        name,
-                    )
-            if not broken:
-                yield person
+        yield from kept_to_filters(people, filters, ignored, table_id)
 
     def iter_targetable_people_records(
-        self, table_id: str, *, page_size: int = 100, watch: ReadWatch | None = None
+        self,
+        table_id: str,
+        *,
+        page_size: int = 100,
+        watch: ReadWatch | None = None,
+        account_domain: str | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """Every person of the List, unfiltered, as the JSON object the service sent, page after page
-        (a ``watch`` notes the List moving under the read, :class:`~.paging.ReadWatch`).
+        """Every person of the List, or of the account ``account_domain`` (checked as
+        :meth:`iter_targetable_people` checks its filters), as the JSON object the service sent,
+        page after page (a ``watch`` notes the List moving under the read, :class:`~.paging.ReadWatch`).
 
-        For reads of a whole List into columns (:func:`listsync.sync.people.frames.list_frame`),
-        which check the field types a batch at a time instead of a model per person; anything but
-        an object where a person should be is refused here.
+        For reads into columns (:func:`listsync.sync.people.frames.list_frame`), which check the
+        field types a batch at a time instead of a model per person; anything but an object where
+        a person should be is refused here.
         """
         path = _list_path(table_id, "targetable-people")
+        filters = PeopleFilters(account_domain=account_domain)
+        ignored = self.filters_applied_here
 
         def fetch(offset: int) -> tuple[list[dict[str, Any]], bool | None, int | None]:
-            response = self._request("GET", path, params={"limit": page_size, "offset": offset})
+            params = {**filters.params(ignored), "limit": page_size, "offset": offset}
+            response = self._request("GET", path, params=params)
             people, fields = page_of(response, "people", "items", "data")
             if not all(isinstance(person, dict) for person in people):
                 raise unexpected(response, "cannot read PeoplePage: a person is not a JSON object")
             paging = parse(PeoplePage, fields, response)  # the paging fields; people checked above
             return people, paging.more, paging.total
 
-        return iter_offset_pages(
+        people = iter_offset_pages(
             fetch, what=f"people of {table_id}", in_flight=self.max_in_flight, watch=watch
         )
+        return people if account_domain is None else kept_to_filters(people, filters, ignored, table_id)
 
     def _people_page(
         self,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -28,6 +28,7 @@ from listsync.progress import Progress
 log = logging.getLogger(__name__)
 
 ItemT = TypeVar("ItemT")
+PersonT = TypeVar("PersonT", ListedPerson, dict[str, Any])
 
 #: ``fetch(offset)`` answers a page: its items, its "more" flag and its total (``None`` when unknown).
 PageFetcher = Callable[[int], tuple[list[ItemT], bool | None, int | None]]
@@ -179,19 +180,51 @@ class PeopleFilters:
                 params[names[name]] = str(value).lower() if isinstance(value, bool) else value
         return params
 
-    def failed_by(self, person: ListedPerson) -> list[str]:
-        """The active filters ``person`` does not satisfy."""
-        tests: dict[str, Callable[[ListedPerson], bool]] = {
-            "contactable": lambda p: bool(p.email or p.phone_number) is self.contactable,
-            "search": self._mentions,
-            "account_domain": lambda p: same_domain(p.account_domain, self.account_domain),
+    def failed_by(self, person: ListedPerson | Mapping[str, Any]) -> list[str]:
+        """The active filters ``person`` (a model, or the JSON object the service sent) does not
+        satisfy."""
+        email, phone, domain = (_field(person, name) for name in ("email", "phone_number", "account_domain"))
+        tests: dict[str, Callable[[], bool]] = {
+            "contactable": lambda: bool(email or phone) is self.contactable,
+            "search": lambda: self._mentions(person),
+            "account_domain": lambda: same_domain(domain, self.account_domain),
         }
-        return [name for name in self.active() if not tests[name](person)]
+        return [name for name in self.active() if not tests[name]()]
 
-    def _mentions(self, person: ListedPerson) -> bool:
+    def _mentions(self, person: ListedPerson | Mapping[str, Any]) -> bool:
         wanted = (self.search or "").strip().lower()
-        fields = (person.first_name, person.last_name, person.email, person.title, person.account_domain)
-        return any(wanted in value.lower() for value in fields if value)
+        names = ("first_name", "last_name", "email", "title", "account_domain")
+        fields = (_field(person, name) for name in names)
+        return any(wanted in value.lower() for value in fields if isinstance(value, str) and value)
+
+
+def _field(person: ListedPerson | Mapping[str, Any], name: str) -> Any:
+    """A person's field ``name``: a model's attribute, or a JSON object's value (``accountDomain``
+    as the service spells it)."""
+    if not isinstance(person, Mapping):
+        return getattr(person, name)
+    return person.get("accountDomain", person.get(name)) if name == "account_domain" else person.get(name)
+
+
+def kept_to_filters(
+    people: Iterable[PersonT], filters: PeopleFilters, ignored: set[str], what: str
+) -> Iterator[PersonT]:
+    """``people`` who satisfy ``filters``. A person who breaks one shows the service ignores it: it
+    is added to ``ignored`` (applied here from then on, its parameter no longer sent) with one
+    warning naming ``what`` was read."""
+    for person in people:
+        broken = filters.failed_by(person)
+        for name in broken:
+            if name not in ignored:
+                ignored.add(name)
+                log.warning(
+                    "GET targetable-people of %s ignored the %s filter; it is applied by the client "
+                    "from now on (every matching page is read)",
+                    what,
+                    name,
+                )
+        if not broken:
+            yield person
 
 
 def same_domain(a: str | None, b: str | None) -> bool:

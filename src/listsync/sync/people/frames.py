@@ -218,8 +218,9 @@ def list_frame(records: Iterable[PersonRecord], *, before: ListPeople | None = N
     :param records: the List's people as read: ``ListedPerson`` models, or the JSON objects the
         service sent (``iter_targetable_people_records``), whose field types are checked here as
         the client's ``ListedPerson`` would (:class:`~listsync.client.errors.UnexpectedResponseError`).
-    :param before: people read before, put first: a frame with every column of
-        :func:`list_columns` (a split's part, :mod:`~listsync.sync.people.split`).
+    :param before: people read before, put first (a split's part,
+        :mod:`~listsync.sync.people.split`): identified, the columns of :func:`list_columns` that
+        any of them has a value in.
     """
     built: list[Future[pd.DataFrame]] = []
     read = 0
@@ -245,8 +246,11 @@ def list_frame(records: Iterable[PersonRecord], *, before: ListPeople | None = N
     names = [
         name
         for name in batches[-1].columns
-        if name in ("domain", IDENTITY) or any(batch[name].notna().any() for batch in batches)
+        if name in ("domain", IDENTITY)
+        or any(name in batch.columns and batch[name].notna().any() for batch in batches)
     ]
+    for name in set(names).difference(batches[0].columns):  # one the people before have none of
+        batches[0][name] = field_column(name, np.full(len(batches[0]), None, dtype=object))
     return ListPeople(stacked(batches, names), read)
 
 

@@ -89,15 +89,17 @@ def read_accounts(
     """The people of ``domains``, yielded as they come, and how they were read (``"service"`` or
     ``"client"`` filter): by the service's account filter when there are fewer domains than pages
     of the whole List (of ``list_people``) or paging it is not wanted (``may_page`` false: a shard
-    of a split reads its own accounts only), else as the whole List is paged (JSON objects; also
-    when the service ignores the filter). Only the accounts being read are held, however many
-    the domains (a shard of 375,000 people held every one it wrote in: 1 GB at its peak)."""
+    of a split reads its own accounts only), else as the whole List is paged (also when the
+    service ignores the filter); as the JSON objects the service sent. Only the accounts being
+    read are held, however many the domains (a shard of 375,000 people held every one it wrote
+    in: 1 GB at its peak)."""
     if not domains:
         return [], "service"
     if not may_page or len(domains) <= max(1, -(-list_people // page_size)):
 
         def of_account(domain: str) -> list[Any]:
-            return list(client.iter_targetable_people(table_id, page_size=page_size, account_domain=domain))
+            read = client.iter_targetable_people_records
+            return list(read(table_id, page_size=page_size, account_domain=domain))
 
         # The first account alone shows whether the service honours the filter (then the client
         # keeps to it); the others then go several at once.

@@ -48,11 +48,11 @@ from listsync.sync.lease import LeaseLocation, lease_name, peek
 from listsync.sync.memory import PEOPLE_COSTS, MemoryGuard, give_back_freed_memory, use_returning_allocator
 from listsync.sync.people.frames import (
     BATCH,
+    IDENTITY,
     OBJECT_FIELDS,
     TEXT,
     ListPeople,
     PersonRecord,
-    identified,
     list_columns,
     list_frame,
 )
@@ -137,7 +137,16 @@ class PeoplePart:
             table = table.filter(pc.invert(pc.is_in(table["domain"], pa.array(sorted(afresh), pa.string()))))
         read = table.num_rows
         memory.count_listed(read)
-        kept = identified(_pandas(table))
+        # Taken as the plan takes them, in Arrow: the identified people, the fields they have.
+        table = table.filter(pc.is_valid(table[IDENTITY]))
+        table = table.select(
+            [
+                name
+                for name in table.column_names
+                if name in ("domain", IDENTITY) or table[name].null_count < len(table)
+            ]
+        )
+        kept = _pandas(table)
         del table
         return list_frame(memory.count_list(fresh), before=ListPeople(kept, read))
 
