@@ -27,6 +27,7 @@ same ``open()`` the plan files use.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import logging
@@ -333,7 +334,7 @@ def _write_list_parts(
             stack.enter_context(
                 pq.ParquetWriter(
                     stack.enter_context(_part_file(folder, Shard(index, shards), "list.parquet").open("wb")),
-                    _LIST_SCHEMA,
+                    _list_schema(),
                 )
             )
             for index in range(shards)
@@ -374,5 +375,8 @@ def _pandas(table: pa.Table) -> pd.DataFrame:
     return frame
 
 
-#: The columns of a List part: those of a List frame, as :func:`_arrow` writes them.
-_LIST_SCHEMA = _arrow(list_columns([])).schema
+@functools.cache
+def _list_schema() -> pa.Schema:
+    """The columns of a List part: those of a List frame, as :func:`_arrow` writes them (made when
+    first needed: it takes the libraries a List frame needs)."""
+    return _arrow(list_columns([])).schema
