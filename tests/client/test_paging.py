@@ -78,7 +78,7 @@ def test_an_accounts_people_read_as_json_objects_are_those_of_the_account(make_c
 
     assert [p["first_name"] for p in first] == ["Ada", "Bob"]
     assert [p["first_name"] for p in second] == ["Cy"]
-    # What the models' reads learn, the JSON objects' reads learn too, and the other way round.
+    # What the JSON objects' reads learn is the client's: its reads of models keep to it too.
     assert client.filters_applied_here == ({"account_domain"} if not honoured else set())
     assert caplog.text.count("ignored the account_domain filter") == (0 if honoured else 1)
     assert ("accountDomain" in requests[1].url.params) is bool(honoured)
