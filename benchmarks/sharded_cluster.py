@@ -1,9 +1,10 @@
 """People sync split once, then sharded over mapped tasks, on a real Airflow deployment (CeleryExecutor).
 
-Run: ``.venv/bin/python benchmarks/sharded_cluster.py [--people N] [--shards N] [--concurrency N]
-[--shards-at-once N] [--append-results]`` (default: 300,000 people, 8 shards, 2 worker slots, shards
-not limited). It needs what ``make cluster`` needs: PostgreSQL and Redis on this machine
-(``LISTSYNC_CLUSTER_POSTGRES_URL``, ``LISTSYNC_CLUSTER_REDIS_URL``). Not part of ``make test``.
+Run: ``.venv/bin/python benchmarks/sharded_cluster.py [--people N[,N...]] [--shards N]
+[--concurrency N] [--shards-at-once N] [--carry-to N] [--append-results]`` (default: 300,000
+people, 8 shards, 2 worker slots, shards not limited). It needs what ``make cluster`` needs:
+PostgreSQL and Redis on this machine (``LISTSYNC_CLUSTER_POSTGRES_URL``,
+``LISTSYNC_CLUSTER_REDIS_URL``). Not part of ``make test``.
 
 1. The List and the extract are those of ``benchmarks/people_sync.py``: N people, 5 on each of
    N/5 account rows, put straight into the emulator's state; the extract (a CSV file) removes 5%,
@@ -37,10 +38,18 @@ more slots would only make the shards take turns on the CPU while each holds its
 ``--shards-at-once 1`` makes the shards take turns whatever the slots (``max_active_tis_per_dagrun``);
 they take turns anyway, as each holds the List's lease while it writes (the others wait for it).
 
-Targets: every shard's peak RSS <= 500 MB, the List equals the extract, total writes == the
-minimum of an unsharded sync: the people written (added, patched, deleted) are the unsharded
-plan's, each once. Write requests are compared too: with the caps per request, n shards need up
-to 3 x (n - 1) more than one unsharded sync, as each rounds its last request of each kind up.
+With several sizes (``--people 1000000,3000000``), each is a night on a deployment of its own,
+and a shard's peak is carried to a List of ``--carry-to`` people (default 10,000,000) on paper:
+the slope of the shards' mean peak against their mean people (extract and List) between the
+smallest and the largest size is what a shard holds a person, the rest of the largest shard's
+peak what it holds whatever its people (the task process, its libraries); the largest shard is
+grown in proportion to the List. A List the emulator cannot hold on one machine is sized this way.
+
+Targets: every shard's peak RSS <= 1 GB (and, carried, at ``--carry-to``), the List equals the
+extract, total writes == the minimum of an unsharded sync: the people written (added, patched,
+deleted) are the unsharded plan's, each once. Write requests are compared too: with the caps per
+request, n shards need up to 3 x (n - 1) more than one unsharded sync, as each rounds its last
+request of each kind up.
 """
 
 from __future__ import annotations
@@ -92,7 +101,9 @@ SPLIT_TASK_ID = "split_people"
 RUN_ID = "sharded_cluster_benchmark"
 # The demo tenant's List (examples/emulator.yaml), which the deployment's connection reaches.
 TABLE = "tbl_accounts"
-MAX_SHARD_RSS = 500 * 1000 * 1000  # 500 MB
+MAX_SHARD_RSS = 1000 * 1000 * 1000  # 1 GB
+#: The List a shard's peak is carried to from two sizes measured (``--carry-to``).
+CARRY_TO = 10_000_000
 SAMPLE_SECONDS = 0.2
 
 
@@ -355,10 +366,20 @@ def stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, interrupt)
 
 
-def measure(args: argparse.Namespace, launcher: ModuleType, root: Path, began: float) -> list[str]:
-    """Start the deployment in ``root``, run the DAG, return the report's lines (``began``: the
-    benchmark's start, on the monotonic clock)."""
-    scale = Scale(args.people)
+@dataclass
+class ShardPeak:
+    """A shard's peak RSS and its people (its part of the extract and of the List)."""
+
+    people: int
+    peak: int
+
+
+def measure(
+    args: argparse.Namespace, people: int, launcher: ModuleType, root: Path, began: float
+) -> tuple[list[str], list[ShardPeak]]:
+    """Start the deployment in ``root``, run the DAG on a List of ``people``, return the report's
+    lines and the shards' peaks (``began``: the start of this size, on the monotonic clock)."""
+    scale = Scale(people)
     extract = root / "extract.csv"
     rows = write_extract(scale, extract)
     dags, output = root / "dags", root / "output"
@@ -429,12 +450,11 @@ def measure(args: argparse.Namespace, launcher: ModuleType, root: Path, began: f
         + "; "
         + " + ".join(f"{phase} {value:.1f} s" for phase, value in split_log.phases.items())
     )
-    peaks, sharded_minimum, written = [], Counter[str](), Counter[str]()
+    peaks: list[ShardPeak] = []
+    sharded_minimum, written = Counter[str](), Counter[str]()
     for ti in shards:
         index = ti["map_index"]
         seen = watch.seen.get(ti["pid"])
-        if seen is not None:
-            peaks.append(seen.peak_rss)
         shard_log = read_shard_log(task_log(home, index, ti["try_number"]))
         summary = shard_log.summary
         timing = " + ".join(f"{phase} {value:.1f} s" for phase, value in shard_log.phases.items())
@@ -444,6 +464,8 @@ def measure(args: argparse.Namespace, launcher: ModuleType, root: Path, began: f
         if summary is None:
             lines.append(f"shard {index}/{args.shards}: {ti['state']}, {memory}; {timing}")
             continue
+        if seen is not None:
+            peaks.append(ShardPeak(summary["passed"] + summary["list_people"], seen.peak_rss))
         sharded_minimum.update(minimum(planned(summary["plan_path"])))
         written.update(add=summary["added"], patch=summary["updated"], delete=summary["deleted"])
         lines.append(
@@ -479,8 +501,9 @@ def measure(args: argparse.Namespace, launcher: ModuleType, root: Path, began: f
         f"{sum(held.get(key) != title for key, title in expected.items()):,} of the extract's missing or "
         f"with another title, {len(held.keys() - expected.keys()):,} not in the extract",
         f"target: every shard <= {mb(MAX_SHARD_RSS)}: "
-        + _verdict(len(peaks) == args.shards and max(peaks, default=0) <= MAX_SHARD_RSS)
-        + f" (largest {mb(max(peaks, default=0))}; {len(peaks)} of {args.shards} shards seen)",
+        + _verdict(len(peaks) == args.shards and max(p.peak for p in peaks) <= MAX_SHARD_RSS)
+        + f" (largest {mb(max((p.peak for p in peaks), default=0))}; "
+        f"{len(peaks)} of {args.shards} shards seen)",
         "target: List equals extract: " + _verdict(equal),
         "target: total writes == the unsharded minimum, people written: "
         + _verdict(written == people_needed)
@@ -490,7 +513,35 @@ def measure(args: argparse.Namespace, launcher: ModuleType, root: Path, began: f
         f"request of each kind up): {_verdict(sum(sent.values()) == sum(sharded_minimum.values()))} "
         f"({sum(sharded_minimum.values())})",
     ]
-    return lines
+    return lines, peaks
+
+
+def carried(sizes: Mapping[int, list[ShardPeak]], shards: int, carry_to: int) -> list[str]:
+    """What a shard's peak comes to with a List of ``carry_to`` people, on paper, from the shards
+    measured at the smallest and the largest List: the bytes a person of a shard (the slope of the
+    shards' mean peak against their mean people) and what a shard holds whatever its people (the
+    rest), applied to the largest shard of the largest List grown to ``carry_to``."""
+    (small, small_peaks), (large, large_peaks) = min(sizes.items()), max(sizes.items())
+
+    def mean(values: list[int]) -> float:
+        return sum(values) / len(values)
+
+    slope = (mean([p.peak for p in large_peaks]) - mean([p.peak for p in small_peaks])) / (
+        mean([p.people for p in large_peaks]) - mean([p.people for p in small_peaks])
+    )
+    largest = max(large_peaks, key=lambda p: p.peak)
+    fixed = largest.peak - slope * largest.people
+    people = largest.people * carry_to / large
+    peak = fixed + slope * people
+    return [
+        f"a shard's peak against its people (extract and List), between {small:,} and {large:,} people: "
+        f"{slope:,.0f} bytes a person, and {mb(fixed)} whatever its people (the largest shard at "
+        f"{large:,}: {mb(largest.peak)} for {largest.people:,} people)",
+        f"carried to {carry_to:,} people in {shards} shards: {people:,.0f} people a shard, a peak of "
+        f"{mb(peak)}",
+        f"target: every shard <= {mb(MAX_SHARD_RSS)} at {carry_to:,} people (carried): "
+        + _verdict(peak <= MAX_SHARD_RSS),
+    ]
 
 
 def _verdict(met: bool) -> str:
@@ -500,7 +551,19 @@ def _verdict(met: bool) -> str:
 def main() -> None:
     launcher = load_launcher()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--people", type=int, default=300_000, help="people in the List (default 300,000)")
+    parser.add_argument(
+        "--people",
+        type=lambda text: [int(size) for size in text.split(",")],
+        default=[300_000],
+        help="people in the List, or sizes one after the other, comma-separated (default 300,000); "
+        "with two or more, a shard's peak is carried to --carry-to",
+    )
+    parser.add_argument(
+        "--carry-to",
+        type=int,
+        default=CARRY_TO,
+        help=f"the List a shard's peak is carried to, from the sizes measured (default {CARRY_TO:,})",
+    )
     parser.add_argument(
         "--shards", type=int, default=8, help="mapped tasks the sync is split into (default 8)"
     )
@@ -535,15 +598,49 @@ def main() -> None:
     parser.add_argument("--config", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_emulator:
-        serve_emulator(Scale(args.people), args.config, args.port)
+        serve_emulator(Scale(args.people[0]), args.config, args.port)
         return
 
     stop_on_sigterm()
+    sections, sizes = [], {}
+    for people in args.people:
+        lines, sizes[people] = night(args, people, launcher)
+        sections.append((f"{people:,} people", lines))
+    if len(sizes) > 1:
+        carry = carried(sizes, args.shards, args.carry_to)
+        sections.append((f"a shard carried to {args.carry_to:,} people", carry))
+    for title, lines in sections:
+        print(f"{title}:\n" + "".join(f"- {line}\n" for line in lines))
+    if args.append_results:
+        with RESULTS.open("a", encoding="utf-8") as results:
+            results.write(
+                f"\n## Sharded people sync on the cluster, "
+                f"{', '.join(f'{n:,}' for n in args.people)} people, {args.shards} shards "
+                f"(benchmarks/sharded_cluster.py), {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC\n\n"
+                f"Machine: 2 cores / 24 GiB, python-svc (Python {platform.python_version()}); the "
+                "deployment of deploy/cluster.py (CeleryExecutor); load average at the end "
+                f"{os.getloadavg()[0]:.1f} (the machine is shared with other engineers' test runs). "
+                f"Command: `.venv/bin/python benchmarks/sharded_cluster.py "
+                f"--people {','.join(map(str, args.people))} "
+                f"--shards {args.shards} --concurrency {args.concurrency}"
+                + (f" --shards-at-once {args.shards_at_once}" if args.shards_at_once else "")
+                + (f" --carry-to {args.carry_to}" if len(sizes) > 1 else "")
+                + "`.\n\n"
+                + "\n".join(
+                    (f"{title}:\n\n" if len(sections) > 1 else "") + "".join(f"- {line}\n" for line in lines)
+                    for title, lines in sections
+                )
+            )
+
+
+def night(args: argparse.Namespace, people: int, launcher: ModuleType) -> tuple[list[str], list[ShardPeak]]:
+    """One night on a List of ``people``, on a deployment of its own: the report's lines and the
+    shards' peaks."""
     began = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="listsync-sharded-cluster-"))
-    print(f"Working in {root}", flush=True)
+    print(f"Working in {root} ({people:,} people)", flush=True)
     try:
-        lines = measure(args, launcher, root, began)
+        lines, peaks = measure(args, people, launcher, root, began)
     finally:
         problems = launcher.stop(root / "deployment")
         if problems:
@@ -553,22 +650,7 @@ def main() -> None:
     lines.append(
         f"end to end, from writing the extract to the deployment stopped: {time.monotonic() - began:.0f} s"
     )
-    for line in lines:
-        print(line)
-    if args.append_results:
-        with RESULTS.open("a", encoding="utf-8") as results:
-            results.write(
-                f"\n## Sharded people sync on the cluster, {args.people:,} people, {args.shards} shards "
-                f"(benchmarks/sharded_cluster.py), {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC\n\n"
-                f"Machine: 2 cores / 24 GiB, python-svc (Python {platform.python_version()}); the "
-                "deployment of deploy/cluster.py (CeleryExecutor); load average at the end "
-                f"{os.getloadavg()[0]:.1f} (the machine is shared with other engineers' test runs). "
-                f"Command: `.venv/bin/python benchmarks/sharded_cluster.py --people {args.people} "
-                f"--shards {args.shards} --concurrency {args.concurrency}"
-                + (f" --shards-at-once {args.shards_at_once}" if args.shards_at_once else "")
-                + "`.\n\n"
-                + "".join(f"- {line}\n" for line in lines)
-            )
+    return lines, peaks
 
 
 if __name__ == "__main__":

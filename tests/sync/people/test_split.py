@@ -217,6 +217,38 @@ def test_a_part_keeps_the_list_people_a_plan_leaves_alone_and_counts_them(
     assert sorted(person["first_name"] for person in people) == ["Keep", "Solo"]
 
 
+def test_list_values_that_are_lists_and_flags_go_through_a_part_unchanged(
+    client: ListSyncClient, emulator: LiveEmulator, tmp_path: Path
+) -> None:
+    """A part keeps personas and flags as JSON text, and each distinct text is read once: every
+    person gets back their own value, lists of one length and of several alike. Only beta.io
+    is written, so acme.com's people are planned from the part alone."""
+    listed = {"a": (["buyer"], True), "b": (["buyer", "champion"], False), "c": (["champion"], True)}
+    listed |= {"e": (None, True), "d": (["buyer"], False)}
+    domains = {name: "beta.io" if name == "d" else "acme.com" for name in listed}
+    for name, (personas, target) in listed.items():
+        person = {"email": f"{name}@x.com", "first_name": name, "target": target}
+        person |= {"personas": personas} if personas else {}
+        client.add_people(TABLE, [{"accountDomain": domains[name], "people": [person]}])
+    source = tmp_path / "valued.csv"  # as listed, in another order; but d's personas: champion
+    rows = ["e,,true", "c,champion,true", "d,champion,false", 'b,"buyer,champion",false', "a,buyer,true"]
+    lines = [f"{domains[row[0]]},{row[0]},{row[0]}@x.com{row[1:]}\n" for row in rows]
+    source.write_text("Domain,First,Email,Personas,Target\n" + "".join(lines), "utf-8")
+    columns = {"Domain": "account_domain", "First": "first_name", "Email": "email", "Personas": "personas"}
+    columns |= {"Target": "target"}
+    parts = tmp_path / "parts"
+    split(client, source, parts, column_map=columns, shards=1)
+
+    summary = shard(client, parts, 0, 1, column_map=columns)
+
+    assert (summary["unchanged"], summary["updated"], summary["rechecked"]) == (4, 1, 1)
+    held = [person for people in people_in_list(emulator).values() for person in people]
+    assert {person["first_name"]: (person.get("personas"), person["target"]) for person in held} == {
+        **listed,
+        "d": (["champion"], False),
+    }
+
+
 def test_a_shard_of_a_split_holds_the_lists_lease_as_an_unsharded_sync_does(
     client: ListSyncClient, emulator: LiveEmulator, source: Path, tmp_path: Path
 ) -> None:

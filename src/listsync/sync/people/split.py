@@ -35,6 +35,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -134,12 +135,17 @@ class PeoplePart:
         (normalised domains), whose people are ``fresh`` (as read) instead; all counted by
         ``memory``."""
         table = self._table("list.parquet")
-        if afresh:
-            table = table.filter(pc.invert(pc.is_in(table["domain"], pa.array(sorted(afresh), pa.string()))))
+        # Taken as the plan takes them, in Arrow: the identified people, the fields they have;
+        # the rows are copied once, and not at all when all are taken.
+        taken = pc.is_valid(table[IDENTITY])
         read = table.num_rows
+        if afresh:
+            mine = pc.invert(pc.is_in(table["domain"], pa.array(sorted(afresh), pa.string())))
+            read = pc.sum(mine).as_py() or 0
+            taken = pc.and_(taken, mine)
         memory.count_listed(read)
-        # Taken as the plan takes them, in Arrow: the identified people, the fields they have.
-        table = table.filter(pc.is_valid(table[IDENTITY]))
+        if pc.sum(taken).as_py() != table.num_rows:
+            table = table.filter(taken)
         table = table.select(
             [
                 name
@@ -149,6 +155,8 @@ class PeoplePart:
         )
         kept = _pandas(table)
         del table
+        # What the plan before and reading the part freed goes back before the fresh are read.
+        give_back_freed_memory()
         return list_frame(memory.count_list(fresh), before=ListPeople(kept, read))
 
     def _table(self, kind: str) -> pa.Table:
@@ -369,9 +377,13 @@ def _pandas(table: pa.Table) -> pd.DataFrame:
     """The people frame of a table :func:`_arrow` made."""
     frame = table.to_pandas(types_mapper={pa.string(): TEXT, pa.large_string(): TEXT}.get)
     for name in OBJECT_FIELDS & set(frame.columns):
-        frame[name] = pd.Series(
-            [None if text is None else json.loads(text) for text in table[name].to_pylist()], dtype=object
-        )
+        # Each distinct JSON text read once (a flag has two), the people given its value.
+        encoded = pc.dictionary_encode(table[name].combine_chunks())
+        nulls = len(encoded.dictionary)
+        values = np.empty(nulls + 1, dtype=object)  # the last: a null's
+        for index, text in enumerate(encoded.dictionary.to_pylist()):
+            values[index] = json.loads(text)
+        frame[name] = pd.Series(values[pc.fill_null(encoded.indices, nulls).to_numpy()], dtype=object)
     return frame
 
 
