@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -76,8 +77,27 @@ def test_the_naive_timezone_reaches_the_extract_reader(
     operator_class, options = OPERATORS[name]
     operator = operator_class(task_id="job", source=str(path), naive_timezone="Europe/Paris", **options)
 
-    assert len(pd.concat(operator.read_extract())) == 1
+    with operator.read_extract() as frames:
+        assert len(pd.concat(frames)) == 1
     assert seen == ["Europe/Paris"]
+
+
+@pytest.mark.parametrize("name", sorted(OPERATORS))
+def test_an_extract_read_part_way_is_closed_when_its_block_ends(name: str, tmp_path: Path) -> None:
+    """A job that fails after the first chunk (over max_memory, say) lets go of the file at once."""
+    path = tmp_path / "extract.csv"
+    path.write_text("domain,email,id\n" + "acme.com,a@acme.com,1\n" * 10, encoding="utf-8")
+    operator_class, options = OPERATORS[name]
+    operator = operator_class(task_id="job", source=str(path), **options)
+
+    def files_open() -> list[str]:
+        return [os.readlink(fd) for fd in Path("/proc/self/fd").iterdir() if fd.exists()]
+
+    with pytest.raises(RuntimeError), operator.read_extract() as frames:
+        next(iter(frames))
+        assert str(path) in files_open()
+        raise RuntimeError("the job failed")
+    assert str(path) not in files_open()
 
 
 def test_ingestion_reads_text_timestamps_without_an_offset_in_the_naive_timezone(

@@ -175,16 +175,25 @@ class ListSyncExtractOperator(BaseOperator):
 
         return ListSyncHook(self.listsync_conn_id)
 
-    def read_extract(self) -> Iterator[pd.DataFrame]:
-        """The extract (``source``, or ``sql`` on ``sql_conn_id``), in chunks, read as iterated."""
+    @contextmanager
+    def read_extract(self) -> Iterator[Iterator[pd.DataFrame]]:
+        """The extract (``source``, or ``sql`` on ``sql_conn_id``), in chunks, read as iterated;
+        closed when the block ends, read to the end or not: a job that fails part way lets go of
+        the file or the database cursor then, not when Python's cycle collector comes to it."""
         options = {"encoding": self.encoding} if self.source is not None else {}
-        return read_operator_extract(
+        frames = read_operator_extract(
             source=self.source,
             sql=self.sql,
             sql_conn_id=self.sql_conn_id,
             naive_timezone=self.naive_timezone,
             **options,
         )
+        try:
+            yield frames
+        finally:
+            close = getattr(frames, "close", None)
+            if close is not None:
+                close()
 
     @contextmanager
     def failing_the_airflow_way(self, context: Context) -> Iterator[None]:

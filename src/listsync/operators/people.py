@@ -7,7 +7,8 @@ extract and gets a client from :class:`~listsync.hooks.listsync.ListSyncHook`; i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -121,23 +122,27 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
         from listsync.sync.people import sync_people
 
         parts = None if self.parts_path is None else parts_folder(self.parts_path)
-        frames = iter(()) if parts is not None else self.read_extract()
-        return self.run_sync(
-            context,
-            "people",
-            lambda client, settings: sync_people(
-                client,
-                self.table_id,
-                frames,
-                self.column_map,
-                mode=self.mode,
-                delete_scope=self.delete_scope,
-                chunk_size=self.chunk_size,
-                default_region=self.default_region,
-                settings=settings,
-                parts_path=parts,
-            ),
+        # A shard of a split takes its extract from its part.
+        extract: AbstractContextManager[Iterator[Any]] = (
+            nullcontext(iter(())) if parts is not None else self.read_extract()
         )
+        with extract as frames:
+            return self.run_sync(
+                context,
+                "people",
+                lambda client, settings: sync_people(
+                    client,
+                    self.table_id,
+                    frames,
+                    self.column_map,
+                    mode=self.mode,
+                    delete_scope=self.delete_scope,
+                    chunk_size=self.chunk_size,
+                    default_region=self.default_region,
+                    settings=settings,
+                    parts_path=parts,
+                ),
+            )
 
 
 def parts_folder(path: str) -> Path | ObjectStoragePath:
@@ -221,8 +226,11 @@ class SplitPeopleOperator(ListSyncExtractOperator):
             max_reject_fraction=self.max_reject_fraction,
             max_memory=self.max_memory,
         )
-        frames = self.read_extract()
-        with self.failing_the_airflow_way(context), self.get_client() as client:
+        with (
+            self.read_extract() as frames,
+            self.failing_the_airflow_way(context),
+            self.get_client() as client,
+        ):
             return split_people(
                 client,
                 self.table_id,

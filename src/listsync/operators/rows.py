@@ -99,21 +99,21 @@ class UpsertRowsOperator(ListSyncPlanOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         from listsync.sync.rows import upsert_rows
 
-        frames = self.read_extract()
-        return self.run_sync(
-            context,
-            "rows",
-            lambda client, settings: upsert_rows(
-                client,
-                self.table_id,
-                frames,
-                key_column=self.key_column,
-                column_map=self.column_map,
-                key_kind=self.key_kind,
-                json_columns=self.json_columns,
-                delete_missing=self.delete_missing,
-                chunk_size=self.chunk_size,
-                mode=self.mode,
-                settings=settings,
-            ),
-        )
+        with self.read_extract() as frames:
+            return self.run_sync(
+                context,
+                "rows",
+                lambda client, settings: upsert_rows(
+                    client,
+                    self.table_id,
+                    frames,
+                    key_column=self.key_column,
+                    column_map=self.column_map,
+                    key_kind=self.key_kind,
+                    json_columns=self.json_columns,
+                    delete_missing=self.delete_missing,
+                    chunk_size=self.chunk_size,
+                    mode=self.mode,
+                    settings=settings,
+                ),
+            )

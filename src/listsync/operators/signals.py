@@ -217,7 +217,6 @@ class IngestSignalsOperator(ListSyncExtractOperator):
         from listsync.triggers.rate_limit import RateLimitWindowTrigger
 
         client = None if self.runs_dry else self.get_client()
-        frames = self.read_extract()
         # A local file takes the rejects as they come; one in object storage is written at the end.
         target = self.output_file(self.rejects_path)
         local = target if isinstance(target, Path) else None
@@ -228,6 +227,7 @@ class IngestSignalsOperator(ListSyncExtractOperator):
             deferred_seconds = max(0.0, client.clock() - deferred_at)
             self.log.info("Rate-limit window reopened after %.0f s deferred; resuming", deferred_seconds)
         with (
+            self.read_extract() as frames,
             self.failing_the_airflow_way(context),
             Rejects(local) as rejects,
             client if client is not None else nullcontext(),
