@@ -85,6 +85,8 @@ def test_the_naive_timezone_reaches_the_extract_reader(
 @pytest.mark.parametrize("name", sorted(OPERATORS))
 def test_an_extract_read_part_way_is_closed_when_its_block_ends(name: str, tmp_path: Path) -> None:
     """A job that fails after the first chunk (over max_memory, say) lets go of the file at once."""
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("the files a process holds open are read from /proc/self/fd (Linux)")
     path = tmp_path / "extract.csv"
     path.write_text("domain,email,id\n" + "acme.com,a@acme.com,1\n" * 10, encoding="utf-8")
     operator_class, options = OPERATORS[name]
