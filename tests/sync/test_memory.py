@@ -13,6 +13,7 @@ from listsync.sync.memory import (
     PEOPLE_COSTS,
     MemoryGuard,
     MemoryLimitError,
+    collected_sparingly,
     kept_objects_frozen,
     rows_costs,
 )
@@ -151,3 +152,20 @@ def test_objects_settled_are_frozen_until_the_block_ends_unless_frozen_before() 
         assert gc.get_freeze_count() >= before > 0
     finally:
         gc.unfreeze()
+
+
+def test_young_objects_are_collected_sparingly_until_the_block_ends() -> None:
+    before = gc.get_threshold()
+    with collected_sparingly():
+        assert gc.get_threshold() == (10_000, *before[1:])
+    assert gc.get_threshold() == before
+
+
+def test_a_threshold_set_within_the_block_is_left_as_set() -> None:
+    before = gc.get_threshold()
+    try:
+        with collected_sparingly():
+            gc.set_threshold(500, *before[1:])  # a caller's own choice, made while a sync ran
+        assert gc.get_threshold() == (500, *before[1:])
+    finally:
+        gc.set_threshold(*before)

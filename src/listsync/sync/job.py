@@ -8,7 +8,8 @@
     read the List and plan                  # pure planning once the List is read
                                             # (both counted by the memory guard, max_memory;
                                             # what each read freed goes back to the system;
-                                            # the extract's rows let go once planned)
+                                            # the extract's rows let go once planned; the
+                                            # plan kept from the cycle collector's sight)
     hold the plan to an approved one        # given one: the plan reviewed, or nothing written
     write the plan file                     # for review; always in a dry run
     check delete safety                     # a broken extract never wipes a List (an approved
@@ -38,7 +39,7 @@ import logging
 import os
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
@@ -48,7 +49,14 @@ from listsync.extract.mapping import PrepareStats
 from listsync.extract.options import Shard, parse_shard
 from listsync.sync.approved import check_approved_plan
 from listsync.sync.lease import Lease, LeaseLocation, lease_name, peek, this_process
-from listsync.sync.memory import MemoryGuard, RowCosts, give_back_freed_memory, use_returning_allocator
+from listsync.sync.memory import (
+    MemoryGuard,
+    RowCosts,
+    collected_sparingly,
+    give_back_freed_memory,
+    kept_objects_frozen,
+    use_returning_allocator,
+)
 from listsync.sync.outcomes import write_outcomes
 from listsync.sync.report import PlanSample, report_target, write_report
 from listsync.sync.settings import SyncSettings, parse_max_memory
@@ -271,7 +279,20 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         self, scope: StateScope, store: StateStore | None, lease: Lease | None, *, held_by: str | None = None
     ) -> dict[str, Any]:
         """The steps of :meth:`run`, under the lease when one is held (``lease``); ``held_by``:
-        the holder of the lease while a dry run read."""
+        the holder of the lease while a dry run read. The cycle collector looks at the plan no
+        more once it is made, and collects young objects sparingly meanwhile."""
+        with collected_sparingly(), kept_objects_frozen() as settle:
+            return self._steps(scope, store, lease, settle, held_by=held_by)
+
+    def _steps(
+        self,
+        scope: StateScope,
+        store: StateStore | None,
+        lease: Lease | None,
+        settle: Callable[[], None],
+        *,
+        held_by: str | None,
+    ) -> dict[str, Any]:
         settings = self.settings
         started = datetime.now(timezone.utc)
         state = load_state(store, scope, fresh=settings.fresh_state)
@@ -310,6 +331,7 @@ class ListSyncJob(ABC, Generic[PreparedT, PlanT, OutcomeT]):
         # not kept through the apply and the read back.
         del prepared
         give_back_freed_memory()
+        settle()  # the plan lives to the end of the run
         if settings.approved_plan is not None:
             # Before the plan file is written, which may be the approved file itself.
             lines = check_approved_plan(

@@ -3,6 +3,7 @@ much, while preparing the extract or reading the List, and only then."""
 
 from __future__ import annotations
 
+import gc
 import os
 import platform
 import re
@@ -14,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from pytest_mock import MockerFixture
 
 from listsync.cli import main
 from listsync.client import ListSyncClient
@@ -85,6 +87,26 @@ def test_a_sync_under_the_limit_runs(
     assert write_requests()["add"] == 1
 
 
+def test_the_writes_are_sent_with_the_plan_out_of_the_cycle_collectors_sight(
+    seeded: ListSyncClient, mocker: MockerFixture
+) -> None:
+    threshold, frozen = gc.get_threshold(), gc.get_freeze_count()
+    add = seeded.add_people
+    seen: list[tuple[int, int]] = []
+
+    def sent(*args: Any, **kwargs: Any) -> Any:
+        seen.append((gc.get_threshold()[0], gc.get_freeze_count()))
+        return add(*args, **kwargs)
+
+    mocker.patch.object(seeded, "add_people", side_effect=sent)
+    summary = sync_people(seeded, TABLE, [chunk(0, 4)], COLUMN_MAP)
+
+    assert summary["added"] == 4
+    # Young objects collected every 10,000 allocations, everything alive once planned frozen.
+    assert seen and all(young == 10_000 and now_frozen > frozen for young, now_frozen in seen)
+    assert (gc.get_threshold(), gc.get_freeze_count()) == (threshold, frozen)
+
+
 def test_too_many_planned_writes_fail_before_the_first_is_sent_and_a_dry_run_passes(
     seeded: ListSyncClient, write_requests: Callable[[], dict[str, int]]
 ) -> None:
@@ -132,9 +154,10 @@ def test_too_big_an_extract_fails_while_prepared_before_the_next_chunk(
 def test_too_big_a_list_fails_while_read_before_the_next_page(
     seeded: ListSyncClient, emulator: LiveEmulator, write_requests: Callable[[], dict[str, int]]
 ) -> None:
-    # The List is read while the extract is prepared: it fails at the 13th person, or before it
-    # once the extract's two rows are counted.
-    with pytest.raises(MemoryLimitError, match=r"for [0-2] extract rows and 1[0-3] List people so far"):
+    # The List is read while the extract is prepared, each person checked against the extract
+    # rows counted by then: it fails at the 13th person once the extract's two rows are counted,
+    # at the 15th while they are not yet.
+    with pytest.raises(MemoryLimitError, match=r"for [0-2] extract rows and 1[3-5] List people so far"):
         sync_people(
             seeded,
             TABLE,
