@@ -1,7 +1,7 @@
 """The people job's cost per person at a series of sizes, step by step, and a columnar baseline.
 
 Run: ``.venv/bin/python benchmarks/people_scaling.py [--sizes 100000,300000,1000000] [--latency SECONDS]
-[--in-flight 4] [--baseline] [--append-results]``
+[--in-flight 4] [--rounds 1] [--baseline] [--append-results]``
 
 At each size of ``--sizes`` (people on night 1), the three nights of ``people_job.py`` (fill,
 change, quiet: the same CRM-like data, emulator and whole ``sync_people``, a fresh emulator per
@@ -14,6 +14,11 @@ reached by the end of the step, over what the process held before the job (bytes
 step is flagged when one of these per person at the largest size is more than 25% above that at
 the smallest (steps under a second at the largest size are shown, not flagged: their per-person
 figures are noise). On a shared machine the CPU time moves less with the load than the wall time.
+
+With ``--rounds N``, every size is run N times, the sizes taking turns (100,000, 1,000,000,
+3,000,000, then again), so that a machine whose speed drifts during the run weighs on every size
+alike: each night's figures are those of its run with the median wall time, and each night's wall
+time at every size is reported over that at the size below it, as medians.
 
 With ``--baseline`` (needs the ``bench`` extra: ``make bench``), the change night of the largest
 size is also planned by a columnar pipeline in DuckDB (``people_baseline.py``, in a process of its
@@ -29,6 +34,7 @@ baseline's from a local file). Aim (issue 36): ours <= 2x.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import shlex
 import subprocess
@@ -150,6 +156,33 @@ def growth_table(runs: dict[int, list[Night]]) -> tuple[list[str], list[str]]:
     return lines, flags
 
 
+def median_nights(rounds: list[list[Night]]) -> list[Night]:
+    """Each night of one size's ``rounds`` (the nights of each round): the run with the median
+    wall time (the lower of the two middle ones for an even count)."""
+    by_night = zip(*rounds, strict=True)
+    return [sorted(runs, key=lambda night: night.seconds)[(len(runs) - 1) // 2] for runs in by_night]
+
+
+def size_ratios(rounds: dict[int, list[list[Night]]]) -> list[str]:
+    """Each night's median wall time at every size over that at the size below it, with the
+    wall time of every round."""
+    sizes = sorted(rounds)
+    medians = {size: median_nights(rounds[size]) for size in sizes}
+    lines = []
+    for number, name in NIGHTS.items():
+        for smaller, larger in itertools.pairwise(sizes):
+            low, high = medians[smaller][number - 1].seconds, medians[larger][number - 1].seconds
+            walls = {
+                size: ", ".join(f"{nights[number - 1].seconds:.1f}" for nights in rounds[size])
+                for size in (smaller, larger)
+            }
+            lines.append(
+                f"{name} night, {larger:,} over {smaller:,}: {high:.1f} / {low:.1f} s = {high / low:.2f}x "
+                f"(medians of {len(rounds[larger])} rounds; walls {walls[smaller]} s and {walls[larger]} s)"
+            )
+    return lines
+
+
 def run_baseline(extract: Path, listed: Path, threads: int | None) -> dict[str, Any]:
     """``people_baseline.py`` on ``extract`` and ``listed`` in a process of its own; its figures."""
     command = [sys.executable, str(Path(__file__).with_name("people_baseline.py")), str(extract), str(listed)]
@@ -210,39 +243,59 @@ def main() -> None:
         "--latency", type=float, default=0.0, help="seconds added to each request (default 0)"
     )
     parser.add_argument("--in-flight", type=int, default=4, help="the client's max_in_flight (default 4)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run every size this many times, the sizes taking turns; each night's figures are "
+        "those of its median wall time (default 1)",
+    )
     parser.add_argument("--baseline", action="store_true", help="plan the largest change night in DuckDB too")
     parser.add_argument("--append-results", action="store_true", help="append a section to RESULTS.md")
     args = parser.parse_args()
     command = shlex.join([".venv/bin/python", "benchmarks/people_scaling.py", *sys.argv[1:]])
     sizes = sorted(int(value) for value in args.sizes.split(","))
-    runs: dict[int, list[Night]] = {}
+    rounds: dict[int, list[list[Night]]] = {size: [] for size in sizes}
     described: list[str] = []
     tables: list[str] = []
     compared: list[str] = []
-    for size in sizes:
-        crm = Crm.make(size)
-        described.append(describe(crm))
-        print(described[-1], flush=True)
-        minimum = minimum_writes(crm)
-        with tempfile.TemporaryDirectory() as name:
-            folder = Path(name)
-            listed = folder / "list.jsonl"
-            dumped: list[int] = []
+    for turn in range(1, args.rounds + 1):
+        for size in sizes:
+            crm = Crm.make(size)
+            if turn == 1:
+                described.append(describe(crm))
+                print(described[-1], flush=True)
+            minimum = minimum_writes(crm)
+            with tempfile.TemporaryDirectory() as name:
+                folder = Path(name)
+                listed = folder / "list.jsonl"
+                dumped: list[int] = []
+                baseline = args.baseline and size == sizes[-1] and turn == 1
 
-            def after(
-                url: str, number: int, size: int = size, listed: Path = listed, dumped: list[int] = dumped
-            ) -> None:
-                if args.baseline and size == sizes[-1] and number == 1:
-                    dumped.append(dump_list(url, listed))
+                def after(
+                    url: str,
+                    number: int,
+                    baseline: bool = baseline,
+                    listed: Path = listed,
+                    dumped: list[int] = dumped,
+                ) -> None:
+                    if baseline and number == 1:
+                        dumped.append(dump_list(url, listed))
 
-            nights, _ = run_matrix(crm, [args.latency], [args.in_flight], folder, None, after)
-            runs[size] = nights
-            tables.extend(f"| {size:,} {row(night, minimum)}" for night in nights)
-            if dumped:
-                baselines = [run_baseline(folder / "night2.csv", listed, threads) for threads in (1, None)]
-                compared = baseline_lines(nights[1], baselines, dumped[0])
-    table, flags = growth_table(runs)
-    lines = [*compared, *(flags or [f"no step grows more than {GROWTH:.0%} per person"])]
+                nights, _ = run_matrix(crm, [args.latency], [args.in_flight], folder, None, after)
+                rounds[size].append(nights)
+                people = f"{size:,}" if args.rounds == 1 else f"{size:,} (round {turn})"
+                tables.extend(f"| {people} {row(night, minimum)}" for night in nights)
+                if dumped:
+                    extract = folder / "night2.csv"
+                    baselines = [run_baseline(extract, listed, threads) for threads in (1, None)]
+                    compared = baseline_lines(nights[1], baselines, dumped[0])
+    table, flags = growth_table({size: median_nights(taken) for size, taken in rounds.items()})
+    lines = [
+        *size_ratios(rounds),
+        *compared,
+        *(flags or [f"no step grows more than {GROWTH:.0%} per person"]),
+    ]
     print("\n".join(table))
     for line in lines:
         print(line)
