@@ -174,6 +174,22 @@ def test_pages_asked_for_ahead_give_the_same_items_in_order(end: str, in_flight:
         assert service.peak > 1
 
 
+def test_pages_kept_ahead_of_a_reader_at_work_are_read_meanwhile_in_flight_at_a_time() -> None:
+    service = Service(1_003, cap=10, end="total")
+    items = iter_offset_pages(service.fetch, in_flight=2, pages_ahead=6)
+
+    # The reader takes the first page and an item of the second, then works on them a while.
+    assert [next(items) for _ in range(11)] == list(range(11))
+    deadline = time.monotonic() + 5
+    while len(service.asked) < 7 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.05)  # no page more is asked for while the reader is away
+
+    assert sorted(service.asked) == list(range(0, 70, 10))  # the second page and five past it
+    assert service.peak <= 2
+    assert list(items) == list(range(11, 1_003))
+
+
 def test_a_page_shorter_than_the_one_before_drops_the_pages_asked_for_after_it() -> None:
     served: list[int] = []
 

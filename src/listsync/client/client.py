@@ -302,10 +302,11 @@ class ListSyncClient:
         page_size: int = 100,
         watch: ReadWatch | None = None,
         account_domain: str | None = None,
+        pages_ahead: int | None = None,
     ) -> Iterator[dict[str, Any]]:
         """Every person of the List, or of the account ``account_domain`` (checked as
         :meth:`iter_targetable_people` checks its filters), as the JSON object the service sent,
-        page after page (a ``watch`` notes the List moving under the read, :class:`~.paging.ReadWatch`).
+        page after page (``watch``, ``pages_ahead``: :func:`~.paging.iter_offset_pages`).
 
         For reads into columns (:func:`listsync.sync.people.frames.list_frame`), which check the
         field types a batch at a time instead of a model per person; anything but an object where
@@ -325,7 +326,11 @@ class ListSyncClient:
             return people, paging.more, paging.total
 
         people = iter_offset_pages(
-            fetch, what=f"people of {table_id}", in_flight=self.max_in_flight, watch=watch
+            fetch,
+            what=f"people of {table_id}",
+            in_flight=self.max_in_flight,
+            watch=watch,
+            pages_ahead=pages_ahead,
         )
         return people if account_domain is None else kept_to_filters(people, filters, ignored, table_id)
 

@@ -55,7 +55,12 @@ class ReadWatch:
 
 
 def iter_offset_pages(
-    fetch: PageFetcher[ItemT], *, what: str = "items", in_flight: int = 1, watch: ReadWatch | None = None
+    fetch: PageFetcher[ItemT],
+    *,
+    what: str = "items",
+    in_flight: int = 1,
+    watch: ReadWatch | None = None,
+    pages_ahead: int | None = None,
 ) -> Iterator[ItemT]:
     """Yield the items of offset-paged results until the service says they end.
 
@@ -69,6 +74,9 @@ def iter_offset_pages(
         ``total``), and used in order; a page that came back shorter makes the pages asked for
         after it worthless, so they are dropped and asked for again from the offset reached. The
         end is still only ever the explicit one above: a page asked for past it is dropped.
+    :param pages_ahead: pages kept asked for ahead of the reader, ``in_flight`` of them at once
+        (``in_flight`` when None): a reader that takes many pages at a time and then works on
+        them finds the next ones read meanwhile. Needs ``in_flight`` above 1.
     :param watch: notes a List moving under the read (:class:`ReadWatch`); each page after the
         first is then asked for one item early, that item checked against the last one read and
         not yielded again, and a read of several pages asks for the first again at its end. The
@@ -84,6 +92,7 @@ def iter_offset_pages(
     first: list[ItemT] = []
     ahead: deque[tuple[int, Future[tuple[list[ItemT], bool | None, int | None]]]] = deque()
     pool = ThreadPoolExecutor(in_flight, thread_name_prefix="listsync-pages") if in_flight > 1 else None
+    depth = max(in_flight, pages_ahead or 0)
     try:
         while True:
             if ahead and ahead[0][0] == asked:
@@ -133,7 +142,7 @@ def iter_offset_pages(
                 step = len(items) - 1 if overlaps else len(items)
                 following = ahead[-1][0] + step if ahead else asked
                 last = None if total is None else total - (1 if overlaps else 0)
-                while len(ahead) < in_flight and (last is None or following < last):
+                while len(ahead) < depth and (last is None or following < last):
                     ahead.append((following, pool.submit(fetch, following)))
                     following += step
     finally:

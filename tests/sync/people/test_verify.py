@@ -70,6 +70,35 @@ def test_writes_shown_in_a_form_of_the_lists_own_are_read_back_in_full_by_slices
     ]
 
 
+def test_a_read_back_of_the_whole_list_sees_no_one_on_an_account_it_did_not_write(
+    live_emulator: Callable[..., LiveEmulator], tmp_path: Path, mocker: MockerFixture
+) -> None:
+    """The whole List is read back as it comes, people of every account: one on an account the
+    sync did not write, with the e-mail of a person it deleted, is not that person (who would
+    be still in the List, and read again)."""
+    emulator = live_emulator(people_config())
+    emulator.seed(TABLE, *({"domain": domain} for domain in (*ACCOUNTS, "other.net")))
+    client = emulator.client()
+    client.add_people(
+        TABLE, [{"account_domain": "other.net", "people": [{"email": "bob@acme.com", "first_name": "Bob"}]}]
+    )
+    settings = SyncSettings(state_path=tmp_path / "state", max_delete_fraction=0.5)
+    extract = tmp_path / "contacts.csv"
+    extract.write_text(MESSY, encoding="utf-8")
+    sync_people(client, TABLE, read_extract(extract), COLUMN_MAP, settings=settings)
+    # Bob removed, and a title changed on each of the other accounts: more accounts written than
+    # the List has pages, so the whole List is read back.
+    changed = MESSY.replace("acme.com,bob@acme.com,Bob,Ray,,\n", "").replace("VP Sales", "CEO")
+    extract.write_text(changed.replace("CTO", "CFO").replace("Analyst", "Lead"), encoding="utf-8")
+
+    reads = mocker.spy(verify, "read_accounts")
+    summary = sync_people(client, TABLE, read_extract(extract), COLUMN_MAP, mode="mirror", settings=settings)
+
+    assert (summary["deleted"], summary["updated"], summary["unconfirmed"], summary["drift"]) == (1, 3, 0, 0)
+    assert [reads.spy_return_list[0][1], len(reads.call_args_list)] == ["client", 1]
+    assert [person.email for person in client.iter_targetable_people(TABLE)].count("bob@acme.com") == 1
+
+
 LISTED = [
     # e-mail in capitals and spaces; a profile URL the rules normalise; a domain with a scheme
     {
@@ -89,6 +118,9 @@ LISTED = [
     {"account_domain": "beta.io", "email": "cy@beta.io", "network_profile_url": "linkedin.com/in/cy"},
     # a domain the rules refuse, kept trimmed and in lower case
     {"account_domain": " Not A Domain ", "email": "dee@x.org"},
+    # no account domain, and a blank one: both the domain ""
+    {"email": "eve@y.org"},
+    {"account_domain": "  ", "email": "fay@y.org"},
 ]
 
 

@@ -20,7 +20,7 @@ from listsync.sync.digests import key_hashes, mapping_digest_text, text_hashes, 
 from listsync.sync.fan_out import fan_out
 from listsync.sync.forms import fold, fold_text, learn_form
 from listsync.sync.people.diff import canonical, person_fields
-from listsync.sync.people.frames import IDENTITY, TEXT, PersonRecord, list_batch
+from listsync.sync.people.frames import BATCH, IDENTITY, TEXT, PersonRecord, list_batch
 from listsync.sync.people.match import account_domain_of, list_domain, normalised_list_fields, person_keys
 from listsync.sync.people.plan import PlannedAdd, PlannedDelete, PlannedPatch
 
@@ -85,6 +85,7 @@ def read_accounts(
     list_people: int,
     *,
     may_page: bool = True,
+    sorted_by_reader: bool = False,
 ) -> tuple[Iterable[Any], str]:
     """The people of ``domains``, yielded as they come, and how they were read (``"service"`` or
     ``"client"`` filter): by the service's account filter when there are fewer domains than pages
@@ -92,7 +93,12 @@ def read_accounts(
     of a split reads its own accounts only), else as the whole List is paged (also when the
     service ignores the filter); as the JSON objects the service sent. Only the accounts being
     read are held, however many the domains (a shard of 375,000 people held every one it wrote
-    in: 1 GB at its peak)."""
+    in: 1 GB at its peak).
+
+    :param sorted_by_reader: the reader tells the people of ``domains`` from the others itself
+        (:class:`SoughtPeople`, a batch of :data:`~listsync.sync.people.frames.BATCH` at a time): a
+        whole List paged is yielded as it is, rather than each person's account domain normalised
+        and looked up here, and the pages of the next batch are read while one is worked on."""
     if not domains:
         return [], "service"
     if not may_page or len(domains) <= max(1, -(-list_people // page_size)):
@@ -112,8 +118,14 @@ def read_accounts(
                     yield from found
 
             return accounts(), "service"
-    wanted = set(domains)
+    if sorted_by_reader:
+        # Such a reader takes a batch of people at a time: the pages of the next are read meanwhile.
+        ahead = -(-BATCH // page_size)
+        return client.iter_targetable_people_records(
+            table_id, page_size=page_size, pages_ahead=ahead
+        ), "client"
     everyone = client.iter_targetable_people_records(table_id, page_size=page_size)
+    wanted = set(domains)
     return (person for person in everyone if list_domain(account_domain_of(person)) in wanted), "client"
 
 
@@ -394,9 +406,11 @@ class SoughtPeople:
 
     def read(self, listed: Iterable[PersonRecord]) -> None:
         """Count the people ``listed`` (List order) finds by each key sought; compare the first.
-        The people are taken as columns :data:`SOUGHT_AT_ONCE` at a time, as the plan reads them."""
+        The people are taken as columns :data:`~listsync.sync.people.frames.BATCH` at a time, as the
+        plan reads them. They need not be of the accounts written only: a person of another account
+        has no key sought, since every key is hashed with its account domain."""
         people = iter(listed)
-        while batch := list(itertools.islice(people, SOUGHT_AT_ONCE)):
+        while batch := list(itertools.islice(people, BATCH)):
             frame = list_batch(batch)
             del batch
             owner, domains, keys = keys_found_by(frame)

@@ -158,7 +158,7 @@ class _ReadBack:
             None if plan.ledger is None else plan.ledger.fields,
             adds,
         )
-        sought.read(self._read(sought.domains))
+        sought.read(self._read(sought.domains, sorted_by_reader=True))
         # With no write of unknown outcome to settle, those shown as written are settled as
         # columns, and only the others are made objects again.
         at_once = not self.result.unknown
@@ -214,8 +214,8 @@ class _ReadBack:
             frame = records_frame(((None, found) for found in shown.values()), fields)
             verification.seen[places] = value_digests(frame, fields)
 
-    def _read(self, domains: Collection[str]) -> Iterable[Any]:
-        """The people of ``domains``, as they come."""
+    def _read(self, domains: Collection[str], *, sorted_by_reader: bool = False) -> Iterable[Any]:
+        """The people of ``domains``, as they come (:func:`read_accounts`)."""
         listed, filter_used = read_accounts(
             self.client,
             self.table_id,
@@ -223,6 +223,7 @@ class _ReadBack:
             self.page_size,
             self.plan.current_people,
             may_page=self.plan.may_page_list,
+            sorted_by_reader=sorted_by_reader,
         )
         self.verification.filter = self.verification.filter or filter_used
         return listed
