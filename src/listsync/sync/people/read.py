@@ -244,7 +244,7 @@ def difference(
     return read_back(item, people).problem
 
 
-#: List people sorted against the keys sought at a time (:meth:`SoughtPeople.read`).
+#: Keys of writes made columns at a time, and writes made Python values at a time (:class:`SoughtPeople`).
 SOUGHT_AT_ONCE = 5_000
 #: Planned adds taken as columns at a time (:class:`SoughtPeople`): what a slice's keys and digests
 #: take while they are made is let go before the next.
