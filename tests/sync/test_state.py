@@ -107,6 +107,21 @@ def test_digests_are_the_same_in_another_process() -> None:
     assert here == json.loads(there)
 
 
+def test_digests_are_those_of_the_states_kept_before() -> None:
+    # A state on disk holds these numbers: a change of hash would make every kept person a stranger.
+    keys = key_hashes(
+        pd.Series(["acme.com", "müller.de"]), pd.Series(["email:ann@acme.com", "name:jürgen müller"])
+    )
+    frame = pd.DataFrame(
+        {"title": pd.Series(["Directrice générale", None], dtype="string"), "personas": [["CEO"], None]}
+    )
+    assert [int(key) for key in keys] == [16945697494587423024, 15292436883451618885]
+    assert [int(digest) for digest in value_digests(frame, ["title", "personas"])] == [
+        16725025168856891119,
+        13812669998446145592,
+    ]
+
+
 def test_digests_tell_values_apart_and_see_equal_ones_alike() -> None:
     frame = pd.DataFrame(
         {
@@ -129,6 +144,12 @@ def test_a_later_entry_of_a_key_wins_and_entries_come_out_sorted() -> None:
     )
     assert joined.keys.tolist() == [3, 9]
     assert (joined.sent.tolist(), joined.seen.tolist(), joined.kind.tolist()) == ([5, 1], [0, 2], [ADD, 0])
+
+
+def test_a_state_finds_keys_asked_in_any_order() -> None:
+    entries = StateEntries.of(np.array([3, 9, 20, 41], dtype=np.uint64), 1, 2)
+    found = SyncState(SCOPE, entries=entries).find(np.array([41, 5, 3, 50, 9, 20, 3], dtype=np.uint64))
+    assert found.tolist() == [3, -1, 0, -1, 1, 2, 0]
 
 
 def test_a_state_reads_back_as_it_was_written(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Iterable, Mapping
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -180,9 +181,8 @@ class _Planner:
         if not adds_allowed(self.mode):
             self.result.not_added, added = len(added), added[:0]
         if self.last_applied is not None and self.ledger is not None:
-            added = added[self.last_applied.adds(self._source_keys(added), self.ledger)]
-            self.ledger.add_keys = self._source_keys(added)
-            self.ledger.add_sent = value_digests(self.source, self.wanted.carried, added)
+            added = added[self.last_applied.adds(self._keys[added], self.ledger)]
+            self.ledger.add_keys, self.ledger.add_sent = self._keys[added], self._sent[added]
         self._adds(added)
         for key in frame_records(source, grouped[conflicts[grouped]], [ACCOUNT_DOMAIN, IDENTITY]):
             self.result.conflicts += 1
@@ -314,15 +314,11 @@ class _Planner:
             differs |= mask
         held = np.zeros(len(positions), dtype=bool)
         if self.last_applied is not None and self.ledger is not None:
-            carried = self.wanted.carried
+            seen = value_digests(self.list, self.wanted.carried)
 
             def digests(start: int, stop: int) -> Digests:
-                extract, listed = positions[start:stop], matches[start:stop]
-                return (
-                    self._source_keys(extract),
-                    value_digests(self.source, carried, extract),
-                    value_digests(self.list, carried, listed),
-                )
+                extract = positions[start:stop]
+                return self._keys[extract], self._sent[extract], seen[matches[start:stop]]
 
             ledger = self.ledger
             differs, held, ledger.patch_keys, ledger.patch_sent = self.last_applied.changes(
@@ -362,9 +358,17 @@ class _Planner:
 
         self.result.patches = PlannedWrites(len(offsets), make)
 
-    def _source_keys(self, rows: np.ndarray) -> np.ndarray:
-        """The state's keys of the extract people at ``rows``: their account domain and identity."""
-        return key_hashes(self.source[ACCOUNT_DOMAIN].iloc[rows], self.source[IDENTITY].iloc[rows])
+    @cached_property
+    def _keys(self) -> np.ndarray:
+        """The state's key of each extract person, in the extract's order: their account domain and
+        identity. Hashed in the frame's order, slices of it as they are, and taken where needed:
+        hashing the people in the plan's order (account by account) first copied each of them out."""
+        return key_hashes(self.source[ACCOUNT_DOMAIN], self.source[IDENTITY])
+
+    @cached_property
+    def _sent(self) -> np.ndarray:
+        """The digest of each extract person's values, in the extract's order (as :attr:`_keys`)."""
+        return value_digests(self.source, self.wanted.carried)
 
     def _folded(self, name: str, column: pd.Series) -> pd.Series:
         """A text field's values in the forms the service was seen to keep it in."""

@@ -96,7 +96,8 @@ class LastApplied:
         was edited by hand (repaired, counted). The items not written become entries of the next
         state. ``digests(start, stop)`` gives the keys, the digests of the extract's values and
         those of the List's of the items from ``start`` to ``stop``: they are asked for
-        :data:`WEIGHED_AT_ONCE` items at a time, so that a plan never holds them for every item."""
+        :data:`WEIGHED_AT_ONCE` items at a time, so that the state's entries are taken for that many at
+        once, never for every item."""
         differs, held = differs.copy(), np.zeros(len(differs), dtype=bool)
         written: list[tuple[np.ndarray, np.ndarray]] = []
         for start in range(0, len(differs), WEIGHED_AT_ONCE):
