@@ -157,6 +157,17 @@ def test_mirror_with_list_scope_deletes_everywhere() -> None:
     ]
 
 
+def test_an_extra_copy_is_not_removed_by_a_phone_another_person_of_the_account_has() -> None:
+    bob = {"first_name": "Bob", "phone_number": "+14155550100"}
+    ann = {**ANN, "phone_number": "+14155550100"}  # Bob's phone: a delete by it reaches her
+    current = [listed(**bob), listed(**bob), listed(**ann)]
+
+    plan = plan_people_sync(source(src(**bob), src(**ann)), current, mode="mirror")
+
+    assert (len(plan.repairs), len(plan.deletes), plan.deletes_held) == (0, 0, 1)
+    assert [(held.identity, held.action) for held in plan.held] == [("phone:+14155550100", "delete")]
+
+
 def test_list_duplicates_are_left_alone_and_block_their_extract_person() -> None:
     current = [listed(**ANN), listed(**{**ANN, "email": "ANN@acme.com", "title": "VP"}), listed(**BOB)]
 

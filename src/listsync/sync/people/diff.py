@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel
 
@@ -233,8 +234,10 @@ class _Planner:
             inside = np.flatnonzero(frame["domain"].isin(accounts).to_numpy(dtype=bool))
             local = np.full(len(frame), -1)
             local[inside] = np.arange(len(inside))
-            held[inside] = self._held_in(frame.iloc[inside], local[copies], local[deleted])
-        for person in frame_records(frame, np.flatnonzero(held), ["domain", IDENTITY]):
+            fields = ["domain", IDENTITY, *(name for names in _REACHED_BY.values() for name in names)]
+            looked_at = [name for name in fields if name in frame.columns]
+            held[inside] = self._held_in(frame[looked_at].take(inside), local[copies], local[deleted])
+        for person in frame_records(frame, going[held[going]], ["domain", IDENTITY]):
             self.result.deletes_held += 1
             self.result.held.append(
                 HeldPerson(
@@ -251,29 +254,28 @@ class _Planner:
     @staticmethod
     def _held_in(frame: pd.DataFrame, copies: np.ndarray, deleted: np.ndarray) -> np.ndarray:
         """:meth:`_reaching_others` within ``frame``, the people of some accounts; ``copies`` and
-        ``deleted`` are positions in it (-1: a person of another account)."""
+        ``deleted`` are positions in it (-1: a person of another account). Who shares a phone or a
+        name is counted by numbering each (account, phone) or (account, name) once, no text made
+        a Python string."""
         copies, deleted = copies[copies >= 0], deleted[deleted >= 0]
-        identities = frame[IDENTITY].astype(object)
+        domains, identities = arrow_text(frame["domain"]), arrow_text(frame[IDENTITY])
         meant = np.zeros(len(frame), dtype=bool)
         meant[deleted] = True
         if len(copies):
-            people = frame["domain"].astype(object) + "\x1f" + identities
-            meant |= people.isin(set(people.iloc[copies])).to_numpy()
+            people = _numbered_together([domains, identities])
+            meant |= np.isin(people, people[copies])
         held = np.zeros(len(frame), dtype=bool)
-        for kind, fields in (("phone:", ["phone_number"]), ("name:", ["first_name", "last_name"])):
-            going = np.flatnonzero(meant & identities.str.startswith(kind).fillna(False).to_numpy(dtype=bool))
+        for kind, fields in _REACHED_BY.items():
+            by_kind = pc.fill_null(pc.starts_with(identities, kind), False).to_numpy(zero_copy_only=False)
+            going = np.flatnonzero(meant & by_kind)
             if not len(going) or any(name not in frame.columns for name in fields):
                 continue
-            keys = frame["domain"].astype(object)
-            for name in fields:
-                keys = keys + "\x1f" + frame[name].astype(object).str.lower()
-            reached = keys.isin(set(keys.iloc[going].dropna())).to_numpy()
-            everyone = keys[reached].value_counts()
-            shared = everyone.index[
-                everyone.to_numpy()
-                > keys[reached & meant].value_counts().reindex(everyone.index, fill_value=0).to_numpy()
-            ]
-            held[going[keys.iloc[going].isin(set(shared)).to_numpy()]] = True
+            keys = _numbered_together([domains, *(pc.utf8_lower(arrow_text(frame[name])) for name in fields)])
+            known = keys >= 0
+            everyone = np.bincount(keys[known])
+            meant_too = np.bincount(keys[known & meant], minlength=len(everyone))
+            going = going[keys[going] >= 0]
+            held[going[everyone[keys[going]] > meant_too[keys[going]]]] = True
         return held
 
     def _deletes(
@@ -419,6 +421,16 @@ class _Planner:
 
 #: Matched pairs compared at once, field by field (:meth:`_Planner._changed`).
 PAIRS_AT_ONCE = 100_000
+
+
+#: The fields by which a delete by phone or by name (the identity's kind) reaches other people of
+#: the account.
+_REACHED_BY = {"phone:": ("phone_number",), "name:": ("first_name", "last_name")}
+
+
+def _numbered_together(columns: list[pa.ChunkedArray]) -> np.ndarray:
+    """The rows of ``columns`` numbered, equal rows alike (-1 where any is null)."""
+    return numbered([pc.binary_join_element_wise(*columns, "\x1f")])
 
 
 def _rows(frame: pd.DataFrame, positions: np.ndarray, names: list[str]) -> pd.DataFrame:
