@@ -13,6 +13,7 @@ Keys are numbered as integer codes, never joined as text. The same keys, a recor
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -263,16 +264,31 @@ def _codes(
     shares = max(1, -(-int(given.sum()) // KEYS_AT_ONCE))
     share_of = np.where(given, domain_codes % shares, -1)  # the divisions done once
     numbered_so_far = 0
-    for share in range(shares):
-        in_share = share_of == share
-        if not in_share.any():
-            continue
-        key_codes = numbered([keys.filter(pa.array(in_share))])
-        pairs = domain_codes[in_share].astype(np.int64) * (int(key_codes.max()) + 1) + key_codes
-        local = pd.factorize(pairs)[0]
-        codes[in_share] = local + numbered_so_far
-        numbered_so_far += int(local.max()) + 1
+    for group_keys, group_at, group_share in _share_groups(keys, share_of, shares):
+        for share in np.unique(group_share).tolist():
+            in_share = group_share == share
+            at = group_at[in_share]
+            key_codes = numbered([group_keys.filter(pa.array(in_share))])
+            pairs = domain_codes[at].astype(np.int64) * (int(key_codes.max()) + 1) + key_codes
+            local = pd.factorize(pairs)[0]
+            codes[at] = local + numbered_so_far
+            numbered_so_far += int(local.max()) + 1
     return codes
+
+
+def _share_groups(
+    keys: pa.ChunkedArray, share_of: np.ndarray, shares: int
+) -> Iterator[tuple[pa.ChunkedArray, np.ndarray, np.ndarray]]:
+    """The keys of about the square root of ``shares`` shares at a time (a share -1: none), with
+    their positions and shares: each share's keys are then picked out of its group's, not out of
+    every key, so that picking them costs about ``2 * sqrt(shares)`` passes over the keys rather
+    than ``shares`` (at 3,000,000 people, 60 passes over 6,000,000 keys took 1.4 s)."""
+    per_group = max(1, math.isqrt(shares))
+    group_of = np.where(share_of >= 0, share_of // per_group, -1)
+    for group in range(-(-shares // per_group)):
+        in_group = group_of == group
+        if in_group.any():
+            yield keys.filter(pa.array(in_group)), np.flatnonzero(in_group), share_of[in_group]
 
 
 def numbered(columns: list[Column]) -> np.ndarray:
