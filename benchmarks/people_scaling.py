@@ -34,6 +34,7 @@ baseline's from a local file). Aim (issue 36): ours <= 2x.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import itertools
 import json
 import shlex
@@ -253,6 +254,8 @@ def main() -> None:
     parser.add_argument("--baseline", action="store_true", help="plan the largest change night in DuckDB too")
     parser.add_argument("--append-results", action="store_true", help="append a section to RESULTS.md")
     args = parser.parse_args()
+    if args.baseline and importlib.util.find_spec("duckdb") is None:
+        parser.error("--baseline needs DuckDB, which the bench extra installs: run `make bench` first")
     command = shlex.join([".venv/bin/python", "benchmarks/people_scaling.py", *sys.argv[1:]])
     sizes = sorted(int(value) for value in args.sizes.split(","))
     rounds: dict[int, list[list[Night]]] = {size: [] for size in sizes}
