@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from listsync.client.errors import UnexpectedResponseError
 from listsync.client.models import ConnectionPath, ListedPerson, Person, person_identity
 from listsync.sync.people import PeoplePlan, PlannedWrites, frames, plan_people_sync
 from listsync.sync.people.frames import list_frame
+from listsync.sync.state import LastApplied
 
 
 def src(domain: str = "acme.com", **fields: Any) -> tuple[str, dict[str, Any]]:
@@ -75,6 +77,43 @@ def test_overwrite_with_null_erases_the_list_value() -> None:
     [patch] = plan.patches
     # bio is None on both sides: nothing to erase.
     assert patch.changes == {"title": ("CTO", None)}
+
+
+def test_writes_go_account_by_account_in_the_order_the_extract_first_names_the_accounts() -> None:
+    emails = ["b1@b.com", "a1@a.com", "c1@c.com", "a2@a.com", "b2@b.com"]  # as the extract's rows come
+    extract = pd.DataFrame(
+        {
+            "account_domain": [email.partition("@")[2] for email in emails],
+            "identity": [f"email:{email}" for email in emails],
+            "email": emails,
+        },
+        dtype=frames.TEXT,
+    )
+    current = [listed(email.partition("@")[2], email=email, title="old") for email in emails]
+
+    added = plan_people_sync(extract, [])
+    patched = plan_people_sync(extract.assign(title="new"), current)
+
+    order = ["b1@b.com", "b2@b.com", "a1@a.com", "a2@a.com", "c1@c.com"]
+    assert [add.person["email"] for add in added.adds] == order
+    assert [patch.match["email"] for patch in patched.patches] == order
+
+
+def test_with_a_state_a_null_still_erases_an_empty_text_the_list_holds() -> None:
+    # With a state, pairs whose values' digests are equal are not compared; a digest sees a null
+    # and an empty text alike, so an erasing sync compares every pair.
+    current = [{"account_domain": "acme.com", **ANN, "title": ""}, {"account_domain": "acme.com", **BOB}]
+    plan = plan_people_sync(
+        source(src(**{**ANN, "title": None}), src(**{**BOB, "title": "CFO"})),
+        current,
+        overwrite_with_null=True,
+        last_applied=LastApplied(None, now=0.0, visibility_window=60.0),
+    )
+
+    assert [(p.identity, p.changes) for p in plan.patches] == [
+        ("email:ann@acme.com", {"title": ("", None)}),
+        ("email:bob@acme.com", {"title": (None, "CFO")}),
+    ]
 
 
 def test_fields_the_extract_does_not_carry_are_never_touched() -> None:

@@ -37,7 +37,14 @@ from listsync.sync.people.frames import (
     text_column,
     wire,
 )
-from listsync.sync.people.match import ExtractPeople, arrow_text, list_values, match_people, numbered
+from listsync.sync.people.match import (
+    AccountCodes,
+    ExtractPeople,
+    arrow_text,
+    list_values,
+    match_people,
+    numbered,
+)
 from listsync.sync.people.plan import (
     HeldPerson,
     PeopleLedger,
@@ -144,11 +151,9 @@ class _Planner:
         self.source, self.list = wanted.frame, listed.frame
         self.last_applied = last_applied
         self.forms: Forms = {} if last_applied is None else last_applied.forms
-        domains = pc.unique(arrow_text(self.source[ACCOUNT_DOMAIN]))
+        self.accounts = AccountCodes.of(self.list, self.source)
         self.in_scope = (
-            np.ones(len(self.list), dtype=bool)
-            if delete_scope == "list"
-            else pc.is_in(arrow_text(self.list["domain"]), value_set=domains).to_numpy(zero_copy_only=False)
+            np.ones(len(self.list), dtype=bool) if delete_scope == "list" else self.accounts.in_source()
         )
         self.result = PeoplePlan(
             source_people=len(self.source),
@@ -163,7 +168,11 @@ class _Planner:
     def plan(self) -> PeoplePlan:
         source = self.source
         matching = match_people(
-            self.wanted, self.list, self.forms, repair_in=self.in_scope if self.mirror else None
+            self.wanted,
+            self.list,
+            self.forms,
+            self.accounts,
+            repair_in=self.in_scope if self.mirror else None,
         )
         give_back_freed_memory()
         matches, duplicated = matching.found, matching.duplicated
@@ -175,9 +184,8 @@ class _Planner:
         conflicts = found & np.append(duplicated, False)[matches]
         matched = found & ~conflicts
         claimed[matches[matched]] = True
-        # Writes go account by account, the accounts in the order the extract first names them
-        # (numbered in order of first appearance).
-        grouped = np.argsort(numbered([source[ACCOUNT_DOMAIN]]), kind="stable")
+        # Writes go account by account, the accounts in the order the extract first names them.
+        grouped = self.accounts.source_order()
         added = grouped[~found[grouped]]
         if not adds_allowed(self.mode):
             self.result.not_added, added = len(added), added[:0]
@@ -220,23 +228,12 @@ class _Planner:
         account who is not meant to go (A38): by phone, anyone of the account with that phone
         number; by name, anyone with that first and last name, case aside. A person's copies are
         all meant to go (one is added again where a delete reaches every one). Each held delete
-        is a failure, with its reason: the List needs a hand.
-
-        Only the accounts of a delete by phone or name are looked at, so a night that deletes a few
-        people of a List of millions makes no Python object of the others."""
+        is a failure, with its reason: the List needs a hand."""
         frame = self.list
-        held = np.zeros(len(frame), dtype=bool)
         going = np.concatenate([copies, deleted])
         kinds = frame[IDENTITY].iloc[going]
         by_phone_or_name = (kinds.str.startswith("phone:") | kinds.str.startswith("name:")).fillna(False)
-        accounts = set(frame["domain"].iloc[going[by_phone_or_name.to_numpy(dtype=bool)]])
-        if accounts:
-            inside = np.flatnonzero(frame["domain"].isin(accounts).to_numpy(dtype=bool))
-            local = np.full(len(frame), -1)
-            local[inside] = np.arange(len(inside))
-            fields = ["domain", IDENTITY, *(name for names in _REACHED_BY.values() for name in names)]
-            looked_at = [name for name in fields if name in frame.columns]
-            held[inside] = self._held_in(frame[looked_at].take(inside), local[copies], local[deleted])
+        held = self._held(copies, deleted) if by_phone_or_name.any() else np.zeros(len(frame), dtype=bool)
         for person in frame_records(frame, going[held[going]], ["domain", IDENTITY]):
             self.result.deletes_held += 1
             self.result.held.append(
@@ -251,32 +248,49 @@ class _Planner:
             )
         return held[copies], held[deleted]
 
-    @staticmethod
-    def _held_in(frame: pd.DataFrame, copies: np.ndarray, deleted: np.ndarray) -> np.ndarray:
-        """:meth:`_reaching_others` within ``frame``, the people of some accounts; ``copies`` and
-        ``deleted`` are positions in it (-1: a person of another account). Who shares a phone or a
-        name is counted by numbering each (account, phone) or (account, name) once, no text made
-        a Python string."""
-        copies, deleted = copies[copies >= 0], deleted[deleted >= 0]
-        domains, identities = arrow_text(frame["domain"]), arrow_text(frame[IDENTITY])
+    def _held(self, copies: np.ndarray, deleted: np.ndarray) -> np.ndarray:
+        """:meth:`_reaching_others`, for every List person. Who shares a phone or a name with a
+        person going is counted among the people with that phone or name (case aside) only, each
+        (account, phone) or (account, name) numbered once: a night that deletes a few people of a
+        List of millions numbers the keys of a few."""
+        frame = self.list
+        identities = arrow_text(frame[IDENTITY])
         meant = np.zeros(len(frame), dtype=bool)
         meant[deleted] = True
         if len(copies):
-            people = _numbered_together([domains, identities])
-            meant |= np.isin(people, people[copies])
+            among, keys = self._keyed(identities, copies)
+            meant[among[np.isin(keys, keys[np.searchsorted(among, copies)])]] = True
+        going = np.flatnonzero(meant)
+        going_kinds = identities.take(going)
         held = np.zeros(len(frame), dtype=bool)
         for kind, fields in _REACHED_BY.items():
-            by_kind = pc.fill_null(pc.starts_with(identities, kind), False).to_numpy(zero_copy_only=False)
-            going = np.flatnonzero(meant & by_kind)
-            if not len(going) or any(name not in frame.columns for name in fields):
+            by_kind = going[
+                pc.fill_null(pc.starts_with(going_kinds, kind), False).to_numpy(zero_copy_only=False)
+            ]
+            if not len(by_kind) or any(name not in frame.columns for name in fields):
                 continue
-            keys = _numbered_together([domains, *(pc.utf8_lower(arrow_text(frame[name])) for name in fields)])
+            lowered = [pc.utf8_lower(arrow_text(frame[name])) for name in fields]
+            among, keys = self._keyed(
+                lowered[0] if len(lowered) == 1 else pc.binary_join_element_wise(*lowered, "\x1f"), by_kind
+            )
             known = keys >= 0
             everyone = np.bincount(keys[known])
-            meant_too = np.bincount(keys[known & meant], minlength=len(everyone))
-            going = going[keys[going] >= 0]
-            held[going[everyone[keys[going]] > meant_too[keys[going]]]] = True
+            meant_too = np.bincount(keys[known & meant[among]], minlength=len(everyone))
+            at = np.searchsorted(among, by_kind)
+            keyed = keys[at] >= 0
+            by_kind, at = by_kind[keyed], at[keyed]
+            held[by_kind[everyone[keys[at]] > meant_too[keys[at]]]] = True
         return held
+
+    def _keyed(self, values: pa.ChunkedArray, of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The List people whose value in ``values`` (one per List person) is that of one of the
+        people at ``of`` (positions; they are among them), in List order, and the number of each
+        one's (account, value), equal pairs alike (-1: no value)."""
+        wanted = pc.drop_null(pc.unique(values.take(pa.array(of))))
+        among = np.flatnonzero(pc.is_in(values, value_set=wanted).to_numpy(zero_copy_only=False))
+        codes = numbered([values.take(pa.array(among))])
+        pairs = self.accounts.listed[among].astype(np.int64) * (int(codes.max(initial=-1)) + 1) + codes
+        return among, np.where(codes >= 0, pd.factorize(pairs)[0], -1)
 
     def _deletes(
         self, positions: np.ndarray, copies: np.ndarray | None = None
@@ -309,14 +323,23 @@ class _Planner:
         self.result.adds = PlannedWrites(len(positions), make, people)
 
     def _patches(self, positions: np.ndarray, matches: np.ndarray) -> None:
-        """Compare each matched pair field by field; patch the pairs that differ."""
-        changed = {name: self._changed(name, positions, matches) for name in self.wanted.carried}
+        """Compare each matched pair field by field; patch the pairs that differ. With a state, the
+        pairs whose values' digests are equal (:mod:`~listsync.sync.digests`) hold the same values
+        and are not compared: on most nights, nearly all of them."""
+        seen = None if self.last_applied is None else value_digests(self.list, self.wanted.carried)
+        compared = (
+            np.arange(len(positions))
+            if seen is None or self.overwrite  # a null erasing an empty text: its digest is the same
+            else np.flatnonzero(self._sent[positions] != seen[matches])
+        )
+        changed = {name: np.zeros(len(positions), dtype=bool) for name in self.wanted.carried}
+        for name, mask in changed.items():
+            mask[compared] = self._changed(name, positions[compared], matches[compared])
         differs = np.zeros(len(positions), dtype=bool)
         for mask in changed.values():
             differs |= mask
         held = np.zeros(len(positions), dtype=bool)
-        if self.last_applied is not None and self.ledger is not None:
-            seen = value_digests(self.list, self.wanted.carried)
+        if seen is not None and self.last_applied is not None and self.ledger is not None:
 
             def digests(start: int, stop: int) -> Digests:
                 extract = positions[start:stop]
@@ -426,11 +449,6 @@ PAIRS_AT_ONCE = 100_000
 #: The fields by which a delete by phone or by name (the identity's kind) reaches other people of
 #: the account.
 _REACHED_BY = {"phone:": ("phone_number",), "name:": ("first_name", "last_name")}
-
-
-def _numbered_together(columns: list[pa.ChunkedArray]) -> np.ndarray:
-    """The rows of ``columns`` numbered, equal rows alike (-1 where any is null)."""
-    return numbered([pc.binary_join_element_wise(*columns, "\x1f")])
 
 
 def _rows(frame: pd.DataFrame, positions: np.ndarray, names: list[str]) -> pd.DataFrame:

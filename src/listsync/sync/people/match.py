@@ -13,7 +13,6 @@ Keys are numbered as integer codes, never joined as text. The same keys, a recor
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -42,13 +41,14 @@ class ExtractPeople:
     carried: list[str]
     present: dict[str, np.ndarray] | None
 
-    def text(self, name: str) -> pd.Series:
-        """The value of text field ``name`` where it is carried and given, trimmed."""
+    def text(self, name: str, rows: np.ndarray) -> pd.Series:
+        """The value of text field ``name`` of the people at ``rows``, where it is carried and
+        given, trimmed (indexed from 0)."""
         if name not in self.carried:
-            return pd.Series(pd.NA, index=self.frame.index, dtype=TEXT)
-        column = self.frame[name].astype(TEXT).str.strip()
+            return pd.Series(pd.NA, index=pd.RangeIndex(len(rows)), dtype=TEXT)
+        column = self.frame[name].iloc[rows].reset_index(drop=True).astype(TEXT).str.strip()
         column = column.where(column.str.len() > 0)
-        return column if self.present is None else column.where(self.present[name])
+        return column if self.present is None else column.where(self.present[name][rows])
 
 
 @dataclass
@@ -68,28 +68,75 @@ class Matches:
     copy_numbers: np.ndarray
 
 
+@dataclass(frozen=True)
+class AccountCodes:
+    """Both sides' account domains numbered alike, once a plan (:func:`numbered`; -1: none).
+
+    :ivar listed: each List person's account, by position in the List's frame.
+    :ivar source: each extract person's account, by position in the extract's frame.
+    :ivar count: how many accounts are numbered.
+    """
+
+    listed: np.ndarray
+    source: np.ndarray
+    count: int
+
+    @classmethod
+    def of(cls, listed: pd.DataFrame, source: pd.DataFrame) -> AccountCodes:
+        """The accounts of a List frame (``domain``) and an extract frame (``account_domain``)."""
+        both = numbered([listed["domain"], source[ACCOUNT_DOMAIN]])
+        return cls(both[: len(listed)], both[len(listed) :], int(both.max()) + 1 if len(both) else 0)
+
+    def named(self, accounts: np.ndarray) -> np.ndarray:
+        """Which List people belong to one of ``accounts`` (codes; -1 names none)."""
+        among = np.zeros(self.count + 1, dtype=bool)  # the last slot, that of -1, stays False
+        among[accounts[accounts >= 0]] = True
+        return among[self.listed]
+
+    def in_source(self) -> np.ndarray:
+        """Which List people belong to an account the extract names."""
+        return self.named(self.source)
+
+    def source_order(self) -> np.ndarray:
+        """The extract's people account by account, the accounts in the order the extract first
+        names them, each account's people in extract order (a stable order)."""
+        positions = np.arange(len(self.source))
+        first = np.empty(self.count + 1, dtype=np.int64)
+        first[self.source[::-1]] = positions[::-1]  # the last assignment wins: the first person
+        return np.argsort(np.where(self.source >= 0, first[self.source], -1), kind="stable")
+
+
 def match_people(
-    wanted: ExtractPeople, listed: pd.DataFrame, forms: Forms, *, repair_in: np.ndarray | None = None
+    wanted: ExtractPeople,
+    listed: pd.DataFrame,
+    forms: Forms,
+    accounts: AccountCodes,
+    *,
+    repair_in: np.ndarray | None = None,
 ) -> Matches:
     """Match the extract's people to the List's (:func:`~listsync.sync.people.frames.list_frame`'s
     frame), as the module says. The codes and indexes built are dropped on return.
 
     :param forms: the forms the service was seen to keep fields in (:mod:`listsync.sync.forms`):
         profile-URL and name keys are matched in them.
+    :param accounts: both sides' accounts numbered (:meth:`AccountCodes.of`).
     :param repair_in: which List people copies may be removed of (a mirror run's delete scope):
         there, people the List holds several times under an identity no merge explains (phone or
         name alone: a lost add leaves such copies) are copies of one person, not duplicates; the
         first copy is matched like anyone. None: no copies are removed.
     """
-    return _Matcher(wanted, listed, forms).match(repair_in)
+    return _Matcher(wanted, listed, forms, accounts).match(repair_in)
 
 
 class _Matcher:
     """One matching: candidates no other extract person has are decided as columns; the few
     shared ones one by one, in extract order."""
 
-    def __init__(self, wanted: ExtractPeople, listed: pd.DataFrame, forms: Forms) -> None:
+    def __init__(
+        self, wanted: ExtractPeople, listed: pd.DataFrame, forms: Forms, accounts: AccountCodes
+    ) -> None:
         self.wanted, self.source, self.list, self.forms = wanted, wanted.frame, listed, forms
+        self.accounts = accounts
 
     def match(self, repair_in: np.ndarray | None) -> Matches:
         listed, source = self.list, self.source
@@ -101,7 +148,7 @@ class _Matcher:
             self.fold_keys(("url:" + list_values(listed, "url_key")).where(email_identity)),
         ]
         codes = _codes(
-            listed["domain"], list_keys, source[ACCOUNT_DOMAIN], [self.fold_keys(source[IDENTITY])]
+            self.accounts.listed, list_keys, self.accounts.source, [self.fold_keys(source[IDENTITY])]
         )
         list_codes, source_codes = codes[: 2 * len(listed)], codes[2 * len(listed) :]
         first, duplicated = _index(list_codes, len(listed), int(codes.max()) + 1 if len(codes) else 0)
@@ -188,13 +235,11 @@ class _OtherKeys:
 
     def __init__(self, matcher: _Matcher, list_keys: list[Column], email_identity: np.ndarray) -> None:
         self._matcher = matcher
-        domains = arrow_text(matcher.list["domain"])
+        accounts = matcher.accounts.listed
         by_other = ~email_identity
-        positions = np.arange(len(domains))
+        positions = np.arange(len(accounts))
         has_url = pc.is_valid(arrow_text(list_keys[1])).to_numpy(zero_copy_only=False)
-        self._domains = pa.chunked_array(
-            [*domains.filter(by_other).chunks, *domains.filter(has_url).chunks], TEXT_ARROW
-        )
+        self._accounts = np.concatenate([accounts[by_other], accounts[has_url]])
         self._keys = pa.chunked_array(
             [
                 *arrow_text(list_keys[0]).filter(by_other).chunks,
@@ -210,17 +255,16 @@ class _OtherKeys:
         if not len(rows) or not len(self._keys):
             return np.full((len(rows), 3), -1, dtype=np.int64)
         matcher = self._matcher
-        text = {name: matcher.wanted.text(name).iloc[rows] for name in _OTHER_KEY_FIELDS}
+        text = {name: matcher.wanted.text(name, rows) for name in _OTHER_KEY_FIELDS}
         keys = [
             "url:" + text["network_profile_url"],
             "phone:" + text["phone_number"],
             "name:" + text["first_name"] + " " + text["last_name"],
         ]
-        domains = matcher.source[ACCOUNT_DOMAIN].iloc[rows]
         codes = _codes(
-            self._domains,
+            self._accounts,
             [self._keys],
-            pd.concat([domains] * 3, ignore_index=True),
+            np.tile(matcher.accounts.source[rows], 3),
             [matcher.fold_keys(pd.concat(keys, ignore_index=True))],
         )
         listed, found = codes[: len(self._keys)], codes[len(self._keys) :]
@@ -242,20 +286,18 @@ KEYS_AT_ONCE = 100_000
 
 
 def _codes(
-    list_domains: Column,
+    list_accounts: np.ndarray,
     list_keys: list[Column],
-    source_domains: Column,
+    source_accounts: np.ndarray,
     source_keys: list[Column],
 ) -> np.ndarray:
-    """One integer per (account domain, key), equal for equal pairs (-1 where the key is null): the
-    List's keys, then the extract's, each list of keys one after the other. Domains are numbered
-    first; then the keys of a share of the domains at a time (about :data:`KEYS_AT_ONCE` keys), and
-    the pairs of numbers within that share: equal pairs have equal domains, so they meet in one
-    share. No text is built."""
-    # Each side's domains numbered once, then repeated for each of its keys.
-    both = numbered([list_domains, source_domains])
-    list_codes, source_codes = both[: len(list_domains)], both[len(list_domains) :]
-    domain_codes = np.concatenate([list_codes] * len(list_keys) + [source_codes] * len(source_keys))
+    """One integer per (account, key), equal for equal pairs (-1 where the key is null): the
+    List's keys, then the extract's, each list of keys one after the other; ``list_accounts`` and
+    ``source_accounts`` are the accounts' codes (:class:`AccountCodes`). The keys of a share of the
+    accounts are numbered at a time (about :data:`KEYS_AT_ONCE` keys), and the pairs of numbers
+    within that share: equal pairs have equal accounts, so they meet in one share. No text is built."""
+    # Each side's accounts repeated for each of its keys.
+    domain_codes = np.concatenate([list_accounts] * len(list_keys) + [source_accounts] * len(source_keys))
     keys = pa.chunked_array(
         [chunk for key in [*list_keys, *source_keys] for chunk in arrow_text(key).chunks], TEXT_ARROW
     )
@@ -264,31 +306,39 @@ def _codes(
     shares = max(1, -(-int(given.sum()) // KEYS_AT_ONCE))
     share_of = np.where(given, domain_codes % shares, -1)  # the divisions done once
     numbered_so_far = 0
-    for group_keys, group_at, group_share in _share_groups(keys, share_of, shares):
-        for share in np.unique(group_share).tolist():
-            in_share = group_share == share
-            at = group_at[in_share]
-            key_codes = numbered([group_keys.filter(pa.array(in_share))])
-            pairs = domain_codes[at].astype(np.int64) * (int(key_codes.max()) + 1) + key_codes
-            local = pd.factorize(pairs)[0]
-            codes[at] = local + numbered_so_far
-            numbered_so_far += int(local.max()) + 1
+    for share_keys, at in _by_share(keys, share_of, shares):
+        key_codes = numbered([share_keys])
+        pairs = domain_codes[at].astype(np.int64) * (int(key_codes.max()) + 1) + key_codes
+        local = pd.factorize(pairs)[0]
+        codes[at] = local + numbered_so_far
+        numbered_so_far += int(local.max()) + 1
     return codes
 
 
-def _share_groups(
+def _by_share(
     keys: pa.ChunkedArray, share_of: np.ndarray, shares: int
-) -> Iterator[tuple[pa.ChunkedArray, np.ndarray, np.ndarray]]:
-    """The keys of about the square root of ``shares`` shares at a time (a share -1: none), with
-    their positions and shares: each share's keys are then picked out of its group's, not out of
-    every key, so that picking them costs about ``2 * sqrt(shares)`` passes over the keys rather
-    than ``shares`` (at 3,000,000 people, 60 passes over 6,000,000 keys took 1.4 s)."""
-    per_group = max(1, math.isqrt(shares))
-    group_of = np.where(share_of >= 0, share_of // per_group, -1)
-    for group in range(-(-shares // per_group)):
-        in_group = group_of == group
-        if in_group.any():
-            yield keys.filter(pa.array(in_group)), np.flatnonzero(in_group), share_of[in_group]
+) -> Iterator[tuple[pa.ChunkedArray, np.ndarray]]:
+    """The keys of each share (``share_of``; -1: none) with their positions, a share at a time.
+    Each chunk's positions are sorted by share once, and each share's keys taken out of the chunks
+    by their places, so that the keys are gone over once, not once per share (nor once per group of
+    shares: at 3,000,000 people, 10 passes over 9,000,000 keys took more than a second)."""
+    chunks = []
+    start = 0
+    for chunk in keys.chunks:
+        local = share_of[start : start + len(chunk)]
+        # A stable sort of 16-bit numbers is a radix sort: one pass.
+        order = np.argsort(local.astype(np.int16) if shares < 2**15 else local, kind="stable")
+        bounds = np.searchsorted(local[order], np.arange(shares + 1))
+        chunks.append((chunk, start, order, bounds))
+        start += len(chunk)
+    for share in range(shares):
+        taken = [(chunk, at, order[bounds[share] : bounds[share + 1]]) for chunk, at, order, bounds in chunks]
+        taken = [(chunk, at, places) for chunk, at, places in taken if len(places)]
+        if taken:
+            yield (
+                pa.chunked_array([chunk.take(pa.array(places)) for chunk, _, places in taken], TEXT_ARROW),
+                np.concatenate([places + at for _, at, places in taken]),
+            )
 
 
 def numbered(columns: list[Column]) -> np.ndarray:
