@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from listsync.client.models import person_identity
 from listsync.extract.contact_rules import normalize_domain
 from listsync.extract.mapping import ACCOUNT_DOMAIN, keys_in_shard
-from listsync.sync.digests import key_hashes, mapping_digest_text, text_hashes, value_digests
+from listsync.sync.digests import key_hashes, mapping_digest_text, sought, text_hashes, value_digests
 from listsync.sync.fan_out import fan_out
 from listsync.sync.forms import fold, fold_text, learn_form
 from listsync.sync.people.diff import canonical, person_fields
@@ -421,7 +421,7 @@ class SoughtPeople:
         (``hashes``, each of the person ``owner`` names), and compare each key's first person."""
         if not len(self.keys) or not len(hashes):
             return
-        place = np.minimum(np.searchsorted(self.keys, hashes), len(self.keys) - 1)
+        place = np.minimum(sought(self.keys, hashes), len(self.keys) - 1)
         hit = self.keys[place] == hashes
         slots, owners = place[hit], owner[hit]
         new = self.found[slots] == 0

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from listsync.errors import ListSyncError
+from listsync.sync.digests import sought
 
 STATE_FORMAT = 2
 #: ``seen`` of a write the List has not shown yet. Digests are never 0.
@@ -157,16 +158,13 @@ class SyncState:
 
     def find(self, keys: np.ndarray) -> np.ndarray:
         """The position of each of ``keys`` among the entries; -1 where it has none (32-bit
-        while the entries fit: a plan finds a million keys at once). The keys are sought in their
-        sorted order, each search starting where the last ended: 3,000,000 keys among as many
-        entries took 0.5 s rather than 2.6 s."""
+        while the entries fit: a plan finds a million keys at once), sought in sorted order
+        (:func:`~listsync.sync.digests.sought`)."""
         stored = self.entries.keys
         kind = np.int32 if len(stored) < 2**31 else np.int64
         if not len(stored):
             return np.full(len(keys), -1, dtype=kind)
-        order = np.argsort(keys)
-        positions = np.empty(len(keys), dtype=kind)
-        positions[order] = np.searchsorted(stored, keys[order])
+        positions = sought(stored, keys, kind)
         clipped = np.minimum(positions, len(stored) - 1)
         return np.where(stored[clipped] == keys, clipped, -1).astype(kind, copy=False)
 
