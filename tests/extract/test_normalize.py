@@ -199,6 +199,17 @@ def test_column_keeps_positions_missing_values_and_reasons() -> None:
     assert "exactly one @" in result.errors[3]
 
 
+def test_a_text_rule_over_text_gives_arrow_strings_and_other_rules_python_values() -> None:
+    series = pd.Series([" A@Example.com", None, "bad", "ü@bücher.de"], dtype=object)
+    result = normalize_column(series, normalize_email)
+    assert result.text is not None
+    assert result.text.type == pa.string()
+    assert result.text.to_pylist() == ["a@example.com", None, None, "ü@xn--bcher-kva.de"]
+    assert [result.value(position) for position in range(4)] == result.values
+    flags = normalize_column(pd.Series(["yes", "no"], dtype=object), parse_bool)
+    assert flags.text is None and flags.values == [True, False]
+
+
 def test_column_of_typed_values_uses_the_scalar_rule() -> None:
     series = pd.Series([4155552671, "(415) 555-2671", 12], dtype=object)
     result = normalize_column(series, phone_us)

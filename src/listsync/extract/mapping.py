@@ -266,8 +266,8 @@ class MappedChunk:
             if error is not None:
                 reasons.append(f"{target} (column {self.columns[target]!r}): {error}")
                 failed.add(target)
-            elif result.values[position] is not None:
-                values[target] = result.values[position]
+            elif (value := result.value(position)) is not None:
+                values[target] = value
         return MappedRow(int(row_number), values, reasons, failed, self.columns, self.chunk, position)
 
     def faulty(self) -> np.ndarray:

@@ -30,7 +30,7 @@ import copy
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache, partial
+from functools import cache, cached_property, partial
 from typing import Any
 
 import numpy as np
@@ -49,6 +49,7 @@ from listsync.extract.contact_rules import (
     normalize_domain,
     normalize_email,
     normalize_phone,
+    normalize_profile_url,
 )
 from listsync.extract.text_rules import (
     NormalizationError,
@@ -71,12 +72,30 @@ __all__ = [
 
 @dataclass
 class ColumnResult:
-    """One column after a rule: ``values[i]`` is the normalised value of position ``i`` (``None``
-    when missing or rejected) and ``errors`` maps positions to the reason they were rejected.
+    """One column after a rule: the normalised value of each position (``None`` when missing or
+    rejected), and ``errors``, the reason each rejected position was rejected.
+
+    ``data`` holds the values: a list, or, for a rule that gives text run over a column of text,
+    an Arrow string array (:attr:`text`), which a caller building columns takes as it is;
+    :attr:`values` makes Python values of it when asked, :meth:`value` one position at a time.
     """
 
-    values: list[Any]
+    data: list[Any] | pa.Array
     errors: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def text(self) -> pa.Array | None:
+        """The values as an Arrow string array, when the rule gave them so; else None."""
+        return self.data if isinstance(self.data, pa.Array) else None
+
+    @cached_property
+    def values(self) -> list[Any]:
+        """The values as a list of Python values."""
+        return self.data.to_pylist() if isinstance(self.data, pa.Array) else self.data
+
+    def value(self, position: int) -> Any:
+        """The value at ``position``, without making Python values of the others."""
+        return self.data[position].as_py() if isinstance(self.data, pa.Array) else self.data[position]
 
 
 def _fast_domains(text: pa.Array) -> pa.Array:
@@ -249,10 +268,12 @@ PYTHON_WHITESPACE = (
 _FAST_PATHS: dict[Callable[..., Any], Callable[[pa.Array], pa.Array]] = {
     normalize_domain: _fast_domains,
     normalize_email: _fast_emails,
-    # Free text is its trimmed self: blanks and control characters never reach a fast path.
-    normalize_text: partial(pc.utf8_trim, characters=PYTHON_WHITESPACE),
 }
 _CACHE_KEYS: dict[Callable[..., Any], Callable[[pa.Array], pa.Array]] = {normalize_phone: _phone_keys}
+# Rules that give text: over a column of text, their values stay Arrow strings.
+_TEXT_RULES = frozenset(
+    {normalize_domain, normalize_email, normalize_phone, normalize_profile_url, normalize_text}
+)
 # Rules that turn text into lists or dicts: cached outputs are shared, so each row gets a copy.
 _CONTAINER_RULES = frozenset({normalize_personas, parse_connection_paths, parse_json})
 
@@ -263,60 +284,58 @@ def normalize_column(series: pd.Series, rule: Callable[[Any], Any]) -> ColumnRes
     Use ``functools.partial`` for rules with options, e.g.
     ``normalize_column(s, partial(normalize_phone, default_region="GB"))``, and reuse one rule
     object for all the chunks of an extract. The result is the same as calling the rule on
-    each value: domains and e-mails take a vectorised fast path, and outcomes are cached per
-    rule and distinct value across calls (phone numbers per distinct number, whatever their
-    layout), since extracts repeat values (account domains, switchboard numbers). Text holding a
-    control character (tab and line breaks aside) or a lone surrogate is rejected for it, with
-    the reason the text rules give, whatever the rule (A32).
+    each value: domains and e-mails take a vectorised fast path, free text is trimmed as a
+    column, and outcomes are cached per rule and distinct value across calls (phone numbers per
+    distinct number, whatever their layout), since extracts repeat values (account domains,
+    switchboard numbers). Text holding a control character (tab and line breaks aside) or a lone
+    surrogate is rejected for it, with the reason the text rules give, whatever the rule (A32).
+    A rule that gives text, over a column of text, gives its values as Arrow strings
+    (:attr:`ColumnResult.text`).
     """
     raw = series.tolist()
-    result = ColumnResult([None] * len(raw))
     if not raw:
-        return result
+        return ColumnResult([])
     if pd.api.types.infer_dtype(series, skipna=True) == "string":
         try:
             text = pa.array(raw, type=pa.string())
         except UnicodeEncodeError:  # a lone surrogate, which Arrow's UTF-8 cannot hold
             pass
         else:
-            return _normalize_text_column(raw, text, rule, result)
-    pending = [position for position, value in enumerate(raw) if not is_missing(value)]
-    _apply(rule, raw, pending, result)
-    return result
+            return _normalize_text_column(raw, text, rule)
+    return _apply(rule, raw)
 
 
-def _normalize_text_column(
-    raw: list[Any], text: pa.Array, rule: Callable[[Any], Any], result: ColumnResult
-) -> ColumnResult:
+def _normalize_text_column(raw: list[Any], text: pa.Array, rule: Callable[[Any], Any]) -> ColumnResult:
     """:func:`normalize_column` for a column of text (what every CSV gives), without a Python
     step per row beyond the missing-value test: the fast path decides what it can, then the
     rule runs once per distinct key and the outcomes are spread back by position."""
     function = rule.func if isinstance(rule, partial) else rule
-    values = np.full(len(raw), None, dtype=object)
+    errors: dict[int, str] = {}
     # Present: not null, and not blank by str.strip()'s measure (hence its whitespace set).
     trimmed = pc.utf8_trim(text, characters=PYTHON_WHITESPACE)
     pending = pc.fill_null(pc.greater(pc.utf8_length(trimmed), 0), False).to_numpy(zero_copy_only=False)
     for position, problem in text_problems(text, trimmed, raw).items():
         if pending[position]:
-            result.errors[position] = problem
+            errors[position] = problem
             pending[position] = False
     make_keys = _CACHE_KEYS.get(function)
     keys = make_keys(text) if make_keys is not None else None
     fast = _FAST_PATHS.get(function)
-    decided = None
-    if fast is not None:
+    decided = pa.nulls(len(raw), pa.string())
+    if function is normalize_text:
+        # Free text is its trimmed self: blanks and control characters were taken out above.
+        decided = trimmed
+    elif fast is not None:
         # Only ASCII values: beyond it Arrow's and Python's case mapping differ ("İ").
         decided = pc.if_else(pc.fill_null(pc.string_is_ascii(text), False), fast(text), None)
     elif function is normalize_phone and keys is not None and _NANP_SHORTCUT:
         region = _phone_region(rule)
         if region is not None:
             decided = _fast_phones(keys, region)
-    if decided is not None:
-        done = pending & pc.is_valid(decided).to_numpy(zero_copy_only=False)
-        # Python strings are made for the decided values only.
-        values[done] = decided.filter(pa.array(done)).to_numpy(zero_copy_only=False)
-        pending &= ~done
+    done = pending & pc.is_valid(decided).to_numpy(zero_copy_only=False)
+    pending &= ~done
     positions = np.flatnonzero(pending)
+    outputs = np.empty(0, dtype=object)
     if positions.size:
         inputs = np.asarray(raw, dtype=object)[positions]
         if keys is not None:
@@ -330,39 +349,51 @@ def _normalize_text_column(
         for index in sorted(range(len(distinct)), key=lambda index: str(distinct[index]).startswith("+")):
             outcomes[index] = _cached_outcome(rule, distinct[index])
         passed = np.fromiter((ok for ok, _ in outcomes), bool, len(outcomes))
-        outputs = np.empty(len(outcomes), dtype=object)
-        outputs[:] = [output for _, output in outcomes]
+        by_code = np.empty(len(outcomes), dtype=object)
+        by_code[:] = [output for _, output in outcomes]
         good = passed[codes]
-        values[positions[good]] = outputs[codes[good]]
         for position in positions[~good].tolist():
             # A failure's reason quotes the input, so it is computed from the value as written.
-            result.errors[position] = _cached_outcome(rule, raw[position])[1]
-    result.values = values.tolist()
+            errors[position] = _cached_outcome(rule, raw[position])[1]
+        positions, outputs = positions[good], by_code[codes[good]]
+    if function in _TEXT_RULES:
+        # Arrow strings throughout: the decided values kept, the rule's outputs put in place.
+        column = pc.if_else(pa.array(done), decided, pa.scalar(None, pa.string()))
+        if positions.size:
+            chosen = np.zeros(len(raw), dtype=bool)
+            chosen[positions] = True
+            column = pc.replace_with_mask(column, pa.array(chosen), pa.array(outputs, pa.string()))
+        return ColumnResult(column, errors)
+    values = np.full(len(raw), None, dtype=object)
+    # Python values are made for the decided values only.
+    values[done] = decided.filter(pa.array(done)).to_numpy(zero_copy_only=False)
+    values[positions] = outputs
     if function in _CONTAINER_RULES:
-        result.values = [copy.deepcopy(value) if value is not None else None for value in result.values]
+        return ColumnResult([copy.deepcopy(value) if value is not None else None for value in values], errors)
+    return ColumnResult(values.tolist(), errors)
 
-    return result
 
-
-def _apply(rule: Callable[[Any], Any], raw: list[Any], positions: list[int], result: ColumnResult) -> None:
+def _apply(rule: Callable[[Any], Any], raw: list[Any]) -> ColumnResult:
     """:func:`normalize_column` for typed values (SQL, Parquet, JSON): the rule on each position."""
-    for position in positions:
-        value = raw[position]
+    values: list[Any] = [None] * len(raw)
+    errors: dict[int, str] = {}
+    for position, value in enumerate(raw):
+        if is_missing(value):
+            continue
         problem = text_problem(value) if isinstance(value, str) else None
         if problem is not None:
-            result.errors[position] = problem
+            errors[position] = problem
             continue
         try:
             ok, output = _cached_outcome(rule, value)
         except TypeError:  # unhashable: lists and dicts from JSON columns
             ok, output = _outcome(rule, value)
         if not ok:
-            result.errors[position] = output
-        elif isinstance(output, (list, dict)):
-            # Cached lists and dicts are shared; each row gets its own copy to change freely.
-            result.values[position] = copy.deepcopy(output)
+            errors[position] = output
         else:
-            result.values[position] = output
+            # Cached lists and dicts are shared; each row gets its own copy to change freely.
+            values[position] = copy.deepcopy(output) if isinstance(output, (list, dict)) else output
+    return ColumnResult(values, errors)
 
 
 def _outcome(rule: Callable[[Any], Any], value: Any) -> tuple[bool, Any]:

@@ -72,8 +72,10 @@ STRING_FIELDS = tuple(name for name in PERSON_FIELDS if name not in OBJECT_FIELD
 BATCH = 20_000
 
 
-def text_column(values: Sequence[Any] | np.ndarray) -> pd.Series:
-    """Text values (``None`` for missing) as an Arrow string column."""
+def text_column(values: Sequence[Any] | np.ndarray | pa.Array) -> pd.Series:
+    """Text values (``None`` for missing), or an Arrow string array, as an Arrow string column."""
+    if isinstance(values, pa.Array):
+        return pd.Series(pd.arrays.ArrowExtensionArray(values))
     return pd.Series(pa.array(values, type=pa.string(), from_pandas=True), dtype=TEXT)
 
 
@@ -84,7 +86,7 @@ def one_chunk(chunks: Sequence[pa.Array]) -> pd.Series:
     return pd.Series(pd.arrays.ArrowExtensionArray(pa.chunked_array(chunks, TEXT_ARROW).combine_chunks()))
 
 
-def field_column(name: str, values: Sequence[Any] | np.ndarray) -> pd.Series:
+def field_column(name: str, values: Sequence[Any] | np.ndarray | pa.Array) -> pd.Series:
     """The column of person field ``name``: text as Arrow strings, the other fields as objects."""
     if name in OBJECT_FIELDS:
         return pd.Series(values, dtype=object)
@@ -371,7 +373,7 @@ def _normalised(column: pd.Series, rule: Callable[[Any], Any], fallback: pd.Seri
     if not column.notna().any():  # a field no one in the batch has: nothing to normalise
         return column.astype(TEXT)
     result = normalize_column(column.astype(object).where(column.notna(), None), rule)
-    values = text_column(result.values)
+    values = text_column(result.data)
     if result.errors:
         failed = np.zeros(len(values), dtype=bool)
         failed[list(result.errors)] = True

@@ -96,7 +96,7 @@ class PeoplePreparer:
     def take(self, chunk: MappedChunk) -> None:
         """Decide every row of ``chunk``: kept, rejected or a duplicate."""
         self.stats.read += len(chunk.numbers)
-        values = {target: result.values for target, result in chunk.results.items()}
+        values = {target: result.data for target, result in chunk.results.items()}
         people = pd.DataFrame({name: field_column(name, values[name]) for name in self._fields})
         people.insert(0, ACCOUNT_DOMAIN, text_column(values[ACCOUNT_DOMAIN]))
         people.insert(1, IDENTITY, identities(people))
