@@ -1,9 +1,10 @@
 """A columnar baseline of the people sync's read + prepare + plan, in DuckDB (the ``bench`` extra).
 
 Run by ``people_scaling.py --baseline`` in a process of its own:
-``.venv/bin/python benchmarks/people_baseline.py EXTRACT.csv LIST.jsonl [--threads N]``; prints one
-JSON line: the counts, the seconds of each step, the whole wall time, the CPU seconds (all threads)
-and the peak RSS (MiB).
+``.venv/bin/python benchmarks/people_baseline.py EXTRACT.csv LIST.jsonl [--threads N | --ours]``;
+prints one JSON line: the counts, the seconds of each step, the whole wall time, the CPU seconds
+(all threads) and the peak RSS (MiB). With ``--ours``, the same steps by listsync's own functions
+on the same files (:func:`ours`), to compare like with like: no service, no HTTP.
 
 What it does, as SQL over the extract (``people_job.py``'s CSV columns) and the List (JSON lines,
 each person as the service sent it):
@@ -26,11 +27,16 @@ each person as the service sent it):
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import duckdb
+import msgspec
 from rss import peak_rss_mib
 
 from listsync.extract.contact_rules import HOST_PATTERN, LOCAL_PART_PATTERN
@@ -129,13 +135,76 @@ def plan(db: duckdb.DuckDBPyConnection) -> dict[str, int]:
     return dict(zip(("adds", "patches", "deletes", "unchanged"), row, strict=True))
 
 
+def ours(extract: Path, listed: Path) -> dict[str, Any]:
+    """The same steps by listsync's own functions, from the same files, as a people sync takes
+    them: the extract read and prepared (``prepare_people``) while the List's people are made
+    columns (``list_frame``) in a thread beside it, then the plan (``plan_people_sync``, mirror
+    mode, ``delete_scope="accounts_in_source"``, no state)."""
+    from people_sync import COLUMN_MAP
+
+    from listsync.extract.rejects import Rejects
+    from listsync.extract.sources import read_extract
+    from listsync.sync.memory import collected_sparingly
+    from listsync.sync.people.diff import plan_people_sync
+    from listsync.sync.people.frames import ListPeople, list_frame
+    from listsync.sync.people.prepare import prepare_people
+
+    steps = {}
+
+    def read_list() -> ListPeople:
+        step = time.perf_counter()
+        people = list_frame(pages(listed))
+        steps["read List"] = time.perf_counter() - step
+        return people
+
+    # The cycle collector's young collections as sparing as in a sync (listsync.sync.job).
+    with collected_sparingly():
+        with ThreadPoolExecutor(1, thread_name_prefix="list") as pool:
+            reading = pool.submit(read_list)
+            step = time.perf_counter()
+            prepared = prepare_people(read_extract(extract), COLUMN_MAP, rejects=Rejects())
+            steps["read + prepare"] = time.perf_counter() - step
+            people = reading.result()
+        step = time.perf_counter()
+        planned = plan_people_sync(
+            prepared.frame,
+            people,
+            fields=set(COLUMN_MAP.values()),
+            mode="mirror",
+            delete_scope="accounts_in_source",
+        )
+        steps["plan"] = time.perf_counter() - step
+    counts = {
+        "adds": len(planned.adds),
+        "patches": len(planned.patches),
+        "deletes": len(planned.deletes),
+        "unchanged": planned.unchanged,
+        "rejected": prepared.stats.rejected,
+    }
+    return {"counts": counts, "steps": steps}
+
+
+def pages(listed: Path) -> Iterator[Any]:
+    """The List's people in ``listed``, decoded 1,000 at a time, as the client decodes a page."""
+    decoder = msgspec.json.Decoder()
+    with listed.open("rb") as lines:
+        while page := list(itertools.islice(lines, 1000)):
+            yield from decoder.decode_lines(b"".join(page))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("extract", type=Path)
     parser.add_argument("listed", type=Path)
     parser.add_argument("--threads", type=int, help="DuckDB's threads (default: its own, one a core)")
+    parser.add_argument("--ours", action="store_true", help="listsync's own steps on the same files instead")
     args = parser.parse_args()
     started = time.perf_counter()
+    if args.ours:
+        figures = ours(args.extract, args.listed)
+        figures.update(seconds=time.perf_counter() - started, cpu=time.process_time(), rss=peak_rss_mib())
+        print(json.dumps({**figures, "version": None, "threads": None}))
+        return
     db = duckdb.connect()
     if args.threads:
         db.execute(f"SET threads = {args.threads}")

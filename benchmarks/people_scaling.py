@@ -28,7 +28,10 @@ kept as JSON lines): the same normalisation, the same rejects, the same join by 
 identity and the same counts of adds, patches, deletes and unchanged, asserted equal to the change
 night's plan. Reported: ours (read + prepare, read List, plan of the change night) over the
 baseline's wall time, with and without the List read (ours over HTTP from the emulator, the
-baseline's from a local file). Aim (issue 36): ours <= 2x.
+baseline's from a local file); and ours on the same two files, in a process of its own
+(``people_baseline.py --ours``: the same steps by listsync's functions, the List's people made
+columns beside the extract's preparation as a sync does, without a service sharing the machine),
+against the one-thread baseline, the like-for-like comparison. Aim (issue 36): ours <= 2x.
 """
 
 from __future__ import annotations
@@ -184,11 +187,11 @@ def size_ratios(rounds: dict[int, list[list[Night]]]) -> list[str]:
     return lines
 
 
-def run_baseline(extract: Path, listed: Path, threads: int | None) -> dict[str, Any]:
-    """``people_baseline.py`` on ``extract`` and ``listed`` in a process of its own; its figures."""
+def run_baseline(extract: Path, listed: Path, *options: str) -> dict[str, Any]:
+    """``people_baseline.py`` on ``extract`` and ``listed`` in a process of its own, with
+    ``options``; its figures."""
     command = [sys.executable, str(Path(__file__).with_name("people_baseline.py")), str(extract), str(listed)]
-    if threads:
-        command += ["--threads", str(threads)]
+    command += options
     done = subprocess.run(command, check=False, capture_output=True, text=True)
     if done.returncode != 0:
         sys.stderr.write(done.stderr)
@@ -197,8 +200,11 @@ def run_baseline(extract: Path, listed: Path, threads: int | None) -> dict[str, 
     return figures
 
 
-def baseline_lines(change: Night, baselines: list[dict[str, Any]], listed: int) -> list[str]:
-    """Ours against each baseline on the change night; raises if their counts differ from ours."""
+def baseline_lines(
+    change: Night, baselines: list[dict[str, Any]], from_files: dict[str, Any], listed: int
+) -> list[str]:
+    """Ours against each baseline on the change night, and ours on the baseline's files against the
+    one-thread baseline; raises if their counts differ from ours."""
     summary = change.summary
     ours_counts = {
         "adds": summary["planned"]["add"],
@@ -234,6 +240,17 @@ def baseline_lines(change: Night, baselines: list[dict[str, Any]], listed: int) 
             f"{without / base_without:.2f}x; CPU seconds (all threads) {ours_cpu:.1f} / "
             f"{baseline['cpu']:.1f} = {ours_cpu / baseline['cpu']:.2f}x"
         )
+    if ours_counts != from_files["counts"]:
+        raise SystemExit(f"ours on the files counted {from_files['counts']}, not {ours_counts}")
+    base = baselines[0]
+    lines.append(
+        f"ours on the same files, one process, no service beside it: {from_files['seconds']:.1f} s "
+        f"({', '.join(f'{step} {value:.1f}' for step, value in from_files['steps'].items())}), peak RSS "
+        f"{from_files['rss']:,.0f} MiB; over the {base['threads']}-thread baseline "
+        f"{from_files['seconds'] / base['seconds']:.2f}x (aim <= 2x: "
+        f"{'met' if from_files['seconds'] <= 2 * base['seconds'] else 'NOT met'}); CPU seconds "
+        f"{from_files['cpu']:.1f} / {base['cpu']:.1f} = {from_files['cpu'] / base['cpu']:.2f}x"
+    )
     return lines
 
 
@@ -291,8 +308,10 @@ def main() -> None:
                 tables.extend(f"| {people} {row(night, minimum)}" for night in nights)
                 if dumped:
                     extract = folder / "night2.csv"
-                    baselines = [run_baseline(extract, listed, threads) for threads in (1, None)]
-                    compared = baseline_lines(nights[1], baselines, dumped[0])
+                    one_thread, own = ("--threads", "1"), ()
+                    baselines = [run_baseline(extract, listed, *threads) for threads in (one_thread, own)]
+                    from_files = run_baseline(extract, listed, "--ours")
+                    compared = baseline_lines(nights[1], baselines, from_files, dumped[0])
     table, flags = growth_table({size: median_nights(taken) for size, taken in rounds.items()})
     lines = [
         *size_ratios(rounds),
