@@ -139,7 +139,9 @@ def ours(extract: Path, listed: Path) -> dict[str, Any]:
     """The same steps by listsync's own functions, from the same files, as a people sync takes
     them: the extract read and prepared (``prepare_people``) while the List's people are made
     columns (``list_frame``) in a thread beside it, then the plan (``plan_people_sync``, mirror
-    mode, ``delete_scope="accounts_in_source"``, no state)."""
+    mode, ``delete_scope="accounts_in_source"``, no state). The memory allocator is the C
+    library's as it comes, as DuckDB's is its own: a sync fixes glibc's mmap threshold to keep its
+    peak down, at some cost in time (:func:`listsync.sync.memory.use_returning_allocator`)."""
     from people_sync import COLUMN_MAP
 
     from listsync.extract.rejects import Rejects
