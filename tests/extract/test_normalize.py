@@ -206,6 +206,8 @@ def test_a_text_rule_over_text_gives_arrow_strings_and_other_rules_python_values
     assert result.text.type == pa.string()
     assert result.text.to_pylist() == ["a@example.com", None, None, "ü@xn--bcher-kva.de"]
     assert [result.value(position) for position in range(4)] == result.values
+    listed = result.in_python()
+    assert listed.text is None and listed.values == result.values and listed.errors == result.errors
     flags = normalize_column(pd.Series(["yes", "no"], dtype=object), parse_bool)
     assert flags.text is None and flags.values == [True, False]
 

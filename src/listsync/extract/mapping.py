@@ -270,6 +270,13 @@ class MappedChunk:
                 values[target] = value
         return MappedRow(int(row_number), values, reasons, failed, self.columns, self.chunk, position)
 
+    def rows(self) -> Iterator[MappedRow]:
+        """Every row in order (:meth:`row`), each field's values made Python values once."""
+        results = {target: result.in_python() for target, result in self.results.items()}
+        whole = dataclasses.replace(self, results=results)
+        for position in range(len(self.numbers)):
+            yield whole.row(position)
+
     def faulty(self) -> np.ndarray:
         """Which rows have a field that failed its rule, or are malformed in the file."""
         faulty = np.zeros(len(self.numbers), dtype=bool)
@@ -314,9 +321,9 @@ def iter_mapped_rows(
     for chunk in iter_mapped_chunks(
         frames, column_map, rules, stats, shard=shard, shard_field=shard_field, on_chunk=on_chunk
     ):
-        for position in range(len(chunk.numbers)):
+        for row in chunk.rows():
             stats.read += 1
-            yield chunk.row(position)
+            yield row
 
 
 def iter_mapped_chunks(

@@ -97,6 +97,10 @@ class ColumnResult:
         """The value at ``position``, without making Python values of the others."""
         return self.data[position].as_py() if isinstance(self.data, pa.Array) else self.data[position]
 
+    def in_python(self) -> ColumnResult:
+        """The same result with its values as a list, made at once: for reading every position."""
+        return self if isinstance(self.data, list) else ColumnResult(self.values, self.errors)
+
 
 def _fast_domains(text: pa.Array) -> pa.Array:
     """Vectorised :func:`normalize_domain` for plain ASCII values; null where it cannot decide."""
