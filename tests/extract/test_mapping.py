@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from listsync.extract.contact_rules import normalize_email
+from listsync.extract.csv_reader import ARROW_TEXT
 from listsync.extract.mapping import (
     ColumnMappingError,
     PrepareStats,
@@ -49,9 +50,14 @@ PEOPLE_MAP = {
 }
 
 
-def frames_of(rows: list[dict[str, Any]], chunk_size: int) -> Iterator[pd.DataFrame]:
-    """The rows as read_extract would give them: object columns, numbered from 1, in chunks."""
+def frames_of(
+    rows: list[dict[str, Any]], chunk_size: int, *, arrow_text: bool = False
+) -> Iterator[pd.DataFrame]:
+    """The rows as read_extract would give them: object columns (with ``arrow_text``, text as a CSV
+    chunk Arrow's parser read: Arrow strings), numbered from 1, in chunks."""
     frame = pd.DataFrame(rows, dtype=object)
+    if arrow_text:
+        frame = frame.astype(ARROW_TEXT)
     frame.index = pd.RangeIndex(1, len(frame) + 1, name="__row__")
     for start in range(0, len(frame), chunk_size):
         yield frame.iloc[start : start + chunk_size]
@@ -410,6 +416,19 @@ def test_every_row_is_passed_rejected_or_collapsed(
     assert whole.frame.equals(prepared.frame)
     # Within a chunk, rows a rule refuses are recorded before the duplicates decided after them.
     assert in_row_order(whole_rejects.records) == in_row_order(rejects.records)
+
+
+@given(rows=messy_people, chunk_size=st.integers(min_value=1, max_value=7))
+def test_people_read_as_arrow_text_are_prepared_as_from_python_values(
+    rows: list[dict[str, Any]], chunk_size: int
+) -> None:
+    from_objects, from_arrow = Rejects(), Rejects()
+    expected = prepare_people(frames_of(rows, chunk_size), PEOPLE_MAP, rejects=from_objects)
+    prepared = prepare_people(frames_of(rows, chunk_size, arrow_text=True), PEOPLE_MAP, rejects=from_arrow)
+    assert prepared.stats == expected.stats
+    assert prepared.frame.equals(expected.frame)
+    # Each reject quotes its row as read, a missing value as None.
+    assert from_arrow.records == from_objects.records
 
 
 @settings(max_examples=40, deadline=None)

@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from hypothesis import given
 from hypothesis import strategies as st
 
+from listsync.extract.csv_reader import ARROW_TEXT
 from listsync.extract.sources import ROW_NUMBER, ExtractError, read_extract
 
 
@@ -388,6 +389,43 @@ def test_csv_rows_and_their_shape_survive_any_read_size(
     assert sorted(problems(read_extract(source, chunk_size=chunk_size))) == [
         number for number, values in enumerate(expected, start=1) if len(values) != width
     ]
+
+
+unquoted_values = st.lists(
+    st.sampled_from(["a", "é", " ", "\t", "NA", "null", "007", "İ", ";", "\x1c", "\x00"]), max_size=3
+).map("".join)
+
+
+@given(
+    rows=st.lists(st.lists(unquoted_values, min_size=3, max_size=3), min_size=1, max_size=8),
+    line_end=st.sampled_from(["\n", "\r\n", "\r"]),
+)
+def test_a_csv_without_quotes_is_read_as_arrow_text_holding_each_field_as_written(
+    rows: list[list[str]], line_end: str
+) -> None:
+    lines = ["a,b,c", "", *(",".join(values) for values in rows)]  # an empty line is skipped
+    (frame,) = read_extract(Trickle((line_end.join(lines) + line_end).encode(), 4096), arrow_text=True)
+    assert frame.dtypes.eq(ARROW_TEXT).all()
+    # (pandas' C parser misreads some of these: with CR line ends, ",,", an empty line, then ",,a"
+    # read as [NaN, "a", NaN].)
+    values = frame.astype(object)
+    assert values.where(values.notna(), None).to_numpy().tolist() == [
+        [value or None for value in row] for row in rows
+    ]
+
+
+def test_a_csv_chunk_arrow_could_read_otherwise_than_pandas_is_read_by_pandas(tmp_path: Path) -> None:
+    path = tmp_path / "x.csv"
+    for data, by_arrow in (
+        (b"a,b\nx,y\n", True),
+        (b"a,b\nx,y\n \t\nz,w\n", False),  # a line of blanks, which pandas skips
+        (b"a\nx\n \t\nz\n", False),  # the same in a file of one column
+        (b'a,b\n"x",y\n', False),  # a quote
+        (b"a,b\nx,y,z\n", False),  # a field too many, which pandas reports
+    ):
+        path.write_bytes(data)
+        frames = list(read_extract(path, arrow_text=True))
+        assert [frame.dtypes.eq(ARROW_TEXT).all() for frame in frames] == [by_arrow], data
 
 
 def test_a_quote_inside_an_unquoted_value_is_text_as_pandas_reads_it(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from listsync.extract.csv_reader import ARROW_TEXT
 from listsync.operators.people import SyncTargetablePeopleOperator
 from listsync.operators.rows import UpsertRowsOperator
 from listsync.operators.signals import IngestSignalsOperator
@@ -80,6 +81,23 @@ def test_the_naive_timezone_reaches_the_extract_reader(
     with operator.read_extract() as frames:
         assert len(pd.concat(frames)) == 1
     assert seen == ["Europe/Paris"]
+
+
+@pytest.mark.parametrize("name", sorted(OPERATORS))
+def test_the_people_job_reads_a_csv_as_arrow_text_and_the_others_as_python_values(
+    name: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "extract.csv"
+    path.write_text("domain,email,id\nacme.com,,1\n", encoding="utf-8")
+    operator_class, options = OPERATORS[name]
+    operator = operator_class(task_id="job", source=str(path), **options)
+
+    with operator.read_extract() as frames:
+        (frame,) = frames
+    if name == "people":  # prepared as columns: no Python string is made for a value
+        assert frame.dtypes.eq(ARROW_TEXT).all() and frame["email"].isna().all()
+    else:
+        assert frame.dtypes.eq(object).all() and frame["email"].tolist() == [None]
 
 
 @pytest.mark.parametrize("name", sorted(OPERATORS))

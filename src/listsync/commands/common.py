@@ -236,13 +236,18 @@ def check_sql_url(url: str) -> None:
         raise ValueError(f"--sql-url names a database no installed driver serves ({exc})") from None
 
 
-def read_frames(args: argparse.Namespace) -> Iterator[pd.DataFrame]:
-    """The extract the options name, in chunks (checked by :func:`check_extract_arguments`)."""
+def read_frames(args: argparse.Namespace, *, arrow_text: bool = False) -> Iterator[pd.DataFrame]:
+    """The extract the options name, in chunks (checked by :func:`check_extract_arguments`);
+    ``arrow_text`` as ``read_extract`` takes it."""
     from listsync.extract.sources import read_extract
 
     if args.source is not None:
         return read_extract(
-            args.source, delimiter=args.delimiter, encoding=args.encoding, naive_timezone=args.naive_timezone
+            args.source,
+            delimiter=args.delimiter,
+            encoding=args.encoding,
+            naive_timezone=args.naive_timezone,
+            arrow_text=arrow_text,
         )
     return read_extract(sql=args.sql, url=args.sql_url, naive_timezone=args.naive_timezone)
 

@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         report("sync-people", exc)
         return EXIT_USAGE
-    frames = read_frames(args)
+    frames = read_frames(args, arrow_text=True)  # prepared as columns
     with ListSyncClient(
         args.base_url, key, args.user_id, timeout=args.timeout, max_in_flight=args.max_in_flight
     ) as client:

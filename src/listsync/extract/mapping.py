@@ -47,11 +47,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pydantic import BaseModel
 
 from listsync.client.errors import InvalidRecordError
 from listsync.client.models import Person
 from listsync.errors import ListSyncError
+from listsync.extract.csv_reader import ARROW_TEXT
 from listsync.extract.normalize import ColumnResult, normalize_column
 from listsync.extract.options import Shard, shard_number
 from listsync.extract.rejects import Rejects
@@ -213,7 +215,7 @@ class MappedRow:
     def original(self) -> dict[str, Any]:
         """Every column of the extract row as read (built only when asked for, e.g. on reject);
         a lone surrogate, which no file can hold as text, is written as its escape (``\\ud800``)."""
-        return {name: writable(values[self._position]) for name, values in self._chunk.columns.items()}
+        return self._chunk.row(self._position)
 
 
 def writable(value: Any) -> Any:
@@ -224,14 +226,25 @@ def writable(value: Any) -> Any:
 
 
 class _Chunk:
-    """One extract chunk, whose columns become Python lists the first time a row needs them."""
+    """One extract chunk, whose rows become Python values when asked for: object columns are made
+    lists, Arrow text (a CSV chunk as Arrow's parser read it) is read a value at a time."""
 
     def __init__(self, frame: pd.DataFrame) -> None:
         self._frame = frame
 
     @functools.cached_property
-    def columns(self) -> dict[str, list[Any]]:
-        return {str(name): self._frame[name].tolist() for name in self._frame.columns}
+    def _columns(self) -> dict[str, list[Any] | pa.Array]:
+        return {
+            str(name): pa.array(column.array) if column.dtype == ARROW_TEXT else column.tolist()
+            for name, column in self._frame.items()
+        }
+
+    def row(self, position: int) -> dict[str, Any]:
+        """The row at ``position``, every column, as :func:`writable` values (a missing one None)."""
+        return {
+            name: writable(values[position].as_py() if isinstance(values, pa.Array) else values[position])
+            for name, values in self._columns.items()
+        }
 
 
 @dataclass

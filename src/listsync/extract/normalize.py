@@ -51,6 +51,7 @@ from listsync.extract.contact_rules import (
     normalize_phone,
     normalize_profile_url,
 )
+from listsync.extract.csv_reader import ARROW_TEXT
 from listsync.extract.text_rules import (
     NormalizationError,
     is_missing,
@@ -66,6 +67,7 @@ __all__ = [
     "NORMALIZATION_VERSION",
     "PYTHON_WHITESPACE",
     "ColumnResult",
+    "lower",
     "normalize_column",
 ]
 
@@ -102,10 +104,26 @@ class ColumnResult:
         return self if isinstance(self.data, list) else ColumnResult(self.values, self.errors)
 
 
+def lower(text: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """Arrow text lower-cased as ``pc.utf8_lower`` does it: by ASCII's rule, the same result twenty
+    times sooner, when every byte is ASCII."""
+    chunks = text.chunks if isinstance(text, pa.ChunkedArray) else [text]
+    return pc.ascii_lower(text) if all(map(_all_ascii, chunks)) else pc.utf8_lower(text)
+
+
+def _all_ascii(text: pa.Array) -> bool:
+    if not pa.types.is_string(text.type):
+        return False
+    data = text.buffers()[2]
+    return data is None or int(np.frombuffer(data, dtype=np.uint8).max(initial=0)) < 0x80
+
+
+# The fast paths decide ASCII values only (their other outputs are dropped): ASCII's case rule and
+# lengths in bytes are theirs.
 def _fast_domains(text: pa.Array) -> pa.Array:
     """Vectorised :func:`normalize_domain` for plain ASCII values; null where it cannot decide."""
-    low = pc.utf8_lower(pc.utf8_trim_whitespace(text))
-    short = pc.less_equal(pc.utf8_length(low), MAX_DOMAIN_LENGTH)
+    low = pc.ascii_lower(pc.utf8_trim_whitespace(text))
+    short = pc.less_equal(pc.binary_length(low), MAX_DOMAIN_LENGTH)
     bare = pc.and_(pc.match_substring_regex(low, f"^{HOST_PATTERN}$"), pc.invert(pc.starts_with(low, "www.")))
     bare = pc.fill_null(pc.and_(bare, short), False)
     # Most values are a bare host already; only the others pay for the clean-up.
@@ -115,7 +133,7 @@ def _fast_domains(text: pa.Array) -> pa.Array:
     # Anything with user info, odd characters or an unusual shape goes to the scalar rule.
     cleaned_ok = pc.and_(
         pc.match_substring_regex(others, f"^{HOST_PATTERN}$"),
-        pc.less_equal(pc.utf8_length(others), MAX_DOMAIN_LENGTH),
+        pc.less_equal(pc.binary_length(others), MAX_DOMAIN_LENGTH),
     )
     cleaned = pc.if_else(pc.and_(cleaned_ok, pc.invert(pc.match_substring(others, "@"))), others, None)
     return pc.replace_with_mask(low, pc.invert(bare), cleaned)
@@ -123,12 +141,12 @@ def _fast_domains(text: pa.Array) -> pa.Array:
 
 def _fast_emails(text: pa.Array) -> pa.Array:
     """Vectorised :func:`normalize_email` for plain ASCII addresses; null where it cannot decide."""
-    address = pc.utf8_lower(pc.utf8_trim_whitespace(text))
+    address = pc.ascii_lower(pc.utf8_trim_whitespace(text))
     decided = pc.and_(
         pc.match_substring_regex(address, f"^{LOCAL_PART_PATTERN}@{HOST_PATTERN}$"),
         pc.and_(
             pc.less_equal(pc.find_substring(address, "@"), MAX_LOCAL_PART_LENGTH),
-            pc.less_equal(pc.utf8_length(address), MAX_EMAIL_LENGTH),
+            pc.less_equal(pc.binary_length(address), MAX_EMAIL_LENGTH),
         ),
     )
     return pc.if_else(decided, address, None)
@@ -296,6 +314,10 @@ def normalize_column(series: pd.Series, rule: Callable[[Any], Any]) -> ColumnRes
     A rule that gives text, over a column of text, gives its values as Arrow strings
     (:attr:`ColumnResult.text`).
     """
+    if series.dtype == ARROW_TEXT:  # a CSV chunk as Arrow's parser read it
+        text = pa.array(series.array)
+        text = text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text
+        return _normalize_text_column(text, rule) if len(text) else ColumnResult([])
     raw = series.tolist()
     if not raw:
         return ColumnResult([])
@@ -305,27 +327,40 @@ def normalize_column(series: pd.Series, rule: Callable[[Any], Any]) -> ColumnRes
         except UnicodeEncodeError:  # a lone surrogate, which Arrow's UTF-8 cannot hold
             pass
         else:
-            return _normalize_text_column(raw, text, rule)
+            return _normalize_text_column(text, rule, raw)
     return _apply(rule, raw)
 
 
-def _normalize_text_column(raw: list[Any], text: pa.Array, rule: Callable[[Any], Any]) -> ColumnResult:
+def _normalize_text_column(
+    text: pa.Array, rule: Callable[[Any], Any], raw: list[Any] | None = None
+) -> ColumnResult:
     """:func:`normalize_column` for a column of text (what every CSV gives), without a Python
     step per row beyond the missing-value test: the fast path decides what it can, then the
-    rule runs once per distinct key and the outcomes are spread back by position."""
+    rule runs once per distinct key and the outcomes are spread back by position. ``raw``: the
+    values as Python values, when they are; else those the rule needs are made from ``text``."""
+
+    @cache
+    def objects() -> np.ndarray:
+        return np.asarray(raw, dtype=object)
+
+    def values_at(positions: np.ndarray) -> np.ndarray:
+        if raw is None:
+            return text.take(pa.array(positions)).to_numpy(zero_copy_only=False)
+        return objects()[positions]
+
     function = rule.func if isinstance(rule, partial) else rule
     errors: dict[int, str] = {}
     # Present: not null, and not blank by str.strip()'s measure (hence its whitespace set).
     trimmed = pc.utf8_trim(text, characters=PYTHON_WHITESPACE)
-    pending = pc.fill_null(pc.greater(pc.utf8_length(trimmed), 0), False).to_numpy(zero_copy_only=False)
-    for position, problem in text_problems(text, trimmed, raw).items():
+    pending = pc.fill_null(pc.greater(pc.binary_length(trimmed), 0), False).to_numpy(zero_copy_only=False)
+    for position, problem in text_problems(text, trimmed).items():
         if pending[position]:
             errors[position] = problem
             pending[position] = False
     make_keys = _CACHE_KEYS.get(function)
     keys = make_keys(text) if make_keys is not None else None
     fast = _FAST_PATHS.get(function)
-    decided = pa.nulls(len(raw), pa.string())
+    decided = pa.nulls(len(text), pa.string())
     if function is normalize_text:
         # Free text is its trimmed self: blanks and control characters were taken out above.
         decided = trimmed
@@ -341,7 +376,7 @@ def _normalize_text_column(raw: list[Any], text: pa.Array, rule: Callable[[Any],
     positions = np.flatnonzero(pending)
     outputs = np.empty(0, dtype=object)
     if positions.size:
-        inputs = np.asarray(raw, dtype=object)[positions]
+        inputs = values_at(positions)
         if keys is not None:
             known = keys.take(pa.array(positions))
             has_key = pc.is_valid(known).to_numpy(zero_copy_only=False)
@@ -356,19 +391,20 @@ def _normalize_text_column(raw: list[Any], text: pa.Array, rule: Callable[[Any],
         by_code = np.empty(len(outcomes), dtype=object)
         by_code[:] = [output for _, output in outcomes]
         good = passed[codes]
-        for position in positions[~good].tolist():
+        failed = positions[~good]
+        for position, value in zip(failed.tolist(), values_at(failed).tolist(), strict=True):
             # A failure's reason quotes the input, so it is computed from the value as written.
-            errors[position] = _cached_outcome(rule, raw[position])[1]
+            errors[position] = _cached_outcome(rule, value)[1]
         positions, outputs = positions[good], by_code[codes[good]]
     if function in _TEXT_RULES:
         # Arrow strings throughout: the decided values kept, the rule's outputs put in place.
         column = pc.if_else(pa.array(done), decided, pa.scalar(None, pa.string()))
         if positions.size:
-            chosen = np.zeros(len(raw), dtype=bool)
+            chosen = np.zeros(len(text), dtype=bool)
             chosen[positions] = True
             column = pc.replace_with_mask(column, pa.array(chosen), pa.array(outputs, pa.string()))
         return ColumnResult(column, errors)
-    values = np.full(len(raw), None, dtype=object)
+    values = np.full(len(text), None, dtype=object)
     # Python values are made for the decided values only.
     values[done] = decided.filter(pa.array(done)).to_numpy(zero_copy_only=False)
     values[positions] = outputs

@@ -7,7 +7,10 @@
   integer column with NULLs), ``float``, ``bool``, ``Decimal``, ``date``, ``dict``/``list``
   (JSON, jsonb, Parquet structs and lists) and ``None`` for every missing value (never NaN);
 - CSV values all as text, exactly as written (``"007"`` stays ``"007"``); only an empty field
-  is missing, so a person called ``NA`` or an id ``null`` survives;
+  is missing, so a person called ``NA`` or an id ``null`` survives. With ``arrow_text=True``, a
+  CSV chunk Arrow's parser read (:mod:`listsync.extract.csv_reader`: most chunks of a file
+  without quotes) keeps its columns as Arrow strings (``pd.ArrowDtype(pa.string())``, a missing
+  value null), no Python string made for a value: the people job prepares its columns so;
 - timezone-aware datetimes: naive ones are taken to be in ``naive_timezone`` (logged once per
   extract, with the columns concerned);
 - an index holding the row number: the 1-based position of the row in the whole extract,
@@ -44,7 +47,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from listsync.extract.csv_reader import ROW_PROBLEMS, read_csv
+from listsync.extract.csv_reader import ARROW_TEXT, ROW_PROBLEMS, read_csv
 from listsync.extract.options import ExtractError, check_encoding, resolve_timezone
 from listsync.progress import Progress
 
@@ -96,6 +99,7 @@ def read_extract(
     encoding: str = "utf-8",
     chunk_size: int = 20_000,
     naive_timezone: str | tzinfo = "UTC",
+    arrow_text: bool = False,
 ) -> Iterator[pd.DataFrame]:
     """Yield the rows of an extract as DataFrames of at most ``chunk_size`` rows.
 
@@ -116,6 +120,8 @@ def read_extract(
         skipped. Text that is not in the encoding raises :class:`ExtractError` naming it.
     :param chunk_size: rows per DataFrame.
     :param naive_timezone: the zone of timestamps that carry no offset (IANA name).
+    :param arrow_text: keep the Arrow string columns of CSV chunks as they are (see above) rather
+        than make them objects.
     :raises ExtractError: a wrong combination of arguments, an unknown format, a malformed
         JSON line (with its line number), a quote never closed (with its line number), a
         column named twice, or a delimiter that is not one character.
@@ -138,7 +144,7 @@ def read_extract(
         check_encoding(encoding)
         name = str(source)
         frames = _read_file(source, fmt, delimiter, encoding, chunk_size)
-    return _finish(frames, zone, name)
+    return _finish(frames, zone, name, arrow_text)
 
 
 def check_delimiter(delimiter: str | None) -> None:
@@ -435,17 +441,19 @@ def _read_sql(
             owned.dispose()
 
 
-def _finish(frames: Iterable[pd.DataFrame], zone: tzinfo, name: str) -> Iterator[pd.DataFrame]:
-    """Number the rows across chunks, turn every missing value into None, make datetimes aware,
-    refuse a column named twice, and key the reasons of malformed rows by row number."""
+def _finish(
+    frames: Iterable[pd.DataFrame], zone: tzinfo, name: str, arrow_text: bool
+) -> Iterator[pd.DataFrame]:
+    """Number the rows across chunks, turn every missing value into None (Arrow text kept as it
+    is with ``arrow_text``), make datetimes aware, refuse a column named twice, and key the
+    reasons of malformed rows by row number."""
     start = 1
     logged = False
     progress = Progress(log, "Extract %s: %d rows read so far")
     for raw in frames:
         if start == 1:
             _check_unique_columns(raw.columns, name)
-        as_objects = raw.astype(object)
-        frame = as_objects.where(as_objects.notna(), None)
+        frame = _plain(raw, arrow_text)
         naive = _localize_naive(frame, zone)
         if naive and not logged:
             log.info(
@@ -463,6 +471,19 @@ def _finish(frames: Iterable[pd.DataFrame], zone: tzinfo, name: str) -> Iterator
         start += len(frame)
         progress(name, start - 1)
         yield frame
+
+
+def _plain(raw: pd.DataFrame, arrow_text: bool) -> pd.DataFrame:
+    """``raw``'s columns as objects, a missing value None; with ``arrow_text``, a chunk of Arrow
+    strings (as Arrow's CSV parser reads one) as it is."""
+    if len(raw.columns) and all(dtype == ARROW_TEXT for dtype in raw.dtypes):
+        if arrow_text:
+            return raw
+        # Arrow makes its nulls None itself: twice as fast as pandas' astype and where.
+        arrays = [pa.array(column.array).to_numpy(zero_copy_only=False) for _, column in raw.items()]
+        return pd.DataFrame(dict(enumerate(arrays)), dtype=object, copy=False).set_axis(raw.columns, axis=1)
+    as_objects = raw.astype(object)
+    return as_objects.where(as_objects.notna(), None)
 
 
 def _check_unique_columns(columns: pd.Index, name: str) -> None:

@@ -100,7 +100,7 @@ def _lone_surrogate(code: int) -> str:
     )
 
 
-def text_problems(text: pa.Array, trimmed: pa.Array, raw: list[Any]) -> dict[int, str]:
+def text_problems(text: pa.Array, trimmed: pa.Array) -> dict[int, str]:
     """:func:`text_problem` of each position of a text column (``trimmed``: the same, trimmed by
     ``str.strip()``'s measure), found without a Python step per value: the column's bytes are
     looked at at once, and only a column holding some byte below 0x20 or 0x7F (tabs and line
@@ -113,7 +113,7 @@ def text_problems(text: pa.Array, trimmed: pa.Array, raw: list[Any]) -> dict[int
         return {}
     hits = pc.fill_null(pc.match_substring_regex(trimmed, _CONTROL_PATTERN), False)
     positions = np.flatnonzero(hits.to_numpy(zero_copy_only=False)).tolist()
-    return {position: problem for position in positions if (problem := text_problem(raw[position]))}
+    return {position: problem for position in positions if (problem := text_problem(text[position].as_py()))}
 
 
 def is_missing(value: Any) -> bool:

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
 
@@ -130,6 +130,10 @@ class ListSyncExtractOperator(BaseOperator):
     #: Operators that expose it set it from their ``user_id`` parameter.
     user_id: str | None = None
 
+    #: Whether the job takes a CSV extract's text as Arrow strings (``read_extract``'s
+    #: ``arrow_text``): the people jobs, which prepare it as columns.
+    arrow_text: ClassVar[bool] = False
+
     def __init__(
         self,
         *,
@@ -186,6 +190,7 @@ class ListSyncExtractOperator(BaseOperator):
             sql=self.sql,
             sql_conn_id=self.sql_conn_id,
             naive_timezone=self.naive_timezone,
+            arrow_text=self.arrow_text,
             **options,
         )
         try:

@@ -89,6 +89,7 @@ class SyncTargetablePeopleOperator(ListSyncPlanOperator):
         "approved_plan",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql", "column_map": "json"}
+    arrow_text = True
     # The job's own settings are documented from their declaration, once.
     __doc__ = with_param_docs(
         __doc__, [_DECLARED["mode"], _DECLARED["chunk_size"]], templated=template_fields
@@ -188,6 +189,7 @@ class SplitPeopleOperator(ListSyncExtractOperator):
         "user_id",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql", "column_map": "json"}
+    arrow_text = True
     ui_color = "#d7ecfa"
 
     def __init__(

@@ -41,6 +41,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from listsync.extract.normalize import lower
+
 __all__ = [
     "DELETE_REACH",
     "FORM_CLASSES",
@@ -167,7 +169,7 @@ def fold_text(column: pa.Array | pa.ChunkedArray, classes: Iterable[str]) -> pa.
     if "whitespace" in chosen:
         column = pc.utf8_trim_whitespace(pc.replace_substring_regex(column, r"\s+", " "))
     if "case" in chosen:
-        column = pc.utf8_lower(column)
+        column = lower(column)
     if "url" in chosen:
         column = pc.replace_substring_regex(pc.utf8_trim_whitespace(column), "(?i)^http://", "https://")
         column = pc.replace_substring_regex(column, "/+$", "")

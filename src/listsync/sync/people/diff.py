@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from listsync.client.models import person_match
 from listsync.extract.mapping import ACCOUNT_DOMAIN, PERSON_FIELDS
+from listsync.extract.normalize import lower
 from listsync.sync.digests import key_hashes, value_digests
 from listsync.sync.forms import Forms, delete_reach, fold_text
 from listsync.sync.memory import give_back_freed_memory
@@ -269,7 +270,7 @@ class _Planner:
             ]
             if not len(by_kind) or any(name not in frame.columns for name in fields):
                 continue
-            lowered = [pc.utf8_lower(arrow_text(frame[name])) for name in fields]
+            lowered = [lower(arrow_text(frame[name])) for name in fields]
             among, keys = self._keyed(
                 lowered[0] if len(lowered) == 1 else pc.binary_join_element_wise(*lowered, "\x1f"), by_kind
             )

@@ -29,7 +29,7 @@ from listsync.client.errors import UnexpectedResponseError
 from listsync.client.models import ListedPerson
 from listsync.extract.contact_rules import normalize_domain, normalize_profile_url
 from listsync.extract.mapping import ACCOUNT_DOMAIN, PERSON_FIELDS
-from listsync.extract.normalize import normalize_column
+from listsync.extract.normalize import lower, normalize_column
 from listsync.sync.memory import give_back_freed_memory
 
 __all__ = [
@@ -148,7 +148,7 @@ def _cleaned(text: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     """:func:`_clean` on Arrow text: a column is cleaned in a few Arrow calls rather than through
     pandas' string methods, whose cost per call outweighs the work on a batch of List people."""
     trimmed = pc.utf8_trim_whitespace(text)
-    return pc.if_else(pc.greater(pc.utf8_length(trimmed), 0), trimmed, pa.scalar(None, TEXT_ARROW))
+    return pc.if_else(pc.greater(pc.binary_length(trimmed), 0), trimmed, pa.scalar(None, TEXT_ARROW))
 
 
 def identities(frame: pd.DataFrame) -> pd.Series:
@@ -161,7 +161,7 @@ def identities(frame: pd.DataFrame) -> pd.Series:
 
     join = pc.binary_join_element_wise  # null where a part is: the next kind of key is taken
     keys = pc.coalesce(
-        join("email:", pc.utf8_lower(field("email")), ""),
+        join("email:", lower(field("email")), ""),
         join("url:", field("network_profile_url"), ""),
         join("phone:", field("phone_number"), ""),
         join("name:", field("first_name"), " ", field("last_name"), ""),

@@ -89,9 +89,9 @@ class PeoplePreparer:
         self._joined = 0
         self._kept = 0
         # Both indexes hash with one hasher, whose tables go when this preparer does.
-        hasher = _Hasher()
-        self._identities = _KeyIndex(IDENTITY, hasher)
-        self._urls = _KeyIndex("network_profile_url", hasher)
+        self._hasher = _Hasher()
+        self._identities = _KeyIndex(IDENTITY, self._hasher)
+        self._urls = _KeyIndex("network_profile_url", self._hasher)
 
     def take(self, chunk: MappedChunk) -> None:
         """Decide every row of ``chunk``: kept, rejected or a duplicate."""
@@ -111,8 +111,11 @@ class PeoplePreparer:
         candidate = simple.copy()
         for position in np.flatnonzero(~simple).tolist():
             candidate[position] = self._validate(chunk.row(position), people, position)
+        domains = self._hasher.string_hashes(people[ACCOUNT_DOMAIN])  # hashed once for both keys
         hashes = {
-            index: index.hashes(people) for index in (self._identities, self._urls) if index.field in people
+            index: index.hashes(domains, people)
+            for index in (self._identities, self._urls)
+            if index.field in people
         }
         kept = self._deduplicate(chunk, people, np.flatnonzero(candidate), hashes)
         part = people.iloc[kept].reset_index(drop=True)
@@ -257,9 +260,10 @@ class _KeyIndex:
         self._runs: list[tuple[np.ndarray, np.ndarray]] = []
         self._whole: dict[Key, int] = {}
 
-    def hashes(self, people: pd.DataFrame) -> np.ndarray:
-        """The hash of every row's key: its account domain and :attr:`field`."""
-        return self._hasher.key_hashes(people[ACCOUNT_DOMAIN], people[self.field])
+    def hashes(self, domains: np.ndarray, people: pd.DataFrame) -> np.ndarray:
+        """The hash of every row's key: its account domain (``domains``, their string hashes) and
+        :attr:`field`."""
+        return self._hasher.key_hashes(domains, people[self.field])
 
     def involved(self, hashes: np.ndarray, values: pd.Series) -> np.ndarray:
         """Which keys a kept row may have, or another of these has (a null value: no key)."""
@@ -294,7 +298,8 @@ class _KeyIndex:
         position = self._whole.get(key)
         if position is not None:
             return position
-        found = int(self._lookup(self._hasher.key_hashes(pd.Series([key[0]]), pd.Series([key[1]])))[0])
+        domain = self._hasher.string_hashes(pd.Series([key[0]]))
+        found = int(self._lookup(self._hasher.key_hashes(domain, pd.Series([key[1]])))[0])
         if found < 0:
             return None
         kept = row_at(found)
@@ -328,9 +333,9 @@ class _Hasher:
         self._powers = np.ones(0, dtype=np.uint64)
         self._inverses = np.ones(0, dtype=np.uint64)
 
-    def key_hashes(self, domains: pd.Series, values: pd.Series) -> np.ndarray:
-        """A 64-bit hash of each (domain, value) pair."""
-        return _mix(self.string_hashes(domains) * _MULTIPLIER + self.string_hashes(values))
+    def key_hashes(self, domains: np.ndarray, values: pd.Series) -> np.ndarray:
+        """A 64-bit hash of each (domain, value) pair, from the domains' :meth:`string_hashes`."""
+        return _mix(domains * _MULTIPLIER + self.string_hashes(values))
 
     def string_hashes(self, values: pd.Series) -> np.ndarray:
         """A 64-bit hash of each text value (nulls hash like ""), mixed with its length."""

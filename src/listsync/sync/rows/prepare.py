@@ -276,9 +276,9 @@ def _text_cells(values: np.ndarray, positions: np.ndarray, errors: dict[int, str
         _rule_cells(values, positions, errors)
         return
     trimmed = pc.utf8_trim(text, characters=PYTHON_WHITESPACE)
-    blank = pc.equal(pc.utf8_length(trimmed), 0).to_numpy(zero_copy_only=False)
+    blank = pc.equal(pc.binary_length(trimmed), 0).to_numpy(zero_copy_only=False)
     values[positions[blank]] = None
-    for index, problem in text_problems(text, trimmed, texts).items():
+    for index, problem in text_problems(text, trimmed).items():
         if not blank[index]:
             errors[int(positions[index])] = problem
             values[positions[index]] = None
