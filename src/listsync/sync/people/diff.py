@@ -302,7 +302,7 @@ class _Planner:
         def make(start: int, stop: int) -> list[PlannedDelete]:
             deletes = []
             for person, copy in zip(
-                frame_records(people, np.arange(start, stop)), numbers[start:stop].tolist(), strict=True
+                frame_records(people, slice(start, stop)), numbers[start:stop].tolist(), strict=True
             ):
                 domain, identity = person.pop("domain"), person.pop(IDENTITY)
                 deletes.append(PlannedDelete(domain, identity, _match_of(person, identity), copy, person))
@@ -316,7 +316,7 @@ class _Planner:
 
         def make(start: int, stop: int) -> list[PlannedAdd]:
             adds = []
-            for person in frame_records(people, np.arange(start, stop)):
+            for person in frame_records(people, slice(start, stop)):
                 domain, identity = person.pop(ACCOUNT_DOMAIN), person.pop(IDENTITY)
                 adds.append(PlannedAdd(domain, identity, person))
             return adds
@@ -365,16 +365,18 @@ class _Planner:
         masks = {name: mask[offsets] for name, mask in changed.items()}
 
         def make(start: int, stop: int) -> list[PlannedPatch]:
-            span = np.arange(start, stop)
+            rows = slice(start, stop)
+            flags = [(name, masks[name][rows].tolist()) for name in names]
             patches = []
-            for offset, values, person in zip(
-                span.tolist(),
-                frame_records(wanted, span, [ACCOUNT_DOMAIN, *names], keep_nulls=True),
-                frame_records(current, span),
-                strict=True,
+            for at, (values, person) in enumerate(
+                zip(
+                    frame_records(wanted, rows, [ACCOUNT_DOMAIN, *names], keep_nulls=True),
+                    frame_records(current, rows),
+                    strict=True,
+                )
             ):
                 identity = person.pop(IDENTITY)
-                changes = {name: (person.get(name), values[name]) for name in names if masks[name][offset]}
+                changes = {name: (person.get(name), values[name]) for name, changed in flags if changed[at]}
                 patches.append(
                     PlannedPatch(
                         values[ACCOUNT_DOMAIN], identity, _match_of(person, identity), changes, person

@@ -100,14 +100,18 @@ def given(value: Any) -> bool:
 
 def frame_records(
     frame: pd.DataFrame,
-    positions: Sequence[int] | np.ndarray | None = None,
+    positions: Sequence[int] | np.ndarray | slice | None = None,
     names: Iterable[str] | None = None,
     *,
     keep_nulls: bool = False,
 ) -> list[dict[str, Any]]:
-    """Rows of ``frame`` (those at ``positions``; default all) as dicts of the columns ``names``
-    (default all): the values given, and with ``keep_nulls`` the others as ``None``."""
-    rows = frame if positions is None else frame.iloc[np.asarray(positions, dtype=np.intp)]
+    """Rows of ``frame`` (those at ``positions``, or in a ``slice`` of it; default all) as dicts of
+    the columns ``names`` (default all): the values given, and with ``keep_nulls`` the others as
+    ``None``. (A slice is a view: taking rows by position copies them, some 0.1 ms a column.)"""
+    if positions is None or isinstance(positions, slice):
+        rows = frame if positions is None else frame.iloc[positions]
+    else:
+        rows = frame.iloc[np.asarray(positions, dtype=np.intp)]
     records: list[dict[str, Any]] = [{} for _ in range(len(rows))]
     for name in list(frame.columns) if names is None else names:
         values = _python_values(rows[name])

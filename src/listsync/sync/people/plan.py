@@ -79,8 +79,11 @@ class PlannedWrites(Sequence[WriteT], Generic[WriteT]):
         unwritten); None: as objects only.
     """
 
-    #: Writes made objects at a time while iterating.
-    BATCH = 10_000
+    #: Writes made objects at a time while iterating. Small enough for a batch's objects to stay in
+    #: the processor's cache while they are used: writing the plan file of the 1,000,000-person
+    #: change night took 1.3, 4.1 and 3.0 µs a write (adds, patches, deletes) a thousand at a time,
+    #: 1.3, 4.9 and 3.1 ten thousand at a time; at 100,000 people, 1.3, 4.0 and 2.8 either way.
+    BATCH = 1_000
 
     def __init__(
         self,
