@@ -387,7 +387,7 @@ def night(url: str, extract: Path, state: str, plan: str, in_flight: int, dry_ru
             return sync_people(
                 client,
                 TABLE,
-                read_extract(extract),
+                read_extract(extract, arrow_text=True),  # as the people operator reads it
                 COLUMN_MAP,
                 mode="mirror",
                 delete_scope="accounts_in_source",

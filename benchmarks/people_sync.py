@@ -196,7 +196,7 @@ def load_list(app: Any, table_id: str, scale: Scale) -> None:
 def prepare(path: Path) -> Any:
     """The extract's people as the planner takes them: columns (or, with ``--code`` of a revision
     before the columnar pipeline, its dict of models)."""
-    prepared = prepare_people(read_extract(path), COLUMN_MAP, rejects=Rejects())
+    prepared = prepare_people(read_extract(path, arrow_text=True), COLUMN_MAP, rejects=Rejects())
     return prepared.frame if hasattr(prepared, "frame") else prepared.people
 
 
@@ -321,7 +321,7 @@ def night(url: str, extract: Path, state: str | None) -> None:
         summary = sync_people(
             client,
             TABLE,
-            read_extract(extract),
+            read_extract(extract, arrow_text=True),  # as the people operator reads it
             COLUMN_MAP,
             mode="mirror",
             settings=SyncSettings(max_delete_fraction=0.2, state_path=state, fail_on_error=False),
@@ -457,7 +457,9 @@ def main() -> None:
                 frame = pd.read_csv(path, dtype=str, keep_default_na=False)
                 listed = list(client.iter_targetable_people(TABLE, page_size=PAGE_SIZE))
                 naive_patches, naive_adds, naive_seconds = naive(frame, listed)
-                prepared = prepare_people(read_extract(path), COLUMN_MAP, rejects=Rejects()).people
+                prepared = prepare_people(
+                    read_extract(path, arrow_text=True), COLUMN_MAP, rejects=Rejects()
+                ).people
                 nested_seconds = naive_planner(prepared, listed)
                 ours_seconds = seconds["read + prepare"] + seconds["plan"]
                 baselines = [

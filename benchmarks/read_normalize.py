@@ -142,7 +142,8 @@ def run_prepare_people(path: Path) -> dict[str, Any]:
     column_map = {"account_domain": "account_domain", "first_name": "first_name", "last_name": "last_name"}
     column_map |= {"email": "email", "phone": "phone_number", "target": "target"}
     with Rejects(path.with_suffix(".rejects.jsonl")) as rejects:
-        prepared = prepare_people(read_extract(path, chunk_size=CHUNK_SIZE), column_map, rejects=rejects)
+        frames = read_extract(path, chunk_size=CHUNK_SIZE, arrow_text=True)  # as the people operator reads it
+        prepared = prepare_people(frames, column_map, rejects=rejects)
     return {"rows": prepared.stats.read, "stats": prepared.stats.to_dict()}
 
 

@@ -63,7 +63,7 @@ def task(url: str, parts: Path, extract: Path, shards: int, which: str) -> None:
     began = time.perf_counter()
     with ListSyncClient(url, API_KEY, timeout=120.0) as client:
         if which == "split":
-            frames = read_extract(extract)
+            frames = read_extract(extract, arrow_text=True)  # as the split operator reads it
             summary = split_people(client, TABLE, frames, COLUMN_MAP, shards=shards, parts_path=parts)
         else:
             settings = SyncSettings(

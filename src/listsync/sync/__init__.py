@@ -8,9 +8,10 @@ settings they share, :mod:`~listsync.sync.summary` what they return::
     from listsync.sync import SyncSettings, prepare_people, sync_people
 
     with Rejects("rejects.jsonl") as rejects:
-        prepared = prepare_people(read_extract("people.csv"), column_map, rejects=rejects)
+        # arrow_text: the CSV's text as Arrow strings, which the people preparation takes as it is
+        prepared = prepare_people(read_extract("people.csv", arrow_text=True), column_map, rejects=rejects)
 
-    sync_people(client, table_id, read_extract("people.csv"), column_map,
+    sync_people(client, table_id, read_extract("people.csv", arrow_text=True), column_map,
                 mode="mirror", settings=SyncSettings(dry_run=True, plan_path="plan.jsonl"))
 
 The names below load their module on first use (PEP 562): importing the package, or a light
