@@ -60,7 +60,9 @@ def frames_of(
         frame = frame.astype(ARROW_TEXT)
     frame.index = pd.RangeIndex(1, len(frame) + 1, name="__row__")
     for start in range(0, len(frame), chunk_size):
-        yield frame.iloc[start : start + chunk_size]
+        part = frame.iloc[start : start + chunk_size]
+        # Arrow text in two chunks, as a frame joined from two holds it.
+        yield pd.concat([part.iloc[:1], part.iloc[1:]]) if arrow_text else part
 
 
 def person_row(**values: Any) -> dict[str, Any]:

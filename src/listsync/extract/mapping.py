@@ -233,7 +233,7 @@ class _Chunk:
         self._frame = frame
 
     @functools.cached_property
-    def _columns(self) -> dict[str, list[Any] | pa.Array]:
+    def _columns(self) -> dict[str, list[Any] | pa.Array | pa.ChunkedArray]:
         return {
             str(name): pa.array(column.array) if column.dtype == ARROW_TEXT else column.tolist()
             for name, column in self._frame.items()
@@ -242,7 +242,7 @@ class _Chunk:
     def row(self, position: int) -> dict[str, Any]:
         """The row at ``position``, every column, as :func:`writable` values (a missing one None)."""
         return {
-            name: writable(values[position].as_py() if isinstance(values, pa.Array) else values[position])
+            name: writable(values[position] if isinstance(values, list) else values[position].as_py())
             for name, values in self._columns.items()
         }
 

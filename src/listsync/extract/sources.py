@@ -8,9 +8,10 @@
   (JSON, jsonb, Parquet structs and lists) and ``None`` for every missing value (never NaN);
 - CSV values all as text, exactly as written (``"007"`` stays ``"007"``); only an empty field
   is missing, so a person called ``NA`` or an id ``null`` survives. With ``arrow_text=True``, a
-  CSV chunk Arrow's parser read (:mod:`listsync.extract.csv_reader`: most chunks of a file
-  without quotes) keeps its columns as Arrow strings (``pd.ArrowDtype(pa.string())``, a missing
-  value null), no Python string made for a value: the people job prepares its columns so;
+  CSV chunk Arrow's parser read (:mod:`listsync.extract.csv_reader`: a chunk without quotes,
+  every row as wide as the header) keeps its columns as Arrow strings
+  (``pd.ArrowDtype(pa.string())``, a missing value null), no Python string made for a value:
+  the people job prepares its columns so;
 - timezone-aware datetimes: naive ones are taken to be in ``naive_timezone`` (logged once per
   extract, with the columns concerned);
 - an index holding the row number: the 1-based position of the row in the whole extract,
