@@ -142,6 +142,30 @@ def test_a_read_back_finds_each_list_person_by_the_keys_a_person_is_found_by() -
     assert owner.tolist() == sorted(owner.tolist())
 
 
+@pytest.mark.parametrize("models", [False, True])
+@pytest.mark.parametrize(
+    "accounts",
+    [set(), {"acme.com"}, {"beta.io", "not a domain"}, {""}, {"acme.com", "beta.io", "", "other.org"}],
+)
+def test_a_list_batch_of_some_accounts_is_the_batch_of_everyone_but_for_the_others(
+    accounts: set[str], models: bool
+) -> None:
+    """A read back makes columns of the people of the accounts written only: the frame of every
+    person but for those whose account, normalised like the extract's, is another."""
+    import pandas as pd
+
+    from listsync.client.models import ListedPerson
+    from listsync.sync.people.frames import list_batch
+
+    batch: list[Any] = [ListedPerson.model_validate(record) for record in LISTED] if models else LISTED
+    everyone = list_batch(batch)
+    expected = everyone[everyone["domain"].isin(accounts)].reset_index(drop=True)
+
+    pd.testing.assert_frame_equal(list_batch(batch, accounts), expected)
+    identified = {"acme.com": 2, "beta.io": 2, "not a domain": 1, "": 2}
+    assert len(expected) == sum(identified.get(account, 0) for account in accounts)
+
+
 @pytest.mark.parametrize("at_once", [100_000, 2])
 def test_adds_sought_as_columns_are_sought_as_their_objects_are(at_once: int, mocker: MockerFixture) -> None:
     """The read back takes a plan's adds as the columns they are made of: each is looked up by the

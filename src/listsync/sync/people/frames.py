@@ -14,10 +14,11 @@ name the List's own spelling, and adds ``url_key``, the profile URL normalised f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import itertools
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -296,29 +297,36 @@ def text_chunks(column: pd.Series) -> list[pa.Array]:
     return array.chunks if isinstance(array, pa.ChunkedArray) else [array]
 
 
-def list_batch(batch: Sequence[PersonRecord]) -> pd.DataFrame:
+def list_batch(batch: Sequence[PersonRecord], accounts: Collection[str] | None = None) -> pd.DataFrame:
     """A batch of List people as columns, as :func:`list_frame` holds them: the identified people
-    of :func:`list_columns`."""
-    return identified(list_columns(batch))
+    of :func:`list_columns`, of ``accounts`` only when given."""
+    return identified(list_columns(batch, accounts))
 
 
-def list_columns(batch: Sequence[PersonRecord]) -> pd.DataFrame:
+def list_columns(batch: Sequence[PersonRecord], accounts: Collection[str] | None = None) -> pd.DataFrame:
     """A batch of List people as columns: ``domain`` (normalised), every person field, ``url_key``
     and ``identity`` (null for a person without one).
 
+    :param accounts: account domains (normalised): only their people are made columns, the others
+        passed over before their fields are read (a read back of the accounts a night wrote).
     :raises UnexpectedResponseError: a person whose fields the client's model would refuse.
     """
     try:
+        domains = list_domains(text_column(_domains_named(batch)))
+        if accounts is not None:
+            codes, distinct = pd.factorize(domains)  # each account's people come one after another
+            kept = np.array([domain in accounts for domain in pa.array(distinct).to_pylist()])[codes]
+            batch = list(itertools.compress(batch, kept.tolist()))
+            domains = domains[kept].reset_index(drop=True)
         frame = _columns(batch)
     except (pa.ArrowInvalid, pa.ArrowTypeError, ValidationError) as error:
         raise UnexpectedResponseError(
             200, "GET", "targetable-people", f"cannot read a List person: {_first_error(error)}"
         ) from None
-    frame.insert(1, "domain", list_domains(frame[ACCOUNT_DOMAIN]))
+    frame.insert(0, "domain", domains)
     normalised = frame.assign(network_profile_url=_list_urls(frame["network_profile_url"]))
     frame["url_key"] = _clean(normalised["network_profile_url"])
     frame[IDENTITY] = identities(normalised)
-    del frame[ACCOUNT_DOMAIN]  # as the List holds it: planning needs the normalised one only
     return frame
 
 
@@ -328,11 +336,12 @@ def identified(people: pd.DataFrame) -> pd.DataFrame:
 
 
 def _columns(batch: Sequence[PersonRecord]) -> pd.DataFrame:
-    """A batch of List people as columns: models as they are, JSON objects checked like a model
-    (text must be text, ``target`` a boolean; lists by the model itself)."""
+    """The person fields of a batch of List people as columns: models as they are, JSON objects
+    checked like a model (text must be text, ``target`` a boolean; lists by the model itself)."""
     if all(isinstance(record, BaseModel) for record in batch):
-        return records_frame(((_domain_of(record), record_fields(record)) for record in batch), PERSON_FIELDS)
-    objects = [record if type(record) is dict else _as_dict(record) for record in batch]
+        frame = records_frame(((None, record_fields(record)) for record in batch), PERSON_FIELDS)
+        return frame.drop(columns=ACCOUNT_DOMAIN)
+    objects = _json_objects(batch) or [_as_dict(record) for record in batch]
     present = set().union(*objects) if objects else set()
     for name in ("personas", "connection_paths"):
         if name in present:
@@ -351,17 +360,29 @@ def _columns(batch: Sequence[PersonRecord]) -> pd.DataFrame:
         if name == "target":
             pa.array(values, type=pa.bool_())  # a boolean or nothing, as the model accepts
         columns[name] = field_column(name, values)
-    frame = pd.DataFrame(columns)
-    domains = [record.get(ACCOUNT_DOMAIN, record.get("accountDomain")) for record in objects]
-    frame.insert(0, ACCOUNT_DOMAIN, text_column(domains))
-    return frame
+    return pd.DataFrame(columns)
 
 
 def _as_dict(record: PersonRecord) -> Mapping[str, Any]:
     return record.model_dump() if isinstance(record, BaseModel) else record
 
 
-def _domain_of(record: PersonRecord) -> str | None:
+def _json_objects(batch: Sequence[PersonRecord]) -> Sequence[Mapping[str, Any]] | None:
+    """The batch as it is when every person in it is a JSON object (a dict); else None."""
+    return cast("Sequence[Mapping[str, Any]]", batch) if batch and set(map(type, batch)) == {dict} else None
+
+
+def _domains_named(batch: Sequence[PersonRecord]) -> list[Any]:
+    """The account domains a batch of List people names, as sent (a model's: None when empty)."""
+    objects = _json_objects(batch)
+    if objects is not None:
+        return [record.get(ACCOUNT_DOMAIN, record.get("accountDomain")) for record in objects]
+    return [_domain_of(record) for record in batch]
+
+
+def _domain_of(record: PersonRecord) -> Any:
+    if not isinstance(record, BaseModel):
+        return record.get(ACCOUNT_DOMAIN, record.get("accountDomain"))
     value = getattr(record, ACCOUNT_DOMAIN, None)
     return value if isinstance(value, str) and value else None
 

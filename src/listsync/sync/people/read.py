@@ -407,11 +407,13 @@ class SoughtPeople:
     def read(self, listed: Iterable[PersonRecord]) -> None:
         """Count the people ``listed`` (List order) finds by each key sought; compare the first.
         The people are taken as columns :data:`~listsync.sync.people.frames.BATCH` at a time, as the
-        plan reads them. They need not be of the accounts written only: a person of another account
-        has no key sought, since every key is hashed with its account domain."""
+        plan reads them. They need not be of the accounts written only: those of another account
+        are passed over before they are made columns (a change night writes to accounts that hold
+        four fifths of a CRM-like List), and would find no key sought, each hashed with its
+        account domain."""
         people = iter(listed)
         while batch := list(itertools.islice(people, BATCH)):
-            frame = list_batch(batch)
+            frame = list_batch(batch, self.domains)
             del batch
             owner, domains, keys = keys_found_by(frame)
             self._count(frame, owner, key_hashes(domains, keys))
