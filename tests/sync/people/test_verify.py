@@ -248,3 +248,33 @@ def test_adds_sought_as_columns_are_sought_as_their_objects_are(at_once: int, mo
     bo.read(listed)
     # Bo as written: a title he was not written with is no difference.
     assert [(found, shown) for found, shown, _seen in bo.writes()] == [([2, 2], True)]
+
+
+def test_hashes_show_a_delete_of_a_person_none_of_whose_keys_finds_anyone() -> None:
+    """A person deleted is shown once none of their keys finds anyone on their account; an extra
+    copy removed never by the hashes alone, since one copy must be left (``delete_read_back``)."""
+    from listsync.sync.people.plan import PlannedDelete
+    from listsync.sync.people.read import SoughtPeople
+
+    ann = PlannedDelete("acme.com", "email:ann@acme.com", {"email": "ann@acme.com"})
+    bo = PlannedDelete("acme.com", "email:bo@acme.com", {"email": "bo@acme.com"})
+    cy_url = "https://linkedin.com/in/cy"
+    cy = PlannedDelete("beta.io", "email:cy@beta.io", {"email": "cy@beta.io", "network_profile_url": cy_url})
+    dee = PlannedDelete("beta.io", "phone:+14155550100", {"phone_number": "+14155550100"}, copy=1)
+    listed = [
+        {"account_domain": "acme.com", "email": "BO@acme.com", "title": "CTO"},  # Bo is still there
+        # found by Cy's profile URL
+        {"account_domain": "beta.io", "email": "new@beta.io", "network_profile_url": cy_url},
+        {"account_domain": "gamma.org", "email": "ann@acme.com"},  # another account's: not Ann
+    ]
+    sought = SoughtPeople(enumerate([bo, ann, cy, dee], start=10), ["title"])
+    sought.read(listed)
+
+    assert [(found, shown) for found, shown, _seen in sought.writes()] == [
+        ([2, 2], False),  # an identity by e-mail and the e-mail are one key: each finds Bo twice
+        ([0, 0], True),
+        ([0, 0, 1], False),
+        ([0], False),  # no copy of Dee left: lost, not shown
+    ]
+    positions, seen = sought.shown()
+    assert (positions.tolist(), seen.tolist()) == ([11], [0])  # no one's digest: no one is found

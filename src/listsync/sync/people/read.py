@@ -244,6 +244,9 @@ def difference(
     return read_back(item, people).problem
 
 
+#: A delete's list of fields in :class:`SoughtPeople`: of a person the extract no longer holds, or of
+#: an extra copy of one (shown when one copy is left, as :func:`delete_read_back` says).
+DELETED, COPY_REMOVED = -1, -2
 #: Keys of writes made columns at a time, and writes made Python values at a time (:class:`SoughtPeople`).
 SOUGHT_AT_ONCE = 5_000
 #: Planned adds taken as columns at a time (:class:`SoughtPeople`): what a slice's keys and digests
@@ -259,7 +262,8 @@ def _written(item: PlannedAdd | PlannedPatch) -> dict[str, Any]:
 class SoughtPeople:
     """The people a plan's writes look for, as 64-bit hashes of (account domain, key), and what one
     read of the List shows of them: how many people each key finds, and of the first, whether it
-    shows every field a write wrote as written and the digest of its fields for the next state.
+    shows every field a write wrote as written and the digest of its fields for the next state;
+    a delete of a person (not of an extra copy) is shown when none of its keys finds anyone.
 
     No List person is held, so that one read serves every write of a night, whatever its size, at
     the cost of a few hashes a write. What a write wrote and what its person shows are compared
@@ -295,7 +299,10 @@ class SoughtPeople:
         for position, item in writes:
             wrote = None if isinstance(item, PlannedDelete) else _written(item)
             names = () if wrote is None else tuple(sorted(wrote))
-            place = -1 if wrote is None else places.setdefault(names, len(places))
+            if wrote is None:
+                place = COPY_REMOVED if isinstance(item, PlannedDelete) and item.copy else DELETED
+            else:
+                place = places.setdefault(names, len(places))
             text = "" if wrote is None else mapping_digest_text(wrote, names)
             self.domains.add(item.account_domain)
             for key in looked_up_keys(item):
@@ -314,8 +321,8 @@ class SoughtPeople:
         #: The lists of fields the adds and patches wrote, each once; an entry names one by its place.
         self.field_lists: list[tuple[str, ...]] = list(places)
         #: Per entry (a key of a write, in the plan's order and each write's :func:`looked_up_keys`
-        #: order): the write's position, the key's slot, the write's list of fields (-1: a delete)
-        #: and the digest of what it wrote, of that list.
+        #: order): the write's position, the key's slot, the write's list of fields (:data:`DELETED`,
+        #: :data:`COPY_REMOVED`: a delete) and the digest of what it wrote, of that list.
         self.position, self.field_list, self.expected = positions, field_list, expected
         self.keys, slot = np.unique(hashes, return_inverse=True)
         del hashes
@@ -368,9 +375,10 @@ class SoughtPeople:
         return key_hashes(domains, keys), rows[owner].astype(np.int32), place[owner], digest[owner]
 
     def writes(self) -> Iterator[tuple[list[int], bool, int]]:
-        """Per write, in the plan's order: how many people each of its keys finds, whether the
-        first person found (by its first key that finds one) shows what it wrote, and the state's
-        digest of that person. Worked out as columns: a night's writes are many."""
+        """Per write, in the plan's order: how many people each of its keys finds, whether the List
+        shows it (an add or a patch: the first person found, by its first key that finds one,
+        shows what it wrote; a delete of a person: no one is found), and the state's digest of the
+        person found (0: none). Worked out as columns: a night's writes are many."""
         if not len(self.position):
             return
         starts, found, as_written, seen = self._per_write()
@@ -385,9 +393,9 @@ class SoughtPeople:
             for write, (start, stop) in enumerate(itertools.pairwise(edges)):
                 yield counts[start:stop], shown[write], digests[write]
 
-    def as_written(self) -> tuple[np.ndarray, np.ndarray]:
-        """The positions of the writes (adds and patches) whose person shows what they wrote, and
-        the state's digest of that person: those :meth:`writes` says ``True`` of."""
+    def shown(self) -> tuple[np.ndarray, np.ndarray]:
+        """The positions of the writes the List shows, and the state's digest of their person:
+        those :meth:`writes` says ``True`` of."""
         if not len(self.position):
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64)
         starts, _found, as_written, seen = self._per_write()
@@ -395,14 +403,15 @@ class SoughtPeople:
 
     def _per_write(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Where each write's entries start, the people each entry's key finds, and per write
-        whether its first person found shows what it wrote, and that person's digest."""
+        whether the List shows it (:meth:`writes`) and the digest of the person found."""
         entries = len(self.position)
         starts = np.flatnonzero(np.r_[True, self.position[1:] != self.position[:-1]])
         found = self.found[self.slot]
         first = np.minimum.reduceat(np.where(found > 0, np.arange(entries), entries), starts)
         anyone = first < entries
         first = np.where(anyone, first, 0)
-        return starts, found, self.as_written_entry[first] & anyone, self.seen[self.slot[first]]
+        shown = np.where(anyone, self.as_written_entry[first], self.field_list[starts] == DELETED)
+        return starts, found, shown, np.where(anyone, self.seen[self.slot[first]], 0)
 
     def read(self, listed: Iterable[PersonRecord]) -> None:
         """Count the people ``listed`` (List order) finds by each key sought; compare the first.

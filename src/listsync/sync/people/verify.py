@@ -159,28 +159,29 @@ class _ReadBack:
             adds,
         )
         sought.read(self._read(sought.domains, sorted_by_reader=True))
-        # With no write of unknown outcome to settle, those shown as written are settled as
-        # columns, and only the others are made objects again.
+        # With no write of unknown outcome to settle, those shown (as written, or deleted) are
+        # settled as columns, and only the others are made objects again.
         at_once = not self.result.unknown
         if at_once:
-            self._shown(*sought.as_written())
+            self._shown(*sought.shown())
         writes = (write for write in sought.writes() if not (at_once and write[1]))
         in_full: list[int] = []
-        shown = zip(_pending(plan, self.pending), writes, strict=True)
-        for (position, (kind, item)), (found, as_written, seen) in shown:
+        for (position, (kind, item)), (found, shown, seen) in zip(
+            _pending(plan, self.pending), writes, strict=True
+        ):
             if isinstance(item, PlannedDelete):
                 self._check(position, kind, item, delete_read_back(item, found))
             elif not any(found):
                 self._check(position, kind, item, not_found(item))
-            elif not as_written:
+            elif not shown:
                 in_full.append(position)
             elif self._check(position, kind, item, ReadBack("shown")):
                 self.verification.seen[position] = seen
         return np.asarray(in_full, dtype=np.int64)
 
     def _shown(self, positions: np.ndarray, seen: np.ndarray) -> None:
-        """Record the acknowledged adds and patches at ``positions`` as shown, as :meth:`_check`
-        does one by one, their people's digests being ``seen``."""
+        """Record the acknowledged writes at ``positions`` as shown, as :meth:`_check` does one by
+        one, their people's digests being ``seen`` (0: a delete)."""
         verification = self.verification
         self.pending[positions] = False
         if self.problems:
