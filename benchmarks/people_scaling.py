@@ -48,8 +48,9 @@ import shlex
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from child_emulator import covered
 from people_job import (
@@ -168,11 +169,18 @@ def growth_table(runs: dict[int, list[Night]]) -> tuple[list[str], list[str]]:
     return lines, flags
 
 
+Run = TypeVar("Run")
+
+
+def median_run(runs: Sequence[Run], seconds: Callable[[Run], float]) -> Run:
+    """The run with the median wall time (``seconds``), the lower of the two middle ones for an
+    even count."""
+    return sorted(runs, key=seconds)[(len(runs) - 1) // 2]
+
+
 def median_nights(rounds: list[list[Night]]) -> list[Night]:
-    """Each night of one size's ``rounds`` (the nights of each round): the run with the median
-    wall time (the lower of the two middle ones for an even count)."""
-    by_night = zip(*rounds, strict=True)
-    return [sorted(runs, key=lambda night: night.seconds)[(len(runs) - 1) // 2] for runs in by_night]
+    """Each night of one size's ``rounds`` (the nights of each round): its median run."""
+    return [median_run(runs, lambda night: night.seconds) for runs in zip(*rounds, strict=True)]
 
 
 def size_ratios(rounds: dict[int, list[list[Night]]]) -> list[str]:
@@ -208,9 +216,10 @@ def run_baseline(extract: Path, listed: Path, *options: str) -> dict[str, Any]:
     return figures
 
 
-def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The run with the median wall time (the lower of the two middle ones for an even count)."""
-    return sorted(runs, key=lambda run: run["seconds"])[(len(runs) - 1) // 2]
+def run_seconds(run: dict[str, Any]) -> float:
+    """The wall time of a run of ``people_baseline.py``."""
+    seconds: float = run["seconds"]
+    return seconds
 
 
 def baseline_lines(
@@ -219,9 +228,10 @@ def baseline_lines(
     turns: list[tuple[dict[str, Any], dict[str, Any]]],
     listed: int,
 ) -> list[str]:
-    """Ours against each baseline on the change night, and ours on the baseline's files against the
-    one-thread baseline (``turns``: the two run in turn, baseline first; their median runs); raises
-    if their counts differ from ours."""
+    """Ours against each baseline on the change night (the first: the median one-thread run of
+    ``turns``), and ours on the baseline's files against it (``turns``: the one-thread baseline
+    and ours on its files, run in turn; ours by its median run); raises if their counts differ
+    from ours."""
     summary = change.summary
     ours_counts = {
         "adds": summary["planned"]["add"],
@@ -260,7 +270,7 @@ def baseline_lines(
     for _, from_files in turns:
         if ours_counts != from_files["counts"]:
             raise SystemExit(f"ours on the files counted {from_files['counts']}, not {ours_counts}")
-    base, from_files = median_run([run for run, _ in turns]), median_run([run for _, run in turns])
+    base, from_files = baselines[0], median_run([run for _, run in turns], run_seconds)
     walls = [", ".join(f"{run['seconds']:.1f}" for run in runs) for runs in zip(*turns, strict=True)]
     lines.append(
         f"ours on the same files, one process, no service beside it, and the {base['threads']}-thread "
@@ -339,7 +349,10 @@ def main() -> None:
                         (run_baseline(extract, listed, *one_thread), run_baseline(extract, listed, "--ours"))
                         for _ in range(TURNS)
                     ]
-                    baselines = [median_run([run for run, _ in turns]), run_baseline(extract, listed)]
+                    baselines = [
+                        median_run([run for run, _ in turns], run_seconds),
+                        run_baseline(extract, listed),
+                    ]
                     compared = baseline_lines(nights[1], baselines, turns, dumped[0])
     table, flags = growth_table({size: median_nights(taken) for size, taken in rounds.items()})
     lines = [
