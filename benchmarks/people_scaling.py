@@ -35,7 +35,7 @@ columns beside the extract's preparation as a sync does, without a service shari
 against the one-thread baseline, the like-for-like comparison. Aim (issue 36): ours <= 2x. The
 two are run in turn :data:`TURNS` times and compared by their median runs: on a shared machine
 one run of either can take half as long again as the next (ours on the files took 9.1 s in one
-scaling run and 6.2 s about twenty minutes later, on the same code and files' sizes).
+scaling run and 6.2 s about twenty minutes later, on the same code and data).
 """
 
 from __future__ import annotations
