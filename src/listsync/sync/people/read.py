@@ -73,7 +73,7 @@ def found_by(record: PersonRecord) -> tuple[str, dict[str, Any], list[str]] | No
     return (
         list_domain(account_domain_of(record)),
         fields,
-        [loose(key) for key in person_keys(identity, normalised)],
+        once(person_keys(identity, normalised)),
     )
 
 
@@ -160,7 +160,13 @@ def looked_up_keys(item: PlannedAdd | PlannedPatch | PlannedDelete) -> list[str]
             *person_keys(item.identity, item.current),
             *person_keys(person_identity(after) or item.identity, after),
         ]
-    return [loose(key) for key in keys]
+    return once(keys)
+
+
+def once(keys: Iterable[str]) -> list[str]:
+    """``keys`` as :func:`loose` makes them, each once, in order: a person's identity is also their
+    e-mail key (or, without an e-mail, their profile URL's)."""
+    return list(dict.fromkeys(loose(key) for key in keys))
 
 
 @dataclass(frozen=True)
@@ -471,7 +477,7 @@ def keys_found_by(frame: pd.DataFrame) -> tuple[np.ndarray, pa.ChunkedArray, pa.
     """The keys the people of a List batch (:func:`~listsync.sync.people.frames.list_batch`) are
     found by, as :func:`found_by` gives them, as column operations: per key, the person's row, their
     account domain and the key (:func:`loose`), person after person, each one's keys in
-    :func:`person_keys` order."""
+    :func:`person_keys` order, each once (:func:`once`)."""
     email = frame["email"].str.strip()
     candidates = [
         frame[IDENTITY],
@@ -496,4 +502,11 @@ def _owned_keys(
     order = np.argsort(owner, kind="stable")
     keys = fold_text(pa.chunked_array(texts, pa.string()), ("whitespace", "case")).take(order)
     owner = owner[order]
+    # Each key once (:func:`once`): one the same as the one before it of the same person goes.
+    repeated = np.zeros(len(owner), dtype=bool)
+    if len(owner) > 1:
+        same = pc.equal(keys[1:], keys[:-1]).to_numpy(zero_copy_only=False)
+        repeated[1:] = (owner[1:] == owner[:-1]) & same
+    if repeated.any():
+        owner, keys = owner[~repeated], keys.filter(pa.array(~repeated))
     return owner, pa.array(domains.array).cast(pa.string()).take(owner), keys
