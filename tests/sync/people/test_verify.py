@@ -7,12 +7,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 import pytest
 from pytest_mock import MockerFixture
 
 from listsync.client import ListSyncClient
 from listsync.extract.sources import read_extract
+from listsync.sync.digests import key_hashes, mapping_digest_text, text_hashes
 from listsync.sync.people import sync_people, verify
+from listsync.sync.people.plan import PeoplePlan, PlannedAdd, PlannedDelete, PlannedWrites
+from listsync.sync.people.read import (
+    COPY_REMOVED,
+    DELETED,
+    SoughtPeople,
+    TakenWrites,
+    looked_up_keys,
+)
+from listsync.sync.people.verify import planned_writes
 from listsync.sync.settings import SyncSettings
 
 from ...support import LiveEmulator
@@ -167,15 +179,60 @@ def test_a_list_batch_of_some_accounts_is_the_batch_of_everyone_but_for_the_othe
     assert len(expected) == sum(identified.get(account, 0) for account in accounts)
 
 
+def sought(plan: PeoplePlan, pending: list[int] | None = None) -> SoughtPeople:
+    """The plan's writes (those at ``pending``; default all) sought as the read back takes them:
+    each kind as the columns it is made of."""
+    chosen = np.zeros(plan.size, dtype=bool)
+    chosen[range(plan.size) if pending is None else pending] = True
+    taken, offset = [], 0
+    for kind, writes in (
+        ("add", plan.adds),
+        ("patch", plan.patches),
+        ("delete", plan.repairs),
+        ("delete", plan.deletes),
+    ):
+        if len(writes):
+            assert isinstance(writes, PlannedWrites) and writes.frame is not None
+            rows = np.flatnonzero(chosen[offset : offset + len(writes)])
+            taken.append(TakenWrites(kind, writes.frame, rows, offset))
+            offset += len(writes)
+    return SoughtPeople(taken, ["title"])
+
+
+def entries(people: SoughtPeople) -> list[tuple[Any, ...]]:
+    """Per entry: the write's position, the hash of (account domain, key), its list of fields (or
+    what kind of delete), the digest of what it wrote."""
+    lists = [people.field_lists[at] if at >= 0 else at for at in people.field_list.tolist()]
+    hashes = people.keys[people.slot].tolist()
+    return list(zip(people.position.tolist(), hashes, lists, people.expected.tolist(), strict=True))
+
+
+def entries_of_objects(plan: PeoplePlan, pending: list[int] | None = None) -> list[tuple[Any, ...]]:
+    """:func:`entries` as the planned writes say them one by one, as objects: looked up by the keys
+    ``looked_up_keys`` gives, each with the fields it wrote and their digest."""
+    rows = []
+    for position, (_kind, item) in enumerate(planned_writes(plan)):
+        if pending is not None and position not in pending:
+            continue
+        if isinstance(item, PlannedDelete):
+            names: Any = COPY_REMOVED if item.copy else DELETED
+            text = ""
+        else:
+            wrote = item.person if isinstance(item, PlannedAdd) else item.patch
+            names = tuple(sorted(wrote))
+            text = mapping_digest_text(wrote, names)
+        for key in looked_up_keys(item):
+            hashed = key_hashes(pa.array([item.account_domain]), pa.array([key]))
+            rows.append((position, int(hashed[0]), names, int(text_hashes([text])[0])))
+    return rows
+
+
 @pytest.mark.parametrize("at_once", [100_000, 2])
 def test_adds_sought_as_columns_are_sought_as_their_objects_are(at_once: int, mocker: MockerFixture) -> None:
     """The read back takes a plan's adds as the columns they are made of: each is looked up by the
     keys it is as an object (identity, e-mail, profile URL), and counts as shown as written exactly
-    when its first person found shows every field it wrote, as the objects would say."""
-    import numpy as np
-
+    when its first person found shows every field it wrote."""
     from listsync.sync.people import plan_people_sync, read
-    from listsync.sync.people.read import SoughtPeople
 
     from .test_planner import source, src
 
@@ -197,7 +254,7 @@ def test_adds_sought_as_columns_are_sought_as_their_objects_are(at_once: int, mo
         [],
         fields={"first_name", "last_name", "email", "title", "phone_number", "network_profile_url"},
     )
-    assert plan.adds.frame is not None and len(plan.adds) == 5
+    assert len(plan.adds) == 5
     listed = [
         {
             "account_domain": "acme.com",
@@ -227,55 +284,86 @@ def test_adds_sought_as_columns_are_sought_as_their_objects_are(at_once: int, mo
             "network_profile_url": "https://x.io/d",
         },
     ]
-    mocker.patch.object(read, "ADDS_AT_ONCE", at_once)  # 2: rows 0 and 2 taken, then a span, 3 and 4
-    sought = [0, 2, 3, 4]  # Bo's add is settled: the others are sought
-    by_objects = SoughtPeople(((row, plan.adds[row]) for row in sought), ["title"])
-    by_columns = SoughtPeople((), ["title"], (plan.adds.frame, np.array(sought)))
-    for people in (by_objects, by_columns):
-        people.read(listed)
+    mocker.patch.object(read, "COLUMNS_AT_ONCE", at_once)  # 2: rows 0 and 2 taken, then a span, 3 and 4
+    pending = [0, 2, 3, 4]  # Bo's add is settled: the others are sought
+    people = sought(plan, pending)
+    people.read(listed)
 
-    assert list(by_columns.writes()) == list(by_objects.writes())
-    assert by_columns.position.tolist() == by_objects.position.tolist()
+    assert entries(people) == entries_of_objects(plan, pending)
     # Ann found by her e-mail in capitals (her identity and her e-mail are one key, looked up and
     # counted once), not as written; Cy with another title than written; Dee found by her profile
     # URL alone, without the e-mail written; Eve not found.
-    assert [(found, shown) for found, shown, _seen in by_columns.writes()] == [
+    assert [(found, shown) for found, shown, _seen in people.writes()] == [
         ([1], False),
         ([1], False),
         ([0, 1], False),
         ([0], False),
     ]
-    bo = SoughtPeople((), ["title"], (plan.adds.frame, np.array([1])))
+    bo = sought(plan, [1])
     bo.read(listed)
     # Bo as written: a title he was not written with is no difference.
     assert [(found, shown) for found, shown, _seen in bo.writes()] == [([1], True)]
 
 
-def test_hashes_show_a_delete_of_a_person_none_of_whose_keys_finds_anyone() -> None:
-    """A person deleted is shown once none of their keys finds anyone on their account; an extra
-    copy removed never by the hashes alone, since one copy must be left (``delete_read_back``)."""
-    from listsync.sync.people.plan import PlannedDelete
-    from listsync.sync.people.read import SoughtPeople
+def test_patches_and_deletes_sought_as_columns_are_sought_as_their_objects_are() -> None:
+    """The read back takes a plan's patches, copies removed and deletes as the columns they are
+    made of, as it takes the adds: each write is looked up by the same keys, in the same order, as
+    its object is (a patch by the person's keys before and after it, a delete by its identity and
+    the e-mail or profile URL it is, a copy by its identity alone), with the same fields written;
+    a delete is shown once none of its keys finds anyone on its account, an extra copy removed
+    never by the hashes alone, since one copy must be left (``delete_read_back``)."""
+    from listsync.sync.people import plan_people_sync
 
-    ann = PlannedDelete("acme.com", "email:ann@acme.com", {"email": "ann@acme.com"})
-    bo = PlannedDelete("acme.com", "email:bo@acme.com", {"email": "bo@acme.com"})
-    cy_url = "https://linkedin.com/in/cy"
-    cy = PlannedDelete("beta.io", "email:cy@beta.io", {"email": "cy@beta.io", "network_profile_url": cy_url})
-    dee = PlannedDelete("beta.io", "phone:+14155550100", {"phone_number": "+14155550100"}, copy=1)
-    listed = [
-        {"account_domain": "acme.com", "email": "BO@acme.com", "title": "CTO"},  # Bo is still there
-        # found by Cy's profile URL
-        {"account_domain": "beta.io", "email": "new@beta.io", "network_profile_url": cy_url},
-        {"account_domain": "gamma.org", "email": "ann@acme.com"},  # another account's: not Ann
-    ]
-    sought = SoughtPeople(enumerate([bo, ann, cy, dee], start=10), ["title"])
-    sought.read(listed)
+    from .test_planner import listed, source, src
 
-    assert [(found, shown) for found, shown, _seen in sought.writes()] == [
-        ([1], False),  # an identity by e-mail and the e-mail are one key, which finds Bo once
-        ([0], True),
-        ([0, 1], False),
-        ([0], False),  # no copy of Dee left: lost, not shown
+    ivy = {"first_name": "Ivy", "last_name": "Wu", "phone_number": "+14155550122"}
+    extract = source(
+        # given a profile URL: also found by it after the patch
+        src(
+            first_name="Ann",
+            last_name="Lee",
+            email="ann@acme.com",
+            title="CTO",
+            network_profile_url="https://in.com/ann",
+        ),
+        # found by the profile URL, given an e-mail: an identity of another kind after the patch
+        src(first_name="Bo", last_name="Li", email="bo@acme.com", network_profile_url="https://in.com/bo"),
+        src("beta.io", first_name="Cy", last_name="Doe", phone_number="+14155550100", title="VP"),
+        src("beta.io", first_name="Dee", last_name="Fox", email="dee@beta.io", title="CFO"),
+        src("beta.io", **ivy),
+    )
+    eve_url = "https://in.com/eve"
+    current = [
+        listed(first_name="Ann", last_name="Lee", email="ann@acme.com", title="VP"),
+        listed(first_name="Bo", last_name="Li", network_profile_url="https://in.com/bo"),
+        listed("beta.io", first_name="Cy", last_name="Doe", phone_number="+14155550100"),
+        listed("beta.io", first_name="Dee", last_name="Fox", email=" DEE@beta.io", title="CEO"),
+        listed(first_name="Eve", last_name="Ma", email="eve@acme.com", network_profile_url=eve_url),
+        listed(first_name="Fay", last_name="Ng", network_profile_url="https://in.com/fay "),
+        listed("beta.io", first_name="Gus", last_name="Ho", phone_number="+14155550111"),
+        listed("beta.io", first_name="Hal", last_name="Ng"),
+        listed("beta.io", **ivy),
+        listed("beta.io", **ivy),
     ]
-    positions, seen = sought.shown()
-    assert (positions.tolist(), seen.tolist()) == ([11], [0])  # no one's digest: no one is found
+    fields = {*ivy, "email", "title", "network_profile_url"}
+    plan = plan_people_sync(extract, current, fields=fields, mode="mirror")
+    assert (len(plan.patches), len(plan.repairs), len(plan.deletes)) == (4, 1, 4)
+    people = sought(plan)
+
+    assert entries(people) == entries_of_objects(plan)
+    # Ann and Bo also by the profile URL and the e-mail their patches give them; Eve by her identity
+    # alone, as the e-mail it is (a delete finds no one by a key of another kind)
+    assert [entry[0] for entry in entries(people)] == [0, 0, 1, 1, 2, 3, 4, 5, 6, 7, 8]
+    after = [record.model_dump(exclude_none=True) for record in current[:4] + current[5:9]]
+    after[1]["email"] = "bo@acme.com"
+    after.append({"account_domain": "beta.io", "email": "eve@acme.com"})  # another account's: not Eve
+    people.read(after)
+    # The List after: Bo's e-mail patched, Eve and one copy of Ivy gone, the other writes not shown.
+    assert [(found, shown) for found, shown, _seen in people.writes()] == [
+        *(([1, 0], False), ([1, 1], True), ([1], False), ([1], False)),  # patches: Ann, Bo, Cy, Dee
+        ([1], False),  # one copy of Ivy left: not shown by the hashes alone
+        *(([0], True), ([1], False), ([1], False), ([1], False)),  # deletes: Eve, Fay, Gus, Hal
+    ]
+    positions, seen = people.shown()
+    assert positions.tolist() == [1, 5]
+    assert seen[1] == 0  # a delete shown has no person, and no digest

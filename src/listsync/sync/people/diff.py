@@ -47,6 +47,9 @@ from listsync.sync.people.match import (
     numbered,
 )
 from listsync.sync.people.plan import (
+    COPY,
+    NEW,
+    PATCHED,
     HeldPerson,
     PeopleLedger,
     PeoplePlan,
@@ -297,18 +300,17 @@ class _Planner:
         self, positions: np.ndarray, copies: np.ndarray | None = None
     ) -> PlannedWrites[PlannedDelete]:
         people = _rows(self.list, positions, ["domain", IDENTITY, *PERSON_FIELDS])
-        numbers = np.zeros(len(positions), dtype=np.int64) if copies is None else copies
+        people = people.rename(columns={"domain": ACCOUNT_DOMAIN})
+        people[COPY] = np.zeros(len(positions), dtype=np.int64) if copies is None else copies
 
         def make(start: int, stop: int) -> list[PlannedDelete]:
             deletes = []
-            for person, copy in zip(
-                frame_records(people, slice(start, stop)), numbers[start:stop].tolist(), strict=True
-            ):
-                domain, identity = person.pop("domain"), person.pop(IDENTITY)
+            for person in frame_records(people, slice(start, stop)):
+                domain, identity, copy = person.pop(ACCOUNT_DOMAIN), person.pop(IDENTITY), person.pop(COPY)
                 deletes.append(PlannedDelete(domain, identity, _match_of(person, identity), copy, person))
             return deletes
 
-        return PlannedWrites(len(positions), make)
+        return PlannedWrites(len(positions), make, people)
 
     def _adds(self, positions: np.ndarray) -> None:
         # A field an extract person does not give is a null here, and frame_records leaves it out.
@@ -360,31 +362,38 @@ class _Planner:
                 )
         offsets = np.flatnonzero(differs)
         names = list(changed)
+        # One frame of the patches (PlannedWrites.frame): the List person's fields, and the new ones.
+        patches = _rows(self.list, matches[offsets], [IDENTITY, *PERSON_FIELDS])
+        current = list(patches.columns)
         wanted = _rows(self.source, positions[offsets], [ACCOUNT_DOMAIN, *names])
-        current = _rows(self.list, matches[offsets], [IDENTITY, *PERSON_FIELDS])
-        masks = {name: mask[offsets] for name, mask in changed.items()}
+        patches.insert(0, ACCOUNT_DOMAIN, wanted.pop(ACCOUNT_DOMAIN))
+        for name in names:
+            patches[NEW + name], patches[PATCHED + name] = wanted.pop(name), changed[name][offsets]
 
         def make(start: int, stop: int) -> list[PlannedPatch]:
             rows = slice(start, stop)
-            flags = [(name, masks[name][rows].tolist()) for name in names]
-            patches = []
+            flags = [(name, patches[PATCHED + name].iloc[rows].tolist()) for name in names]
+            news = [NEW + name for name in names]
+            result = []
             for at, (values, person) in enumerate(
                 zip(
-                    frame_records(wanted, rows, [ACCOUNT_DOMAIN, *names], keep_nulls=True),
-                    frame_records(current, rows),
+                    frame_records(patches, rows, [ACCOUNT_DOMAIN, *news], keep_nulls=True),
+                    frame_records(patches, rows, current),
                     strict=True,
                 )
             ):
                 identity = person.pop(IDENTITY)
-                changes = {name: (person.get(name), values[name]) for name, changed in flags if changed[at]}
-                patches.append(
+                changes = {
+                    name: (person.get(name), values[NEW + name]) for name, changed in flags if changed[at]
+                }
+                result.append(
                     PlannedPatch(
                         values[ACCOUNT_DOMAIN], identity, _match_of(person, identity), changes, person
                     )
                 )
-            return patches
+            return result
 
-        self.result.patches = PlannedWrites(len(offsets), make)
+        self.result.patches = PlannedWrites(len(offsets), make, patches)
 
     @cached_property
     def _keys(self) -> np.ndarray:

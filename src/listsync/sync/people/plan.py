@@ -64,6 +64,12 @@ class PlannedDelete:
     person: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
+#: Column prefixes of a patches frame (:class:`PlannedWrites`): a field's new value, and whether
+#: the row's patch writes it.
+NEW, PATCHED = "new:", "patched:"
+#: The column of a deletes frame that is :attr:`PlannedDelete.copy`.
+COPY = "copy"
+
 WriteT = TypeVar("WriteT", "PlannedAdd", "PlannedPatch", "PlannedDelete")
 
 
@@ -75,8 +81,11 @@ class PlannedWrites(Sequence[WriteT], Generic[WriteT]):
     :param count: how many writes.
     :param make: the writes from ``start`` to ``stop``, as objects.
     :param frame: the columns the writes are made of, a row a write, where a reader can take
-        them as columns (the adds: account domain, identity and the fields they write, nulls
-        unwritten); None: as objects only.
+        them as columns; None: as objects only. Each has ``account_domain`` and ``identity``,
+        and besides them: the adds, the fields they write (nulls unwritten); the patches, the
+        List person's fields as read, and for each field some patch writes, its new value
+        (:data:`NEW`) and whether the row's patch writes it (:data:`PATCHED`); the deletes, the
+        List person's fields and :data:`COPY`.
     """
 
     #: Writes made objects at a time while iterating. Small enough for a batch's objects to stay in

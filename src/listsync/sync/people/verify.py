@@ -26,6 +26,7 @@ from listsync.sync.people.plan import (
 from listsync.sync.people.read import (
     ReadBack,
     SoughtPeople,
+    TakenWrites,
     delete_read_back,
     looked_up_keys,
     not_found,
@@ -147,17 +148,15 @@ class _ReadBack:
         (:class:`SoughtPeople`), and settle the writes the hashes settle; return the positions
         of those to read back in full: an add or a patch whose person shows other than written."""
         plan = self.plan
-        frame = getattr(plan.adds, "frame", None)
-        # The adds are taken as columns where the plan holds them so: a fill night's are most of it.
-        adds = None if frame is None else (frame, np.flatnonzero(self.pending[: len(plan.adds)]))
-        sought = SoughtPeople(
-            (
-                (position, item)
-                for position, (_, item) in _pending(plan, self.pending, 0 if adds is None else len(plan.adds))
-            ),
-            None if plan.ledger is None else plan.ledger.fields,
-            adds,
-        )
+        taken: list[TakenWrites] = []
+        offset = 0
+        for kind, of_kind in _kinds(plan):
+            rows = np.flatnonzero(self.pending[offset : offset + len(of_kind)])
+            if len(rows):  # a plan's writes are the columns they are made of (diff.py)
+                assert isinstance(of_kind, PlannedWrites) and of_kind.frame is not None
+                taken.append(TakenWrites(kind, of_kind.frame, rows, offset))
+            offset += len(of_kind)
+        sought = SoughtPeople(taken, None if plan.ledger is None else plan.ledger.fields)
         sought.read(self._read(sought.domains, sorted_by_reader=True))
         # With no write of unknown outcome to settle, those shown (as written, or deleted) are
         # settled as columns, and only the others are made objects again.
@@ -305,14 +304,8 @@ def _pending(
     """The pending writes from position ``start`` to ``stop``, made objects a batch at a time for
     each pass rather than held: a large plan's writes are many objects."""
     stop = len(pending) if stop is None else stop
-    kinds: tuple[tuple[str, Sequence[PlannedAdd | PlannedPatch | PlannedDelete]], ...] = (
-        ("add", plan.adds),
-        ("patch", plan.patches),
-        ("delete", plan.repairs),
-        ("delete", plan.deletes),
-    )
     offset = 0
-    for kind, writes in kinds:
+    for kind, writes in _kinds(plan):
         low, high = max(start - offset, 0), min(stop - offset, len(writes))
         for batch in range(low, high, PlannedWrites.BATCH):
             end = min(batch + PlannedWrites.BATCH, high)
@@ -322,6 +315,11 @@ def _pending(
                 if pending[position]:
                     yield position, (kind, item)
         offset += len(writes)
+
+
+def _kinds(plan: PeoplePlan) -> tuple[tuple[str, Sequence[PlannedAdd | PlannedPatch | PlannedDelete]], ...]:
+    """A plan's writes of each kind, in the plan's order (the copies removed are deletes)."""
+    return (("add", plan.adds), ("patch", plan.patches), ("delete", plan.repairs), ("delete", plan.deletes))
 
 
 def planned_writes(plan: PeoplePlan) -> Iterator[tuple[str, PlannedAdd | PlannedPatch | PlannedDelete]]:
