@@ -17,8 +17,11 @@ figures are noise). On a shared machine the CPU time moves less with the load th
 
 With ``--rounds N``, every size is run N times, the sizes taking turns (100,000, 1,000,000,
 3,000,000, then again), so that a machine whose speed drifts during the run weighs on every size
-alike: each night's figures are those of its run with the median wall time, and each night's wall
-time at every size is reported over that at the size below it, as medians.
+alike: each step's figures per person are the medians of its rounds' (a step of half a second
+at 100,000 people moves by a third from one round to the next, so that the figures of one run,
+that whose night took the median time, flagged a step in one scaling run of unchanged code and
+not in the next), and each night's wall time at every size is reported over that at the size
+below it, as medians.
 
 With ``--baseline`` (needs the ``bench`` extra: ``make bench``), the change night at 1,000,000
 people (the size issue 36 names; the largest size when 1,000,000 is not among them) is also
@@ -45,6 +48,7 @@ import importlib.util
 import itertools
 import json
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -123,9 +127,22 @@ def per_person(night: Night, size: int) -> dict[str, tuple[float, float, float]]
     return costs
 
 
-def growth_table(runs: dict[int, list[Night]]) -> tuple[list[str], list[str]]:
-    """The per-person table of every night and step at every size, and the flags."""
-    sizes = sorted(runs)
+def median_costs(rounds: list[list[Night]], number: int, size: int) -> dict[str, tuple[float, ...]]:
+    """The :func:`per_person` costs of night ``number`` of ``rounds`` (of one size), each figure of
+    each step the median of the rounds': a step of half a second at 100,000 people takes a third
+    longer in one round than in the next, whichever night's wall time is the median."""
+    each = [per_person(nights[number - 1], size) for nights in rounds]
+    return {
+        step: tuple(statistics.median(costs[step][figure] for costs in each) for figure in range(3))
+        for step in each[0]
+        if all(step in costs for costs in each)
+    }
+
+
+def growth_table(rounds: dict[int, list[list[Night]]]) -> tuple[list[str], list[str]]:
+    """The per-person table of every night and step at every size (medians of the rounds), and the
+    flags."""
+    sizes = sorted(rounds)
     smallest, largest = sizes[0], sizes[-1]
     header = (
         "| night | step | "
@@ -135,7 +152,7 @@ def growth_table(runs: dict[int, list[Night]]) -> tuple[list[str], list[str]]:
     lines = [header, "|" + "---|" * (len(sizes) + 4)]
     flags = []
     for number, name in NIGHTS.items():
-        costs = {size: per_person(runs[size][number - 1], size) for size in sizes}
+        costs = {size: median_costs(rounds[size], number, size) for size in sizes}
         for step in (*STEPS, "night"):
             if not all(step in costs[size] for size in sizes):
                 continue
@@ -354,7 +371,7 @@ def main() -> None:
                         run_baseline(extract, listed),
                     ]
                     compared = baseline_lines(nights[1], baselines, turns, dumped[0])
-    table, flags = growth_table({size: median_nights(taken) for size, taken in rounds.items()})
+    table, flags = growth_table(rounds)
     lines = [
         *size_ratios(rounds),
         *compared,
