@@ -298,6 +298,9 @@ _TEXT_RULES = frozenset(
 )
 # Rules that turn text into lists or dicts: cached outputs are shared, so each row gets a copy.
 _CONTAINER_RULES = frozenset({normalize_personas, parse_connection_paths, parse_json})
+# Rules whose columns repeat values (account domains, switchboard numbers): each distinct value of
+# a column is normalised once (half of a chunk of CRM-like people's websites or phones is repeats).
+_REPEATING_RULES = frozenset({normalize_domain, normalize_phone})
 
 
 def normalize_column(series: pd.Series, rule: Callable[[Any], Any]) -> ColumnResult:
@@ -317,7 +320,7 @@ def normalize_column(series: pd.Series, rule: Callable[[Any], Any]) -> ColumnRes
     if series.dtype == ARROW_TEXT:  # a CSV chunk as Arrow's parser read it
         text = pa.array(series.array)
         text = text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text
-        return _normalize_text_column(text, rule) if len(text) else ColumnResult([])
+        return _normalize_text(text, rule) if len(text) else ColumnResult([])
     raw = series.tolist()
     if not raw:
         return ColumnResult([])
@@ -327,8 +330,23 @@ def normalize_column(series: pd.Series, rule: Callable[[Any], Any]) -> ColumnRes
         except UnicodeEncodeError:  # a lone surrogate, which Arrow's UTF-8 cannot hold
             pass
         else:
-            return _normalize_text_column(text, rule, raw)
+            return _normalize_text(text, rule, raw)
     return _apply(rule, raw)
+
+
+def _normalize_text(text: pa.Array, rule: Callable[[Any], Any], raw: list[Any] | None = None) -> ColumnResult:
+    """:func:`_normalize_text_column`, over the distinct values of ``text`` for a rule whose
+    columns repeat values (:data:`_REPEATING_RULES`), spread back to every position holding each."""
+    function = rule.func if isinstance(rule, partial) else rule
+    if function not in _REPEATING_RULES or text.null_count == len(text):
+        return _normalize_text_column(text, rule, raw)
+    encoded = pc.dictionary_encode(text)
+    once = _normalize_text_column(encoded.dictionary, rule)
+    codes = pc.fill_null(encoded.indices, -1).to_numpy()
+    failed = np.flatnonzero(np.isin(codes, list(once.errors))).tolist()
+    errors = {position: once.errors[int(codes[position])] for position in failed}
+    assert isinstance(once.data, pa.Array)  # a text rule over text gives Arrow strings
+    return ColumnResult(once.data.take(encoded.indices), errors)
 
 
 def _normalize_text_column(

@@ -243,19 +243,15 @@ def list_frame(records: Iterable[PersonRecord], *, before: ListPeople | None = N
     """
     built: list[Future[pd.DataFrame]] = []
     read = 0
-    batch: list[PersonRecord] = []
+    people = iter(records)
     with ThreadPoolExecutor(1, thread_name_prefix="listsync-list-batches") as builder:
-        for record in records:
-            batch.append(record)
-            if len(batch) == BATCH:
-                if built:
-                    built[-1].result()  # the one before, done by now: its error, if any, now
-                built.append(builder.submit(list_batch, batch))
-                read += len(batch)
-                batch = []
-        if batch or not built:
+        while (batch := list(itertools.islice(people, BATCH))) or not built:
+            if built:
+                built[-1].result()  # the one before, done by now: its error, if any, now
             built.append(builder.submit(list_batch, batch))
             read += len(batch)
+            if len(batch) < BATCH:
+                break
         batches = [future.result() for future in built]
     del built
     if before is not None:
@@ -312,13 +308,16 @@ def list_columns(batch: Sequence[PersonRecord], accounts: Collection[str] | None
     :raises UnexpectedResponseError: a person whose fields the client's model would refuse.
     """
     try:
-        domains = list_domains(text_column(_domains_named(batch)))
+        objects = _json_objects(batch)
+        present = set().union(*objects) if objects else set()  # of those kept, or more
+        domains = list_domains(text_column(_domains_named(batch, objects, present)))
         if accounts is not None:
             codes, distinct = pd.factorize(domains)  # each account's people come one after another
             kept = np.array([domain in accounts for domain in pa.array(distinct).to_pylist()])[codes]
             batch = list(itertools.compress(batch, kept.tolist()))
+            objects = None if objects is None else cast("Sequence[Mapping[str, Any]]", batch)
             domains = domains[kept].reset_index(drop=True)
-        frame = _columns(batch)
+        frame = _columns(batch, objects, present)
     except (pa.ArrowInvalid, pa.ArrowTypeError, ValidationError) as error:
         raise UnexpectedResponseError(
             200, "GET", "targetable-people", f"cannot read a List person: {_first_error(error)}"
@@ -335,14 +334,19 @@ def identified(people: pd.DataFrame) -> pd.DataFrame:
     return people[people[IDENTITY].notna().to_numpy()].reset_index(drop=True)
 
 
-def _columns(batch: Sequence[PersonRecord]) -> pd.DataFrame:
+def _columns(
+    batch: Sequence[PersonRecord], objects: Sequence[Mapping[str, Any]] | None, present: Collection[str]
+) -> pd.DataFrame:
     """The person fields of a batch of List people as columns: models as they are, JSON objects
-    checked like a model (text must be text, ``target`` a boolean; lists by the model itself)."""
-    if all(isinstance(record, BaseModel) for record in batch):
-        frame = records_frame(((None, record_fields(record)) for record in batch), PERSON_FIELDS)
-        return frame.drop(columns=ACCOUNT_DOMAIN)
-    objects = _json_objects(batch) or [_as_dict(record) for record in batch]
-    present = set().union(*objects) if objects else set()
+    checked like a model (text must be text, ``target`` a boolean; lists by the model itself).
+    ``objects``: the batch when every person in it is a JSON object (:func:`_json_objects`), and
+    ``present`` the fields any of them has, or more."""
+    if objects is None:
+        if all(isinstance(record, BaseModel) for record in batch):
+            frame = records_frame(((None, record_fields(record)) for record in batch), PERSON_FIELDS)
+            return frame.drop(columns=ACCOUNT_DOMAIN)
+        objects = [_as_dict(record) for record in batch]
+        present = set().union(*objects)
     for name in ("personas", "connection_paths"):
         if name in present:
             for record in objects:
@@ -372,12 +376,16 @@ def _json_objects(batch: Sequence[PersonRecord]) -> Sequence[Mapping[str, Any]] 
     return cast("Sequence[Mapping[str, Any]]", batch) if batch and set(map(type, batch)) == {dict} else None
 
 
-def _domains_named(batch: Sequence[PersonRecord]) -> list[Any]:
-    """The account domains a batch of List people names, as sent (a model's: None when empty)."""
-    objects = _json_objects(batch)
-    if objects is not None:
-        return [record.get(ACCOUNT_DOMAIN, record.get("accountDomain")) for record in objects]
-    return [_domain_of(record) for record in batch]
+def _domains_named(
+    batch: Sequence[PersonRecord], objects: Sequence[Mapping[str, Any]] | None, present: Collection[str]
+) -> list[Any]:
+    """The account domains a batch of List people names, as sent (a model's: None when empty);
+    ``objects`` and ``present`` as :func:`_columns` takes them."""
+    if objects is None:
+        return [_domain_of(record) for record in batch]
+    if ACCOUNT_DOMAIN not in present:  # as the service spells it, the only spelling there
+        return [record.get("accountDomain") for record in objects]
+    return [record.get(ACCOUNT_DOMAIN, record.get("accountDomain")) for record in objects]
 
 
 def _domain_of(record: PersonRecord) -> Any:
