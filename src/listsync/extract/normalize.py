@@ -312,7 +312,8 @@ def normalize_column(series: pd.Series, rule: Callable[[Any], Any]) -> ColumnRes
     each value: domains and e-mails take a vectorised fast path, free text is trimmed as a
     column, and outcomes are cached per rule and distinct value across calls (phone numbers per
     distinct number, whatever their layout), since extracts repeat values (account domains,
-    switchboard numbers). Text holding a control character (tab and line breaks aside) or a lone
+    switchboard numbers); a column of domains or phones goes through the fast paths one distinct
+    value at a time too. Text holding a control character (tab and line breaks aside) or a lone
     surrogate is rejected for it, with the reason the text rules give, whatever the rule (A32).
     A rule that gives text, over a column of text, gives its values as Arrow strings
     (:attr:`ColumnResult.text`).
