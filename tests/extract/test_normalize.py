@@ -34,7 +34,7 @@ from listsync.extract.normalize import (
     _fast_phones,
     normalize_column,
 )
-from listsync.extract.text_rules import NormalizationError, normalize_text
+from listsync.extract.text_rules import NormalizationError, normalize_text, text_bytes
 from listsync.extract.value_rules import (
     MAX_JSON_DEPTH,
     normalize_personas,
@@ -465,3 +465,18 @@ def test_a_lone_surrogate_within_json_is_refused_other_controls_are_data() -> No
     assert to_json_value({"note": "a\x00b"}) == {"note": "a\x00b"}
     with pytest.raises(NormalizationError, match=re.escape("lone surrogate U+DFFF")):
         to_json_value({"note": ["a\udfff"]})
+
+
+@given(
+    st.lists(st.none() | st.text(max_size=5)),
+    st.integers(0, 10),
+    st.integers(0, 10),
+    st.sampled_from([pa.string(), pa.large_string()]),
+)
+def test_the_bytes_of_a_slice_of_text_are_its_values_alone(
+    values: list[str | None], start: int, length: int, kind: pa.DataType
+) -> None:
+    # A slice shares the whole column's buffer: the bytes looked at are the slice's values only.
+    sliced = pa.array(values, kind).slice(start, length)
+    expected = b"".join(value.encode() for value in values[start : start + length] if value)
+    assert text_bytes(sliced).tobytes() == expected

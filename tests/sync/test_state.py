@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from listsync.operators.asset_state import AssetStateStore, list_asset_state_store
 from listsync.sync.digests import key_hashes, value_digests
@@ -144,6 +146,30 @@ def test_a_later_entry_of_a_key_wins_and_entries_come_out_sorted() -> None:
     )
     assert joined.keys.tolist() == [3, 9]
     assert (joined.sent.tolist(), joined.seen.tolist(), joined.kind.tolist()) == ([5, 1], [0, 2], [ADD, 0])
+
+
+@given(
+    st.lists(
+        st.tuples(st.lists(st.integers(0, 11), max_size=40), st.booleans(), st.sampled_from([0, 50, 60])),
+        max_size=5,
+    )
+)
+def test_entries_joined_are_those_of_their_parts_by_key_the_last_of_each_key_winning(
+    given_parts: list[tuple[list[int], bool, int]],
+) -> None:
+    # Keys of 12 values spread over the 64 bits, or all in their low bits (shift 0), as given or
+    # sorted: the last state's entries kept come sorted, a night's new ones in the plan's order.
+    parts, expected = [], {}
+    for number, (values, ascending, shift) in enumerate(given_parts):
+        keys = np.array(sorted(values) if ascending else values, dtype=np.uint64) << np.uint64(shift)
+        keys = keys + np.uint64(1)
+        sent = np.arange(len(keys), dtype=np.uint64) + np.uint64(100 * number)
+        parts.append(StateEntries.of(keys, sent, number))
+        expected.update(zip(keys.tolist(), sent.tolist(), strict=True))
+    joined = StateEntries.joined(parts)
+    assert joined.keys.tolist() == sorted(expected)
+    assert joined.sent.tolist() == [expected[key] for key in sorted(expected)]
+    assert (joined.seen == joined.sent // np.uint64(100)).all()
 
 
 def test_a_state_finds_keys_asked_in_any_order() -> None:

@@ -56,6 +56,7 @@ from listsync.extract.text_rules import (
     NormalizationError,
     is_missing,
     normalize_text,
+    text_bytes,
     text_problem,
     text_problems,
 )
@@ -114,8 +115,7 @@ def lower(text: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
 def _all_ascii(text: pa.Array) -> bool:
     if not pa.types.is_string(text.type):
         return False
-    data = text.buffers()[2]
-    return data is None or int(np.frombuffer(data, dtype=np.uint8).max(initial=0)) < 0x80
+    return int(text_bytes(text).max(initial=0)) < 0x80
 
 
 # The fast paths decide ASCII values only (their other outputs are dropped): ASCII's case rule and

@@ -27,6 +27,7 @@ __all__ = [
     "is_missing",
     "normalize_text",
     "surrogate_problem",
+    "text_bytes",
     "text_problem",
     "text_problems",
     "trimmed_text",
@@ -100,15 +101,25 @@ def _lone_surrogate(code: int) -> str:
     )
 
 
+def text_bytes(text: pa.Array) -> np.ndarray:
+    """The bytes of the values of ``text`` (Arrow text), as a view: those its offsets span. A
+    slice of a longer column, or a take of all of it, shares the longer one's data buffer: looked
+    at whole for each slice of 100,000 of 3,000,000 people, it made reading their writes back grow
+    with the square of their number."""
+    data = text.buffers()[2]
+    if data is None or not len(text):
+        return np.empty(0, dtype=np.uint8)
+    kind = np.int64 if pa.types.is_large_string(text.type) else np.int32
+    offsets = np.frombuffer(text.buffers()[1], dtype=kind)
+    return np.frombuffer(data, dtype=np.uint8)[offsets[text.offset] : offsets[text.offset + len(text)]]
+
+
 def text_problems(text: pa.Array, trimmed: pa.Array) -> dict[int, str]:
     """:func:`text_problem` of each position of a text column (``trimmed``: the same, trimmed by
     ``str.strip()``'s measure), found without a Python step per value: the column's bytes are
     looked at at once, and only a column holding some byte below 0x20 or 0x7F (tabs and line
     breaks included) is searched value by value."""
-    data = text.buffers()[2]
-    if data is None:
-        return {}
-    view = np.frombuffer(data, dtype=np.uint8)
+    view = text_bytes(text)
     if not ((view < 0x20).any() or (view == 0x7F).any()):
         return {}
     hits = pc.fill_null(pc.match_substring_regex(trimmed, _CONTROL_PATTERN), False)

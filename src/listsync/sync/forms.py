@@ -38,11 +38,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import combinations
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from listsync.extract.normalize import lower
+from listsync.extract.text_rules import text_bytes
 
 __all__ = [
     "DELETE_REACH",
@@ -181,16 +181,13 @@ def fold_text(column: pa.Array | pa.ChunkedArray, classes: Iterable[str]) -> pa.
 
 
 def _spaces_folded(text: pa.Array) -> bool:
-    """Whether ``text`` has no run of white space to fold: no byte of it (the whole buffer, of a
-    slice too) is a tab, a line break or a form feed, and no two spaces are side by side. The
+    """Whether ``text`` has no run of white space to fold: no byte of its values is a tab, a line
+    break or a form feed, and no two spaces are side by side. The
     expression that folds the others (RE2's ``\\s``: those bytes, ASCII only, which no byte of a
     longer UTF-8 character is) took half of the time a List person's keys take."""
     if not pa.types.is_string(text.type):
         return False
-    data = text.buffers()[2]
-    if data is None:
-        return True
-    codes = np.frombuffer(data, dtype=np.uint8)
+    codes = text_bytes(text)
     if bool(((codes >= 0x09) & (codes <= 0x0D)).any()):
         return False
     spaces = codes == 0x20

@@ -50,6 +50,7 @@ from listsync.extract.normalize import NORMALIZATION_VERSION
 from listsync.extract.options import Shard
 from listsync.extract.read_ahead import made_ahead
 from listsync.extract.rejects import Rejects
+from listsync.extract.text_rules import text_bytes
 from listsync.extract.value_rules import normalize_personas, parse_bool, parse_connection_paths
 from listsync.sync.people.frames import (
     IDENTITY,
@@ -342,12 +343,7 @@ class _Hasher:
         text = pa.array(values.astype(TEXT), type=pa.string())
         text = (text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text).fill_null("")
         offsets = np.frombuffer(text.buffers()[1], dtype=np.int32)[text.offset : text.offset + len(text) + 1]
-        data = text.buffers()[2]
-        span = (
-            np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]]
-            if data is not None
-            else np.empty(0, np.uint8)
-        )
+        span = text_bytes(text)
         starts, ends = offsets[:-1] - offsets[0], offsets[1:] - offsets[0]
         powers, inverses = self._tables(len(span) + 1)
         with np.errstate(over="ignore"):

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from listsync.client.models import person_identity
 from listsync.extract.contact_rules import normalize_domain
 from listsync.extract.mapping import ACCOUNT_DOMAIN, keys_in_shard
-from listsync.sync.digests import key_hashes, sought, text_hashes, value_digests
+from listsync.sync.digests import hash_order, key_hashes, sought, text_hashes, value_digests
 from listsync.sync.fan_out import fan_out
 from listsync.sync.forms import fold, fold_text, learn_form
 from listsync.sync.people.diff import canonical, person_fields
@@ -327,18 +327,24 @@ class SoughtPeople:
         #: order): the write's position, the key's slot, the write's list of fields (:data:`DELETED`,
         #: :data:`COPY_REMOVED`: a delete) and the digest of what it wrote, of that list.
         self.position, self.field_list, self.expected = positions, field_list, expected
-        self.keys, slot = np.unique(hashes, return_inverse=True)
+        # The entries by key: a slot per key, sorted; the entries of each slot, for the first
+        # person its key finds.
+        order = hash_order(hashes)
+        hashes = hashes[order]
+        first = np.ones(len(hashes), dtype=bool)
+        np.not_equal(hashes[1:], hashes[:-1], out=first[1:])
+        self.keys = hashes[first]
         del hashes
-        self.slot = slot.astype(np.int32)
-        del slot  # 8 bytes an entry, let go before the argsort below
+        self.slot = np.empty(len(order), dtype=np.int32)
+        self.slot[order] = np.cumsum(first) - 1
+        self._by_slot = order.astype(np.int32)
+        del order
+        self._slot_start = np.append(np.flatnonzero(first), len(first))
         #: Per entry: whether the first person its key finds shows what the write wrote.
         self.as_written_entry = np.zeros(len(self.position), dtype=bool)
         #: Per slot: people found by its key; the state's digest of the first.
         self.found = np.zeros(len(self.keys), dtype=np.int32)
         self.seen = np.zeros(len(self.keys), dtype=np.uint64)
-        # The entries of each slot, for the first person a key finds.
-        self._by_slot = np.argsort(self.slot, kind="stable").astype(np.int32)
-        self._slot_start = np.searchsorted(self.slot[self._by_slot], np.arange(len(self.keys) + 1))
 
     def _taken(
         self, part: TakenWrites, rows: np.ndarray, places: dict[tuple[str, ...], int]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from listsync.errors import ListSyncError
-from listsync.sync.digests import sought
+from listsync.sync.digests import hash_order, sought
 
 STATE_FORMAT = 2
 #: ``seen`` of a write the List has not shown yet. Digests are never 0.
@@ -132,14 +133,27 @@ class StateEntries:
 
     @classmethod
     def joined(cls, parts: Iterable[StateEntries]) -> StateEntries:
-        """The entries of ``parts`` in one, each key once: a later part's entry wins."""
+        """The entries of ``parts`` in one, sorted by key, each key once: a later part's entry wins."""
         parts = [part for part in parts if len(part)]
         if not parts:
             return cls()
         joined = cls(*(np.concatenate([getattr(part, name) for part in parts]) for name in _COLUMNS))
-        # The last entry of each key: unique over the reversed keys finds each key's last one.
-        _, last = np.unique(joined.keys[::-1], return_index=True)
-        return joined.take(len(joined) - 1 - last)  # sorted by key, as np.unique gives them
+        # Each part's order by key, then the parts as sorted runs, which a stable sort merges.
+        starts = itertools.accumulate((len(part) for part in parts[:-1]), initial=0)
+        order = np.concatenate([_order(part.keys) + start for part, start in zip(parts, starts, strict=True)])
+        keys = joined.keys[order]
+        merged = np.argsort(keys, kind="stable")
+        order, keys = order[merged], keys[merged]
+        # Sorted stably, the entries of a key are in the parts' order: its last one is the last.
+        last = np.ones(len(keys), dtype=bool)
+        np.not_equal(keys[1:], keys[:-1], out=last[:-1])
+        return joined.take(order[last])
+
+
+def _order(keys: np.ndarray) -> np.ndarray:
+    """The stable order that sorts ``keys``: their own when they are sorted already (the last
+    state's entries kept, mostly)."""
+    return np.arange(len(keys)) if bool((keys[1:] >= keys[:-1]).all()) else hash_order(keys)
 
 
 _COLUMNS = ("keys", "sent", "seen", "since", "kind")
