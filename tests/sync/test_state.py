@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pandas as pd
@@ -31,6 +32,7 @@ from listsync.sync.state import (
     load_state,
     save_state,
 )
+from listsync.sync.state import format as state_format
 
 SCOPE = StateScope("people", "tbl_1", None, {"column_map": {"Email": "email"}})
 
@@ -152,10 +154,11 @@ def test_a_later_entry_of_a_key_wins_and_entries_come_out_sorted() -> None:
     st.lists(
         st.tuples(st.lists(st.integers(0, 11), max_size=40), st.booleans(), st.sampled_from([0, 50, 60])),
         max_size=5,
-    )
+    ),
+    st.sampled_from([1, 4, 1 << 16]),
 )
 def test_entries_joined_are_those_of_their_parts_by_key_the_last_of_each_key_winning(
-    given_parts: list[tuple[list[int], bool, int]],
+    given_parts: list[tuple[list[int], bool, int]], at_once: int
 ) -> None:
     # Keys of 12 values spread over the 64 bits, or all in their low bits (shift 0), as given or
     # sorted: the last state's entries kept come sorted, a night's new ones in the plan's order.
@@ -166,7 +169,8 @@ def test_entries_joined_are_those_of_their_parts_by_key_the_last_of_each_key_win
         sent = np.arange(len(keys), dtype=np.uint64) + np.uint64(100 * number)
         parts.append(StateEntries.of(keys, sent, number))
         expected.update(zip(keys.tolist(), sent.tolist(), strict=True))
-    joined = StateEntries.joined(parts)
+    with mock.patch.object(state_format, "JOINED_AT_ONCE", at_once):  # a range of keys at a time
+        joined = StateEntries.joined(parts)
     assert joined.keys.tolist() == sorted(expected)
     assert joined.sent.tolist() == [expected[key] for key in sorted(expected)]
     assert (joined.seen == joined.sent // np.uint64(100)).all()

